@@ -1,0 +1,4 @@
+import type { JobDefinition } from '../src/worker.js';
+
+/** Every queue processor, one file each. `ces worker` runs them all (or those named by --queues). */
+export const jobs: JobDefinition[] = [];

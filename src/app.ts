@@ -1,0 +1,70 @@
+import { randomUUID } from 'node:crypto';
+import fastifySwagger from '@fastify/swagger';
+import fastifySwaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { AppContext } from './context.js';
+import { registerAuth } from './http/auth-hook.js';
+import { registerErrorHandler } from './http/error-handler.js';
+import './http/route-config.js';
+import { registerOperations } from './http/operations.js';
+import { routes } from './routes/index.js';
+
+/**
+ * Builds the HTTP facade over a process context. It never listens: `src/server.ts` (and tests, with inject) do.
+ */
+export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: ctx.log as FastifyBaseLogger,
+    bodyLimit: ctx.config.BODY_LIMIT_BYTES,
+    requestIdHeader: 'x-request-id',
+    genReqId: () => randomUUID(),
+    routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.decorate('ctx', ctx);
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+
+  // Clients send Content-Type: application/json on every request, GET and DELETE included, with no body:
+  // an empty body is "no body", not malformed JSON.
+  const defaultJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser(['application/json', 'application/scim+json'], { parseAs: 'string' }, (req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(null, undefined);
+    return defaultJson(req, text, done);
+  });
+
+  app.addHook('onSend', async (req, reply) => {
+    reply.header('X-Request-Id', req.id);
+  });
+
+  registerErrorHandler(app);
+  registerAuth(app);
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Customer Engagement Service',
+        version: '0.1.0',
+        description: 'Self-hostable customer-engagement data service. See the README for compatibility notes.',
+      },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'API key with the permission each endpoint names' },
+          scimToken: { type: 'http', scheme: 'bearer', description: 'SCIM token, with the X-Request-Origin header' },
+        },
+      },
+      security: [{ apiKey: [] }],
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs', staticCSP: true });
+
+  await registerOperations(app);
+  for (const plugin of routes) await app.register(plugin);
+
+  return app;
+}

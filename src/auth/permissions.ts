@@ -1,0 +1,42 @@
+/** Every permission string an API key can carry: the spec's, plus those of the endpoints we add beyond it. */
+export const PERMISSIONS = [
+  // From the spec.
+  'users.export.segment',
+  'users.track',
+  'users.alias.update',
+  'templates.email.create',
+  'templates.email.update',
+  'messages.live_activity.update',
+  'canvas.trigger.schedule.update',
+  'catalogs.replace_items',
+  'catalogs.replace_item',
+  'catalogs.get_item',
+  'preference_center.list',
+  'preference_center.get',
+  'email.status',
+  'sms.invalid_phone_numbers',
+  'email.hard_bounces',
+  'canvas.list',
+  'feed.list',
+  'segments.list',
+  'kpi.uninstalls.data_series',
+  // Beyond the spec, named as the public API names them.
+  'users.export.status',
+  'users.import',
+  'users.alias.new',
+  'templates.email.info',
+  'templates.email.list',
+  'canvas.trigger.schedule.create',
+  'canvas.trigger.schedule.delete',
+  'catalogs.get_items',
+  'catalogs.delete_item',
+  'catalogs.delete_items',
+  'messages.live_activity.register',
+  'internal.records.write',
+] as const;
+
+export type Permission = (typeof PERMISSIONS)[number];
+
+export function isPermission(value: string): value is Permission {
+  return (PERMISSIONS as readonly string[]).includes(value);
+}

@@ -1,0 +1,87 @@
+import { z } from 'zod';
+
+/**
+ * Every environment variable the service reads, parsed once at start.
+ * The README's configuration table is generated from these descriptions (`npm run docs:config`).
+ */
+const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
+const bool = (def: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default(def ? 'true' : 'false')
+    .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+export const ConfigSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development').describe('Runtime mode; `production` refuses the built-in development secrets.'),
+  HOST: z.string().default('0.0.0.0').describe('Interface the API listens on.'),
+  PORT: int(3000).describe('TCP port the API listens on.'),
+  PUBLIC_BASE_URL: z.url().optional().describe('Base address clients reach the API at; used in download URLs. Default `http://127.0.0.1:<PORT>`.'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('pino log level.'),
+
+  DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/ces').describe('PostgreSQL connection string (the system of record).'),
+  DATABASE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]*$/).default('public').describe('PostgreSQL schema holding every table; lets several installs (or test runs) share one database.'),
+  DATABASE_POOL_SIZE: int(10).describe('Connections per process in the PostgreSQL pool.'),
+  MIGRATE_ON_START: bool(true).describe('Apply pending migrations when `serve`, `worker` or `start` begins.'),
+
+  REDIS_URL: z.string().default('redis://127.0.0.1:6379').describe('Redis connection string (queues, locks, rate-limit counters).'),
+  REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('ces').describe('Prefix of every Redis key and BullMQ queue this install uses.'),
+
+  BODY_LIMIT_BYTES: int(8 * 1024 * 1024).describe('Largest request body accepted; larger bodies get 413.'),
+  SHUTDOWN_TIMEOUT_MS: int(30_000).describe('How long SIGTERM waits for in-flight requests and running jobs before closing anyway.'),
+  ADMIN_USER: z.string().min(1).optional().describe('User name for the queue dashboard at /admin/queues (disabled when unset).'),
+  ADMIN_PASSWORD: z.string().min(8).optional().describe('Password for the queue dashboard (at least 8 characters).'),
+  METRICS_ENABLED: bool(true).describe('Serve Prometheus metrics at /metrics.'),
+
+  RATE_LIMIT_DEFAULT_PER_HOUR: int(250_000).describe('Default rate limit per workspace and endpoint (spec Limits), requests per hour.'),
+  RATE_LIMIT_SCIM_PER_DAY: int(5_000).describe('SCIM requests per company per day, shared by POST, PUT, GET and DELETE.'),
+  RATE_LIMIT_ALIAS_PER_MINUTE: int(20_000).describe('/users/alias/* requests per workspace per minute, shared.'),
+  RATE_LIMIT_TRACK_PER_MINUTE: int(250_000).describe('/users/track requests per workspace per minute (not in the spec).'),
+  RATE_LIMIT_CATALOG_ASYNC_PER_MINUTE: int(16_000).describe('Asynchronous catalog item requests per workspace per minute, shared.'),
+  RATE_LIMIT_CATALOG_SYNC_PER_MINUTE: int(50).describe('Synchronous catalog item requests per workspace per minute, shared.'),
+  RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE: int(1_000).describe('Preference center list and detail requests per workspace per minute.'),
+
+  LOCAL_STORE_DIR: z.string().default('./data/bucket').describe('Directory of the built-in local object store (exports without a bucket destination).'),
+  DOWNLOAD_URL_SECRET: z.string().min(16).default('development-only-download-secret').describe('HMAC key signing export download URLs; set the same value on every API process.'),
+  DOWNLOAD_URL_TTL_SECONDS: int(4 * 3600).describe('Lifetime of an export download URL after the export is ready.'),
+  EXPORT_MAX_RUNNING_PER_COMPANY: int(100).describe('Segment exports that may run at once per company (spec: 100).'),
+  EXPORT_LOCK_LEASE_MS: int(30_000).describe('Lease of a running export\'s segment lock; a live worker renews it, a crashed one lets it lapse.'),
+  EXPORT_QUEUED_LEASE_MS: int(3_600_000).describe('Lease of the segment lock while the export waits in the queue for a worker.'),
+  EXPORT_SHARD_BUCKETS: int(2_500).describe('random_bucket values (of 10,000) per export shard job; smaller means more parallelism.'),
+  EXPORT_GZIP_LEVEL: int(1).describe('Compression level (1-9) for export parts; 1 is fastest.'),
+  CALLBACK_ALLOW_PRIVATE: bool(false).describe('Allow export callbacks to loopback and private-network addresses.'),
+  CALLBACK_ALLOWED_HOSTS: z.string().default('').describe('Comma-separated host names that callbacks may reach even when private.'),
+  CALLBACK_MAX_ATTEMPTS: int(8).describe('Attempts per export callback before giving up (exponential backoff).'),
+
+  WORKER_CONCURRENCY: int(2).describe('Jobs one worker process runs at once per queue.'),
+  INGEST_BATCH_MAX_JOBS: int(200).describe('Track requests an ingestion worker coalesces into one transaction.'),
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+
+export class ConfigError extends Error {}
+
+/** Parses the environment; the error names every offending variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const picked: Record<string, string> = {};
+  for (const key of Object.keys(ConfigSchema.shape)) {
+    const value = env[key];
+    if (value !== undefined && value !== '') picked[key] = value;
+  }
+  const parsed = ConfigSchema.safeParse(picked);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const config = parsed.data;
+  if (config.NODE_ENV === 'production' && config.DOWNLOAD_URL_SECRET === 'development-only-download-secret') {
+    throw new ConfigError('Invalid configuration:\n  DOWNLOAD_URL_SECRET: must be set in production');
+  }
+  if ((config.ADMIN_USER === undefined) !== (config.ADMIN_PASSWORD === undefined)) {
+    throw new ConfigError('Invalid configuration:\n  ADMIN_PASSWORD: ADMIN_USER and ADMIN_PASSWORD must be set together');
+  }
+  return config;
+}
+
+export function publicBaseUrl(config: Config): string {
+  return (config.PUBLIC_BASE_URL ?? `http://127.0.0.1:${config.PORT}`).replace(/\/$/, '');
+}

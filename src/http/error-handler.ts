@@ -1,0 +1,66 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { AppError, renderError, type ErrorCode } from '../errors.js';
+
+interface ValidationIssue {
+  instancePath?: string;
+  message?: string;
+}
+
+/** "body.fields_to_export: expected array, received undefined; body.output_format: ..." */
+export function describeValidation(context: string | undefined, issues: ValidationIssue[]): string {
+  const where = context === 'querystring' ? 'query' : (context ?? 'request');
+  const parts = issues.slice(0, 10).map((i) => {
+    const path = (i.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
+    return `${path ? `${where}.${path}` : where}: ${i.message ?? 'invalid'}`;
+  });
+  if (issues.length > 10) parts.push(`and ${issues.length - 10} more`);
+  return `Invalid ${where}: ${parts.join('; ')}`;
+}
+
+/** Translates what Fastify, its parsers and zod throw into our one error type. */
+export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  const fe = err as FastifyError & { validationContext?: string };
+  if (hasZodFastifySchemaValidationErrors(fe)) {
+    return new AppError('bad_request', describeValidation(fe.validationContext, fe.validation as ValidationIssue[]));
+  }
+  switch (fe.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError('payload_too_large', 'Request body is too large');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new AppError('unsupported_media_type', 'Unsupported Content-Type: send application/json');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new AppError('bad_request', 'Request body length does not match Content-Length');
+  }
+  if (err instanceof SyntaxError || fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+    return new AppError('bad_request', `Malformed JSON body: ${fe.message}`);
+  }
+  if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
+    const code: ErrorCode =
+      fe.statusCode === 404 ? 'not_found' : fe.statusCode === 413 ? 'payload_too_large' : fe.statusCode === 415 ? 'unsupported_media_type' : 'bad_request';
+    return new AppError(code, fe.message);
+  }
+  return new AppError('internal', 'Internal server error', { cause: err });
+}
+
+/** The one error handler: logs server faults with their cause, never sends a stack or SQL to the client. */
+export function registerErrorHandler(app: FastifyInstance): void {
+  app.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
+    const appErr = toAppError(err);
+    if (appErr.code === 'internal' || appErr.code === 'unavailable') {
+      req.log.error({ err: appErr.options.cause ?? err }, 'request failed');
+    } else {
+      req.log.info({ code: appErr.code, reason: appErr.message }, 'request refused');
+    }
+    const format = req.routeOptions?.config?.errorFormat ?? 'message';
+    const rendered = renderError(appErr, format);
+    if (appErr.options.retryAfter) reply.header('Retry-After', appErr.options.retryAfter);
+    reply.code(rendered.status).type(rendered.contentType).send(rendered.body);
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0];
+    reply.code(404).type('application/json; charset=utf-8').send({ message: `No route ${req.method} ${path}` });
+  });
+}

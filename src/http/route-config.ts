@@ -1,0 +1,39 @@
+import type { ApiKeyPrincipal, ScimPrincipal } from '../auth/principals.js';
+import type { Permission } from '../auth/permissions.js';
+import type { RateLimitRule } from '../auth/rate-limit.js';
+import type { AppContext } from '../context.js';
+import { AppError, type ErrorFormat } from '../errors.js';
+import type { FastifyRequest } from 'fastify';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** `api_key` (the default when `permission` is set), `scim`, or `none` for public routes. */
+    auth?: 'api_key' | 'scim' | 'none';
+    /** The permission an API key must carry. */
+    permission?: Permission;
+    /** The Limits-table bucket this route counts against (`RATE_LIMITS.*`). */
+    rateLimit?: RateLimitRule;
+    /** How errors of this route are written; `message` unless the spec documents another body. */
+    errorFormat?: ErrorFormat;
+  }
+  interface FastifyRequest {
+    apiKey?: ApiKeyPrincipal;
+    scimToken?: ScimPrincipal;
+    /** The X-Request-Origin of a SCIM request. */
+    scimOrigin?: string;
+  }
+  interface FastifyInstance {
+    ctx: AppContext;
+  }
+}
+
+/** The API key principal of an authenticated route (set by the auth hook before any handler runs). */
+export function apiKeyOf(req: FastifyRequest): ApiKeyPrincipal {
+  if (!req.apiKey) throw new AppError('internal', 'route reached without an API key principal');
+  return req.apiKey;
+}
+
+export function scimTokenOf(req: FastifyRequest): ScimPrincipal {
+  if (!req.scimToken) throw new AppError('internal', 'route reached without a SCIM principal');
+  return req.scimToken;
+}

@@ -1,0 +1,76 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * Prometheus metrics of one process. The API serves them at /metrics; a worker-only process serves them on
+ * WORKER_METRICS_PORT. Queue depth is read from Redis at scrape time, so any process reports the same depths.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly httpDuration = new Histogram({
+    name: 'ces_http_request_duration_seconds',
+    help: 'HTTP request latency by route and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  readonly jobDuration = new Histogram({
+    name: 'ces_job_duration_seconds',
+    help: 'Job processing time by queue and outcome',
+    labelNames: ['queue', 'outcome'] as const,
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800],
+    registers: [this.registry],
+  });
+
+  readonly jobFailures = new Counter({
+    name: 'ces_job_failures_total',
+    help: 'Failed job attempts by queue',
+    labelNames: ['queue'] as const,
+    registers: [this.registry],
+  });
+
+  readonly queueDepth = new Gauge({
+    name: 'ces_queue_jobs',
+    help: 'Jobs in each queue by state',
+    labelNames: ['queue', 'state'] as const,
+    registers: [this.registry],
+  });
+
+  readonly exportUsers = new Counter({
+    name: 'ces_export_users_total',
+    help: 'Users written to export parts',
+    registers: [this.registry],
+  });
+
+  readonly exportParts = new Counter({
+    name: 'ces_export_parts_total',
+    help: 'Export parts uploaded, by destination',
+    labelNames: ['destination'] as const,
+    registers: [this.registry],
+  });
+
+  readonly exportBytes = new Counter({
+    name: 'ces_export_bytes_total',
+    help: 'Compressed bytes of export parts uploaded',
+    registers: [this.registry],
+  });
+
+  readonly ingestObjects = new Counter({
+    name: 'ces_ingest_objects_total',
+    help: 'Objects applied to profiles by ingestion, by kind and source',
+    labelNames: ['kind', 'source'] as const,
+    registers: [this.registry],
+  });
+
+  readonly ingestRejected = new Counter({
+    name: 'ces_ingest_rejected_total',
+    help: 'Objects refused by validation, by kind and source',
+    labelNames: ['kind', 'source'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(withDefaults = true) {
+    if (withDefaults) collectDefaultMetrics({ register: this.registry, prefix: 'ces_' });
+  }
+}

@@ -1,0 +1,71 @@
+import type { FastifyInstance } from 'fastify';
+import { jobs as allJobs } from '../jobs/index.js';
+import { buildApp } from './app.js';
+import type { Config } from './config.js';
+import { closeContext, createContext, type AppContext } from './context.js';
+import { migrate } from './db/migrate.js';
+import { startWorkers, type RunningWorkers } from './worker.js';
+
+export interface RunOptions {
+  api: boolean;
+  worker: boolean;
+  /** Restrict the worker to these queues. */
+  queues?: string[];
+}
+
+export interface Running {
+  ctx: AppContext;
+  app?: FastifyInstance;
+  workers?: RunningWorkers;
+  /** Graceful stop: stop accepting requests, let jobs finish or hand them back, close pools. */
+  stop(): Promise<void>;
+}
+
+/** Starts the API, the workers, or both in this process, against the configured Redis and PostgreSQL. */
+export async function run(config: Config, options: RunOptions): Promise<Running> {
+  const ctx = await createContext(config);
+  if (config.MIGRATE_ON_START) await migrate(ctx.pool, config.DATABASE_SCHEMA, ctx.log);
+
+  let workers: RunningWorkers | undefined;
+  if (options.worker) {
+    const selected = options.queues ? allJobs.filter((j) => options.queues!.includes(j.queue)) : allJobs;
+    workers = startWorkers(ctx, selected);
+    ctx.log.info({ queues: selected.map((j) => j.queue) }, 'workers started');
+  }
+
+  let app: FastifyInstance | undefined;
+  if (options.api) {
+    app = await buildApp(ctx);
+    await app.listen({ host: config.HOST, port: config.PORT });
+  }
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      ctx.log.info('shutting down');
+      // Stop accepting first, so no request is enqueued after the workers are gone.
+      await app?.close();
+      await workers?.close(config.SHUTDOWN_TIMEOUT_MS);
+      await closeContext(ctx);
+    })());
+  return { ctx, app, workers, stop };
+}
+
+/** SIGTERM and SIGINT stop gracefully; a second signal exits at once. */
+export function stopOnSignals(running: Running): void {
+  let signalled = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) process.exit(1);
+    signalled = true;
+    running.ctx.log.info({ signal }, 'signal received');
+    running.stop().then(
+      () => process.exit(0),
+      (err) => {
+        running.ctx.log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}

@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+
+let env: TestEnv;
+let ws: SeededWorkspace;
+
+beforeAll(async () => {
+  env = await createTestEnv();
+  ws = await seedWorkspace(env.ctx.pool);
+  const other = await seedWorkspace(env.ctx.pool);
+  // 250 segments with a shared creation time every ten, to prove ties never repeat or skip across pages.
+  await env.ctx.pool.query(
+    `INSERT INTO segments (workspace_id, api_id, name, tags, archived, created_at)
+     SELECT $1, 'seg-' || lpad(g::text, 4, '0'), 'Segment ' || g, ARRAY['t' || (g % 3)], g % 50 = 0,
+            timestamptz '2026-01-01' + ((g / 10) || ' minutes')::interval
+       FROM generate_series(1, 250) g`,
+    [ws.workspaceId],
+  );
+  await env.ctx.pool.query(`INSERT INTO segments (workspace_id, api_id, name) VALUES ($1, 'foreign', 'Other workspace')`, [other.workspaceId]);
+});
+afterAll(async () => env?.close());
+
+async function page(query: string) {
+  const res = await env.app.inject({ method: 'GET', url: `/segments/list${query}`, headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' } });
+  return { status: res.statusCode, body: res.json(), headers: res.headers };
+}
+
+describe('GET /segments/list', () => {
+  it('pages 100 at a time over unarchived segments, never repeating or skipping ties', async () => {
+    const seen: string[] = [];
+    for (let p = 0; p < 4; p++) {
+      const { status, body } = await page(`?page=${p}`);
+      expect(status).toBe(200);
+      expect(body.message).toBe('success');
+      seen.push(...body.segments.map((s: { id: string }) => s.id));
+      if (p < 2) expect(body.segments).toHaveLength(100);
+    }
+    expect(seen).toHaveLength(245);
+    expect(new Set(seen).size).toBe(245);
+    expect(seen).not.toContain('seg-0050');
+    expect(seen).not.toContain('foreign');
+  });
+
+  it('returns the spec entry shape and sorts descending on request', async () => {
+    const { body } = await page('?sort_direction=desc');
+    expect(body.segments[0]).toEqual({ id: 'seg-0249', name: 'Segment 249', analytics_tracking_enabled: false, tags: ['t0'] });
+    const asc = await page('?');
+    expect(asc.body.segments[0].id).toBe('seg-0001');
+  });
+
+  it('refuses bad parameters with a clear 400', async () => {
+    for (const q of ['?page=-1', '?page=1.5', '?page=abc', '?sort_direction=up']) {
+      const { status, body } = await page(q);
+      expect(status, q).toBe(400);
+      expect(body.message, q).toMatch(/page|sort_direction/);
+    }
+  });
+
+  it('sends rate-limit headers', async () => {
+    const { headers } = await page('');
+    expect(Number(headers['x-ratelimit-limit'])).toBe(250000);
+    expect(Number(headers['x-ratelimit-remaining'])).toBeLessThan(250000);
+    expect(Number(headers['x-ratelimit-reset'])).toBeGreaterThan(Date.now() / 1000);
+  });
+});
