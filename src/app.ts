@@ -9,6 +9,7 @@ import { registerErrorHandler } from './http/error-handler.js';
 import './http/route-config.js';
 import { registerOperations } from './http/operations.js';
 import { routes } from './routes/index.js';
+import type { RouteEntry } from './http/route-config.js';
 
 /**
  * Builds the HTTP facade over a process context. It never listens: `src/server.ts` (and tests, with inject) do.
@@ -23,6 +24,12 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   }).withTypeProvider<ZodTypeProvider>();
 
   app.decorate('ctx', ctx);
+  const routeCatalog: RouteEntry[] = [];
+  app.decorate('routeCatalog', routeCatalog);
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) routeCatalog.push({ method, url: route.url, config: route.config ?? {} });
+  });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 

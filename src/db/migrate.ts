@@ -15,9 +15,10 @@ export async function migrate(pool: Pool, schema: string, log?: Logger): Promise
   const client = await pool.connect();
   const applied: string[] = [];
   try {
-    await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+    // Lock first: two processes creating the same schema at once would collide even with IF NOT EXISTS.
     await client.query('SELECT pg_advisory_lock(hashtext($1))', [`ces-migrate:${schema}`]);
     try {
+      await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
       await client.query(`CREATE TABLE IF NOT EXISTS "${schema}".schema_migrations (
         version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
       const done = new Set(

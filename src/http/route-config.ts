@@ -3,7 +3,13 @@ import type { Permission } from '../auth/permissions.js';
 import type { RateLimitRule } from '../auth/rate-limit.js';
 import type { AppContext } from '../context.js';
 import { AppError, type ErrorFormat } from '../errors.js';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyContextConfig, FastifyRequest } from 'fastify';
+
+export interface RouteEntry {
+  method: string;
+  url: string;
+  config: FastifyContextConfig;
+}
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -24,6 +30,8 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     ctx: AppContext;
+    /** Every route registered, with its auth configuration (for tests and docs). */
+    routeCatalog: RouteEntry[];
   }
 }
 
