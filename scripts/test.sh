@@ -8,6 +8,11 @@ if [ -f tools/gcs-emulator/package.json ] && [ ! -d tools/gcs-emulator/node_modu
   echo "test: installing the GCS emulator (once)"
   npm ci --prefix tools/gcs-emulator --no-audit --no-fund >/dev/null
 fi
+if [ ! -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ]; then
+  # The /docs page is checked in a real headless browser; Debian's chromium is the one this machine kind can get.
+  echo "test: installing chromium (once)"
+  apt-get install -y chromium >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y chromium >/dev/null; }
+fi
 npx tsc --noEmit -p .
 npx eslint .
 npx vitest run "$@"

@@ -31,6 +31,7 @@ export const ConfigSchema = z.object({
   ADMIN_USER: z.string().min(1).optional().describe('User name for the queue dashboard at /admin/queues (disabled when unset).'),
   ADMIN_PASSWORD: z.string().min(8).optional().describe('Password for the queue dashboard (at least 8 characters).'),
   METRICS_ENABLED: bool(true).describe('Serve Prometheus metrics at /metrics.'),
+  WORKER_METRICS_PORT: int(0).describe('Port on which a worker-only process (`ces worker`) serves /metrics; 0 disables it.'),
 
   RATE_LIMIT_DEFAULT_PER_HOUR: int(250_000).describe('Default rate limit per workspace and endpoint (spec Limits), requests per hour.'),
   RATE_LIMIT_SCIM_PER_DAY: int(5_000).describe('SCIM requests per company per day, shared by POST, PUT, GET and DELETE.'),

@@ -1,3 +1,4 @@
+import { createServer, type Server } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { jobs as allJobs } from '../jobs/index.js';
 import { buildApp } from './app.js';
@@ -34,9 +35,23 @@ export async function run(config: Config, options: RunOptions): Promise<Running>
   }
 
   let app: FastifyInstance | undefined;
+  let metricsServer: Server | undefined;
   if (options.api) {
     app = await buildApp(ctx);
     await app.listen({ host: config.HOST, port: config.PORT });
+  } else if (config.WORKER_METRICS_PORT > 0) {
+    // A worker-only process has no API to scrape; job metrics live in this process, so serve them here.
+    metricsServer = createServer((req, res) => {
+      if (req.url !== '/metrics') {
+        res.writeHead(404).end();
+        return;
+      }
+      ctx.metrics.registry.metrics().then(
+        (body) => res.writeHead(200, { 'content-type': ctx.metrics.registry.contentType }).end(body),
+        () => res.writeHead(500).end(),
+      );
+    });
+    await new Promise<void>((resolve) => metricsServer!.listen(config.WORKER_METRICS_PORT, config.HOST, resolve));
   }
 
   let stopping: Promise<void> | undefined;
@@ -45,6 +60,7 @@ export async function run(config: Config, options: RunOptions): Promise<Running>
       ctx.log.info('shutting down');
       // Stop accepting first, so no request is enqueued after the workers are gone.
       await app?.close();
+      await new Promise((resolve) => (metricsServer ? metricsServer.close(resolve) : resolve(undefined)));
       await workers?.close(config.SHUTDOWN_TIMEOUT_MS);
       await closeContext(ctx);
     })());
