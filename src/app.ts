@@ -20,7 +20,9 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     bodyLimit: ctx.config.BODY_LIMIT_BYTES,
     requestIdHeader: 'x-request-id',
     genReqId: () => randomUUID(),
-    routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true },
+    // Path parameters may be long (catalog item ids reach 250 characters, and a longer one must get its own error
+    // rather than "no route"): the router's default cap is 100.
+    routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, maxParamLength: 2048 },
   }).withTypeProvider<ZodTypeProvider>();
 
   app.decorate('ctx', ctx);

@@ -1,13 +1,16 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import type { z } from 'zod';
 import type { Redis } from './redis.js';
+import { CatalogBatchPayload, CATALOG_BATCH_QUEUE } from './catalogs/batch-payload.js';
 
 /**
  * The typed list of queues: each name maps to the zod schema of its payload, so every `add()` is type-checked
  * and every processor parses what it receives (old or foreign jobs exist). Payload schemas live beside the
  * domain module that owns the work; processors live in jobs/, one file per queue.
  */
-export const QUEUE_PAYLOADS = {} satisfies Record<string, z.ZodType>;
+export const QUEUE_PAYLOADS = {
+  [CATALOG_BATCH_QUEUE]: CatalogBatchPayload,
+} satisfies Record<string, z.ZodType>;
 
 export type QueueName = keyof typeof QUEUE_PAYLOADS;
 export type QueuePayload<N extends QueueName> = z.infer<(typeof QUEUE_PAYLOADS)[N]>;

@@ -29,6 +29,7 @@ export const PERMISSIONS = [
   'canvas.trigger.schedule.create',
   'canvas.trigger.schedule.delete',
   'catalogs.get_items',
+  'catalogs.create_item',
   'catalogs.delete_item',
   'catalogs.delete_items',
   'messages.live_activity.register',

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import segmentsRoutes from './segments.js';
+import catalogsRoutes from './catalogs.js';
 
 /** Every endpoint family, one plugin each. */
-export const routes: FastifyPluginAsync[] = [segmentsRoutes];
+export const routes: FastifyPluginAsync[] = [segmentsRoutes, catalogsRoutes];

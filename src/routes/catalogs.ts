@@ -1,0 +1,187 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { RATE_LIMITS } from '../auth/rate-limit.js';
+import { CATALOG_BATCH_QUEUE } from '../catalogs/batch-payload.js';
+import {
+  acceptBatchDelete,
+  acceptBatchReplace,
+  createItem,
+  deleteItem,
+  ITEMS_PAGE_SIZE,
+  listItems,
+  readItem,
+  replaceItem,
+  type EnqueueBatch,
+} from '../catalogs/items.js';
+import { MAX_BATCH_ITEMS, MAX_ID_LENGTH, MAX_ITEM_CHARS, MAX_NESTING } from '../catalogs/validate.js';
+import { apiKeyOf } from '../http/route-config.js';
+import { MessageResponse } from '../http/schemas.js';
+
+const ItemObject = z.record(z.string(), z.unknown());
+const CatalogParams = z.object({ catalog_name: z.string().describe('Name of the catalog') });
+const ItemParams = CatalogParams.extend({ item_id: z.string().describe(`Item id: letters, digits, - and _, at most ${MAX_ID_LENGTH} characters`) });
+
+export const BatchItemsBody = z.object({
+  items: z.array(ItemObject.and(z.object({ id: z.string() }))).max(MAX_BATCH_ITEMS),
+});
+export const SingleItemBody = z.object({ items: z.array(ItemObject).length(1) });
+export const DeleteItemsBody = z.object({ items: z.array(z.object({ id: z.string() })).max(MAX_BATCH_ITEMS) });
+export const ItemsResponse = z.object({ items: z.array(ItemObject.and(z.object({ id: z.string() }))), message: z.string() });
+export const ItemsListQuery = z.object({ cursor: z.string().optional().describe('Opaque cursor from the Link header of the previous page') });
+
+/**
+ * Bodies are checked by the catalog domain, not by the route schema, so that every malformed body answers with the
+ * spec's error ids (item-array-invalid, items-missing-ids, ...) rather than a generic schema error. The OpenAPI
+ * document still shows the real shape.
+ */
+function documentedBody(schema: z.ZodType, description: string) {
+  const { $schema: _ignored, ...json } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  return z.unknown().meta({ ...json, description });
+}
+
+const limitsNote = `Items: ids of letters, digits, - and _ up to ${MAX_ID_LENGTH} characters; at most ${MAX_ITEM_CHARS} characters of JSON each; values nested at most ${MAX_NESTING} levels. Errors use the catalog error body and list every problem found.`;
+
+const sync = { rateLimit: RATE_LIMITS.catalogSync, errorFormat: 'catalog' } as const;
+const async = { rateLimit: RATE_LIMITS.catalogAsync, errorFormat: 'catalog' } as const;
+
+const catalogsRoutes: FastifyPluginAsync = async (base) => {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const enqueue: EnqueueBatch = async (payload) => {
+    await app.ctx.queues.get(CATALOG_BATCH_QUEUE).add(CATALOG_BATCH_QUEUE, payload, { jobId: `catalog-${payload.op}-${payload.version}` });
+  };
+
+  app.put(
+    '/catalogs/:catalog_name/items',
+    {
+      config: { permission: 'catalogs.replace_items', ...async },
+      schema: {
+        summary: 'Create or replace catalog items (asynchronous)',
+        description: `Validates the whole request, queues it, and answers 202; a worker then creates or replaces every item in one transaction. Up to ${MAX_BATCH_ITEMS} items, each with an id. ${limitsNote}`,
+        tags: ['catalogs'],
+        params: CatalogParams,
+        body: documentedBody(BatchItemsBody, 'items: up to 50 item objects, each with an id and fields of the catalog'),
+        response: { 202: MessageResponse },
+      },
+    },
+    async (req, reply) => {
+      await acceptBatchReplace(app.ctx.pool, enqueue, apiKeyOf(req).workspaceId, req.params.catalog_name, req.body);
+      return reply.code(202).send({ message: 'success' });
+    },
+  );
+
+  app.delete(
+    '/catalogs/:catalog_name/items',
+    {
+      config: { permission: 'catalogs.delete_items', ...async },
+      schema: {
+        summary: 'Delete catalog items (asynchronous)',
+        description: `Validates the ids, queues the delete and answers 202; ids that name no item are ignored. Up to ${MAX_BATCH_ITEMS} items.`,
+        tags: ['catalogs'],
+        params: CatalogParams,
+        body: documentedBody(DeleteItemsBody, 'items: up to 50 objects, each with the id of an item to delete'),
+        response: { 202: MessageResponse },
+      },
+    },
+    async (req, reply) => {
+      await acceptBatchDelete(app.ctx.pool, enqueue, apiKeyOf(req).workspaceId, req.params.catalog_name, req.body);
+      return reply.code(202).send({ message: 'success' });
+    },
+  );
+
+  app.get(
+    '/catalogs/:catalog_name/items',
+    {
+      config: { permission: 'catalogs.get_items', ...sync },
+      schema: {
+        summary: 'List catalog items',
+        description: `${ITEMS_PAGE_SIZE} items a page in id order. When more follow, a relative \`Link: </catalogs/{name}/items?cursor=...>; rel="next"\` header names the next page.`,
+        tags: ['catalogs'],
+        params: CatalogParams,
+        querystring: ItemsListQuery,
+        response: { 200: ItemsResponse },
+      },
+    },
+    async (req, reply) => {
+      const name = req.params.catalog_name;
+      const page = await listItems(app.ctx.pool, apiKeyOf(req).workspaceId, name, req.query.cursor);
+      if (page.next) reply.header('Link', `</catalogs/${encodeURIComponent(name)}/items?cursor=${page.next}>; rel="next"`);
+      return { items: page.items, message: 'success' };
+    },
+  );
+
+  app.put(
+    '/catalogs/:catalog_name/items/:item_id',
+    {
+      config: { permission: 'catalogs.replace_item', ...sync },
+      schema: {
+        summary: 'Create or replace one catalog item',
+        description: `Synchronous. items holds exactly one item object without an id (the id is the path's). An item that does not exist is created; one that exists is replaced whole. ${limitsNote}`,
+        tags: ['catalogs'],
+        params: ItemParams,
+        body: documentedBody(SingleItemBody, 'items: exactly one item object, without id'),
+        response: { 200: MessageResponse },
+      },
+    },
+    async (req) => {
+      await replaceItem(app.ctx.pool, apiKeyOf(req).workspaceId, req.params.catalog_name, req.params.item_id, req.body);
+      return { message: 'success' };
+    },
+  );
+
+  app.post(
+    '/catalogs/:catalog_name/items/:item_id',
+    {
+      config: { permission: 'catalogs.create_item', ...sync },
+      schema: {
+        summary: 'Create one catalog item',
+        description: `Synchronous. Like the PUT, but an item that already exists is refused with item-already-exists. ${limitsNote}`,
+        tags: ['catalogs'],
+        params: ItemParams,
+        body: documentedBody(SingleItemBody, 'items: exactly one item object, without id'),
+        response: { 201: MessageResponse },
+      },
+    },
+    async (req, reply) => {
+      await createItem(app.ctx.pool, apiKeyOf(req).workspaceId, req.params.catalog_name, req.params.item_id, req.body);
+      return reply.code(201).send({ message: 'success' });
+    },
+  );
+
+  app.get(
+    '/catalogs/:catalog_name/items/:item_id',
+    {
+      config: { permission: 'catalogs.get_item', ...sync },
+      schema: {
+        summary: 'Get one catalog item',
+        tags: ['catalogs'],
+        params: ItemParams,
+        response: { 200: ItemsResponse },
+      },
+    },
+    async (req) => {
+      const item = await readItem(app.ctx.pool, apiKeyOf(req).workspaceId, req.params.catalog_name, req.params.item_id);
+      return { items: [item], message: 'success' };
+    },
+  );
+
+  app.delete(
+    '/catalogs/:catalog_name/items/:item_id',
+    {
+      config: { permission: 'catalogs.delete_item', ...sync },
+      schema: {
+        summary: 'Delete one catalog item',
+        description: 'Synchronous: the item is gone when the answer arrives. 202 as the public API answers it.',
+        tags: ['catalogs'],
+        params: ItemParams,
+        response: { 202: MessageResponse },
+      },
+    },
+    async (req, reply) => {
+      await deleteItem(app.ctx.pool, apiKeyOf(req).workspaceId, req.params.catalog_name, req.params.item_id);
+      return reply.code(202).send({ message: 'success' });
+    },
+  );
+};
+
+export default catalogsRoutes;
