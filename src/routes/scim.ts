@@ -1,0 +1,145 @@
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { RATE_LIMITS } from '../auth/rate-limit.js';
+import { publicBaseUrl } from '../config.js';
+import { AppError } from '../errors.js';
+import { describeValidation } from '../http/error-handler.js';
+import { scimTokenOf } from '../http/route-config.js';
+import type { ScimActor } from '../scim/audit.js';
+import { SCIM_LIMITS, ScimListResponse, ScimUser, ScimUserCreate, ScimUserReplace } from '../scim/schemas.js';
+import { createUser, deleteUser, getUser, listUsers, replaceUser } from '../scim/users.js';
+
+/** RFC 7644 3.1: SCIM messages are application/scim+json, which every identity provider accepts. */
+const SCIM_JSON = 'application/scim+json; charset=utf-8';
+
+const config = { auth: 'scim', rateLimit: RATE_LIMITS.scim, errorFormat: 'scim' } as const;
+const common = { tags: ['scim'], security: [{ scimToken: [] }] };
+const headersNote = 'Needs a SCIM token (`Authorization: Bearer`) and `X-Request-Origin`; counts against the daily SCIM limit of the company.';
+
+const IdParams = z.object({ id: z.string().describe('The id a create or a filtered GET returned') });
+
+/** RFC 7644 3.4.2.4: a startIndex below 1 means 1, a negative count means 0; we return at most SCIM_LIMITS.maxCount. */
+const ListQuery = z.object({
+  filter: z.string({ error: 'filter must be given once' }).optional().describe('Only `userName eq "<EMAIL>"` is supported'),
+  startIndex: z.coerce
+    .number({ error: 'startIndex must be an integer' })
+    .int('startIndex must be an integer')
+    .max(2 ** 31 - 1, 'startIndex is too large')
+    .transform((v) => Math.max(1, v))
+    .default(1),
+  count: z.coerce
+    .number({ error: 'count must be an integer' })
+    .int('count must be an integer')
+    .transform((v) => Math.min(SCIM_LIMITS.maxCount, Math.max(0, v)))
+    .default(SCIM_LIMITS.defaultCount),
+});
+
+/**
+ * Body and query refusals carry RFC 7644's scimType. Validation is attached rather than thrown by Fastify so that it
+ * arrives here, where the SCIM family adds `invalidSyntax` (not a JSON object) or `invalidValue` (a field is wrong).
+ */
+function refuseInvalid(req: FastifyRequest): void {
+  const err = req.validationError as (FastifyError & { validationContext?: string }) | undefined;
+  if (!err) return;
+  const body = req.body;
+  if (err.validationContext === 'body' && (typeof body !== 'object' || body === null || Array.isArray(body))) {
+    throw new AppError('bad_request', 'The request body must be a JSON object (a SCIM User resource)', { scimType: 'invalidSyntax' });
+  }
+  const issues = (err.validation ?? []) as { instancePath?: string; message?: string }[];
+  throw new AppError('bad_request', describeValidation(err.validationContext, issues), { scimType: 'invalidValue' });
+}
+
+function actorOf(req: FastifyRequest): ScimActor {
+  const token = scimTokenOf(req);
+  return { tokenId: token.tokenId, tokenName: token.tokenName, origin: req.scimOrigin ?? '' };
+}
+
+const scim = (reply: FastifyReply) => reply.type(SCIM_JSON);
+
+const scimRoutes: FastifyPluginAsync = async (base) => {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const baseUrl = publicBaseUrl(app.ctx.config);
+  const { pool } = app.ctx;
+  app.addHook('preHandler', async (req) => refuseInvalid(req));
+
+  app.post(
+    '/scim/v2/Users',
+    {
+      config,
+      attachValidation: true,
+      schema: {
+        ...common,
+        summary: 'Create a dashboard user (SCIM)',
+        description: `${headersNote} 409 when the company already has the userName (in any letter case).`,
+        body: ScimUserCreate,
+        response: { 201: ScimUser },
+      },
+    },
+    async (req, reply) => {
+      const user = await createUser(pool, scimTokenOf(req).companyId, req.body, actorOf(req), baseUrl);
+      return scim(reply).code(201).header('Location', user.meta.location).send(user);
+    },
+  );
+
+  app.get(
+    '/scim/v2/Users',
+    {
+      config,
+      attachValidation: true,
+      schema: {
+        ...common,
+        summary: 'Find dashboard users (SCIM ListResponse)',
+        description: `${headersNote} With \`filter=userName eq "<EMAIL>"\`: that user, or none. Without: the company's users by creation time, paged by startIndex (from 1) and count (default ${SCIM_LIMITS.defaultCount}, at most ${SCIM_LIMITS.maxCount}).`,
+        querystring: ListQuery,
+        response: { 200: ScimListResponse },
+      },
+    },
+    async (req, reply) => scim(reply).send(await listUsers(pool, scimTokenOf(req).companyId, req.query, baseUrl)),
+  );
+
+  app.get(
+    '/scim/v2/Users/:id',
+    {
+      config,
+      attachValidation: true,
+      schema: { ...common, summary: 'Get a dashboard user (SCIM)', description: headersNote, params: IdParams, response: { 200: ScimUser } },
+    },
+    async (req, reply) => scim(reply).send(await getUser(pool, scimTokenOf(req).companyId, req.params.id, baseUrl)),
+  );
+
+  app.put(
+    '/scim/v2/Users/:id',
+    {
+      config,
+      attachValidation: true,
+      schema: {
+        ...common,
+        summary: 'Replace a dashboard user (SCIM)',
+        description: `${headersNote} Replaces name, department and permissions; userName cannot change.`,
+        params: IdParams,
+        body: ScimUserReplace,
+        response: { 200: ScimUser },
+      },
+    },
+    async (req, reply) => {
+      const user = await replaceUser(pool, scimTokenOf(req).companyId, req.params.id, req.body, actorOf(req), baseUrl);
+      return scim(reply).send(user);
+    },
+  );
+
+  app.delete(
+    '/scim/v2/Users/:id',
+    {
+      config,
+      attachValidation: true,
+      schema: { ...common, summary: 'Delete a dashboard user (SCIM)', description: `${headersNote} 204 with no body.`, params: IdParams},
+    },
+    async (req, reply) => {
+      await deleteUser(pool, scimTokenOf(req).companyId, req.params.id, actorOf(req), baseUrl);
+      return reply.code(204).send();
+    },
+  );
+};
+
+export default scimRoutes;

@@ -1,0 +1,66 @@
+import type { PoolClient } from '../db/pool.js';
+import type { ScimUser } from './schemas.js';
+
+/** Who made a change: the SCIM token (id and name) and the X-Request-Origin the identity provider sent. */
+export interface ScimActor {
+  tokenId: string;
+  tokenName: string;
+  origin: string;
+}
+
+export type AuditAction = 'create' | 'update' | 'delete';
+export type FieldChange = { from: unknown; to: unknown };
+
+/**
+ * A user as flat "field -> value" pairs, so that a diff names what changed: `department`,
+ * `permissions.companyPermissions`, `permissions.appGroup[Marketing]`. Workspaces are keyed by name (what an admin
+ * reads); ids and sign-in times are left out since they are not edited through SCIM.
+ */
+export function auditView(user: ScimUser): Record<string, unknown> {
+  const view: Record<string, unknown> = {
+    userName: user.userName,
+    'name.givenName': user.name.givenName,
+    'name.familyName': user.name.familyName,
+    department: user.department,
+    'permissions.companyPermissions': user.permissions.companyPermissions,
+  };
+  for (const g of user.permissions.appGroup) {
+    const { appGroupId: _id, appGroupName, team, ...rest } = g;
+    view[`permissions.appGroup[${appGroupName}]`] = {
+      ...rest,
+      ...(team ? { team: team.map(({ teamId: _t, ...t }) => t) } : {}),
+    };
+  }
+  return view;
+}
+
+/** The fields whose values differ; absent on one side means null there. */
+export function diffViews(before: Record<string, unknown> | null, after: Record<string, unknown> | null): Record<string, FieldChange> {
+  const changes: Record<string, FieldChange> = {};
+  const keys = new Set([...Object.keys(before ?? {}), ...Object.keys(after ?? {})]);
+  for (const key of keys) {
+    const from = before?.[key] ?? null;
+    const to = after?.[key] ?? null;
+    if (JSON.stringify(from) !== JSON.stringify(to)) changes[key] = { from, to };
+  }
+  return changes;
+}
+
+const ORIGIN_MAX = 255;
+
+/** Appends one row to the audit trail, in the caller's transaction so that a change and its record commit together. */
+export async function recordAudit(
+  db: PoolClient,
+  companyId: string,
+  userId: string,
+  actor: ScimActor,
+  action: AuditAction,
+  changes: Record<string, FieldChange>,
+): Promise<void> {
+  const origin = actor.origin.slice(0, ORIGIN_MAX);
+  await db.query(
+    `INSERT INTO dashboard_user_audit (company_id, dashboard_user_id, actor, action, changes, scim_token_id, request_origin)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    [companyId, userId, `${actor.tokenName} (${origin})`, action, JSON.stringify(changes), actor.tokenId, origin],
+  );
+}
