@@ -49,8 +49,45 @@ describe('GET /segments/list', () => {
     expect(asc.body.segments[0].id).toBe('seg-0001');
   });
 
+  it('handles exactly 100 and 101 segments at the page boundary', async () => {
+    const sizes: Record<number, number[]> = {};
+    for (const n of [100, 101]) {
+      const w = await seedWorkspace(env.ctx.pool);
+      await env.ctx.pool.query(
+        `INSERT INTO segments (workspace_id, api_id, name, created_at) SELECT $1, 's' || g, 'S' || g, timestamptz '2026-01-01' FROM generate_series(1, $2::int) g`,
+        [w.workspaceId, n],
+      );
+      const ids: string[] = [];
+      sizes[n] = [];
+      for (const p of [0, 1]) {
+        const res = await env.app.inject({ method: 'GET', url: `/segments/list?page=${p}`, headers: bearer(w.apiKey) });
+        const list = res.json().segments.map((x: { id: string }) => x.id);
+        sizes[n]!.push(list.length);
+        ids.push(...list);
+      }
+      expect(new Set(ids).size).toBe(n);
+    }
+    expect(sizes).toEqual({ 100: [100, 0], 101: [100, 1] });
+  });
+
+  it('never lists archived segments, whatever include_archived says', async () => {
+    const seen: string[] = [];
+    for (let p = 0; p < 3; p++) seen.push(...(await page(`?page=${p}&include_archived=true`)).body.segments.map((s: { id: string }) => s.id));
+    expect(seen).toHaveLength(245);
+    expect(seen).not.toContain('seg-0100');
+  });
+
+  it('sorts descending as the exact reverse of ascending', async () => {
+    const walk = async (dir: string) => {
+      const ids: string[] = [];
+      for (let p = 0; p < 3; p++) ids.push(...(await page(`?page=${p}&sort_direction=${dir}`)).body.segments.map((s: { id: string }) => s.id));
+      return ids;
+    };
+    expect(await walk('desc')).toEqual((await walk('asc')).reverse());
+  });
+
   it('refuses bad parameters with a clear 400', async () => {
-    for (const q of ['?page=-1', '?page=1.5', '?page=abc', '?sort_direction=up']) {
+    for (const q of ['?page=-1', '?page=1.5', '?page=abc', '?page=', '?page=1e2', '?sort_direction=up']) {
       const { status, body } = await page(q);
       expect(status, q).toBe(400);
       expect(body.message, q).toMatch(/page|sort_direction/);

@@ -1,15 +1,25 @@
 import { z } from 'zod';
+import { parseIsoTime, parseUtcDate } from '../lib/iso-time.js';
 
 /** Schemas shared by several route families. */
 
 export const MessageResponse = z.object({ message: z.string() });
 
+/**
+ * An integer query parameter in [min, max]. Strict: only decimal digits (with an optional minus, to name the range
+ * in the refusal), so that `1.5`, `1e2`, `0x10`, an empty value or a repeated key are refused rather than coerced.
+ */
+export function queryInteger(name: string, min: number, max?: number) {
+  const message = max === undefined ? `${name} must be an integer of ${min} or more` : `${name} must be an integer from ${min} to ${max}`;
+  return z
+    .string({ error: message })
+    .regex(/^-?\d{1,15}$/, message)
+    .transform(Number)
+    .pipe(z.number().min(min, message).max(max ?? Number.MAX_SAFE_INTEGER, message));
+}
+
 /** `page` from 0, as the list endpoints take it; a non-integer or negative page is refused. */
-export const PageParam = z.coerce
-  .number({ error: 'page must be an integer of 0 or more' })
-  .int('page must be an integer of 0 or more')
-  .min(0, 'page must be an integer of 0 or more')
-  .default(0);
+export const PageParam = queryInteger('page', 0).default(0);
 
 export const SortDirectionParam = z.enum(['asc', 'desc'], { error: "sort_direction must be 'asc' or 'desc'" }).default('asc');
 
@@ -19,3 +29,40 @@ export const QueryBoolean = z
   .transform((v) => v === 'true');
 
 export const LIST_PAGE_SIZE = 100;
+
+/** A calendar date `YYYY-MM-DD` in a query, as midnight UTC. */
+export function queryUtcDate(name: string) {
+  return z.string({ error: `${name} must be a date YYYY-MM-DD` }).transform((text, ctx) => {
+    const date = parseUtcDate(text);
+    if (!date) {
+      ctx.addIssue({ code: 'custom', message: `${name} must be a date YYYY-MM-DD` });
+      return z.NEVER;
+    }
+    return date;
+  });
+}
+
+/** An ISO 8601 date or date-time in a query (no zone means UTC); gives the instant and whether a time was given. */
+export function queryIsoTime(name: string) {
+  return z.string({ error: `${name} must be an ISO 8601 time` }).transform((text, ctx) => {
+    const parsed = parseIsoTime(text);
+    if (!parsed) {
+      ctx.addIssue({ code: 'custom', message: `${name} must be an ISO 8601 time such as 2024-01-31T23:59:59Z` });
+      return z.NEVER;
+    }
+    return parsed;
+  });
+}
+
+/**
+ * One value, or several, of an array query parameter. Clients send `key[]=a&key[]=b`; the query parser gives a
+ * string for one value and an array for several, under the literal key `key[]` (or `key`). Route schemas declare
+ * both keys with this, then merge them with `mergeArrayParam` and check the items in one place.
+ */
+export const QueryStringList = z.union([z.string(), z.array(z.string())]).optional();
+
+/** The values of `key` and `key[]` together, as one list. */
+export function mergeArrayParam<T>(plain: T | T[] | undefined, bracketed: T | T[] | undefined): T[] {
+  const list = (v: T | T[] | undefined): T[] => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
+  return [...list(plain), ...list(bracketed)];
+}

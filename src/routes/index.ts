@@ -2,6 +2,12 @@ import type { FastifyPluginAsync } from 'fastify';
 import segmentsRoutes from './segments.js';
 import scimRoutes from './scim.js';
 import catalogsRoutes from './catalogs.js';
+import preferenceCenterRoutes from './preference-centers.js';
+import canvasListRoutes from './canvas-list.js';
+import feedRoutes from './feed.js';
+import kpiRoutes from './kpi.js';
+import deliverabilityRoutes from './deliverability.js';
+import recordsRoutes from './records.js';
 
 /** Every endpoint family, one plugin each. */
-export const routes: FastifyPluginAsync[] = [segmentsRoutes, catalogsRoutes, scimRoutes];
+export const routes: FastifyPluginAsync[] = [segmentsRoutes, catalogsRoutes, scimRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes];

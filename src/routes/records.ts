@@ -1,0 +1,75 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { RATE_LIMITS } from '../auth/rate-limit.js';
+import { apiKeyOf } from '../http/route-config.js';
+import { MAX_RECORDS_PER_REQUEST } from '../records/common.js';
+import { HardBounceRecords, recordHardBounces } from '../records/hard-bounces.js';
+import { InvalidPhoneNumberRecords, recordInvalidPhoneNumbers } from '../records/invalid-phone-numbers.js';
+import { UninstallRecords, recordUninstalls } from '../records/uninstalls.js';
+
+export const RecordsResponse = z.object({ recorded: z.number().int(), duplicates: z.number().int(), message: z.string() });
+
+const internal = {
+  config: { permission: 'internal.records.write' as const, rateLimit: RATE_LIMITS.default },
+  tags: ['internal'],
+};
+const batch = `A batch of at most ${MAX_RECORDS_PER_REQUEST} records, written together or not at all. Beyond the spec: for tests, demos and feeds from a sending provider.`;
+
+/** The internal write path behind the uninstall KPI and the deliverability lists. */
+const recordsRoutes: FastifyPluginAsync = async (base) => {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  app.post(
+    '/internal/records/uninstalls',
+    {
+      config: internal.config,
+      schema: {
+        summary: 'Record app uninstalls',
+        description: `${batch} Each record: app_id (the app's API id), optional external_id, optional time (default now).`,
+        tags: internal.tags,
+        body: UninstallRecords,
+        response: { 201: RecordsResponse },
+      },
+    },
+    async (req, reply) => {
+      const result = await recordUninstalls(app.ctx.pool, apiKeyOf(req).workspaceId, req.body.records);
+      return reply.code(201).send({ ...result, message: 'success' });
+    },
+  );
+  app.post(
+    '/internal/records/hard_bounces',
+    {
+      config: internal.config,
+      schema: {
+        summary: 'Record hard bounces',
+        description: `${batch} Each record: email, optional time (default now). The address becomes unsubscribed.`,
+        tags: internal.tags,
+        body: HardBounceRecords,
+        response: { 201: RecordsResponse },
+      },
+    },
+    async (req, reply) => {
+      const result = await recordHardBounces(app.ctx.pool, apiKeyOf(req).workspaceId, req.body.records);
+      return reply.code(201).send({ ...result, message: 'success' });
+    },
+  );
+  app.post(
+    '/internal/records/invalid_phone_numbers',
+    {
+      config: internal.config,
+      schema: {
+        summary: 'Record invalid phone numbers',
+        description: `${batch} Each record: phone (E.164), reason (provider_error or deactivated), optional time (default now).`,
+        tags: internal.tags,
+        body: InvalidPhoneNumberRecords,
+        response: { 201: RecordsResponse },
+      },
+    },
+    async (req, reply) => {
+      const result = await recordInvalidPhoneNumbers(app.ctx.pool, apiKeyOf(req).workspaceId, req.body.records);
+      return reply.code(201).send({ ...result, message: 'success' });
+    },
+  );
+};
+
+export default recordsRoutes;
