@@ -240,6 +240,18 @@ describe('POST /scim/v2/Users refusals', () => {
     expect(await snapshot()).toEqual(before);
   });
 
+  it('two identity providers racing on one address: exactly one 201, the others 409', async () => {
+    const results = await Promise.all(
+      ['race@example.com', 'RACE@example.com', 'Race@Example.com', 'race@EXAMPLE.com'].map((u) => scimCall(env, 'POST', '/scim/v2/Users', a.token, userBody(u))),
+    );
+    expect(results.map((r) => r.status).sort()).toEqual([201, 409, 409, 409]);
+    const { rows } = await env.ctx.pool.query(`SELECT id::text FROM dashboard_users WHERE company_id = $1 AND lower(user_name) = 'race@example.com'`, [a.companyId]);
+    expect(rows).toHaveLength(1);
+    const audit = await env.ctx.pool.query(`SELECT action FROM dashboard_user_audit WHERE dashboard_user_id = $1`, [rows[0].id]);
+    expect(audit.rows).toEqual([{ action: 'create' }]);
+    await env.ctx.pool.query(`DELETE FROM dashboard_users WHERE id = $1`, [rows[0].id]);
+  });
+
   it('refuses a body of another media type: 415 for XML, 400 invalidSyntax for text', async () => {
     const before = await snapshot();
     const payload = JSON.stringify(userBody('plain@example.com'));
