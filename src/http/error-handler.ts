@@ -34,7 +34,8 @@ export function toAppError(err: unknown): AppError {
       return new AppError('bad_request', 'Request body length does not match Content-Length');
   }
   if (err instanceof SyntaxError || fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-    return new AppError('bad_request', `Malformed JSON body: ${fe.message}`);
+    // scimType is read only by SCIM bodies (RFC 7644 invalidSyntax); other formats ignore it.
+    return new AppError('bad_request', `Malformed JSON body: ${fe.message}`, { scimType: 'invalidSyntax' });
   }
   if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
     const code: ErrorCode =
