@@ -133,6 +133,17 @@ describe('GET /canvas/list', () => {
     expect(body.message).toMatch(message);
   });
 
+  it('ignores a body sent with the GET (clients send Content-Type: application/json everywhere), even a malformed one', async () => {
+    const res = await env.app.inject({
+      method: 'GET',
+      url: '/canvas/list?page=2',
+      headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' },
+      payload: '{"page": ',
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().canvases).toHaveLength(45);
+  });
+
   it('needs a key with canvas.list and counts against the default limit', async () => {
     expect((await list('', null)).status).toBe(401);
     const bare = await list('', ws.bareKey);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { PoolClient } from '../db/pool.js';
 import { badRequest } from '../errors.js';
 import { parseIsoTime } from '../lib/iso-time.js';
 
@@ -45,4 +46,13 @@ export function refuseUnknown(field: string, values: (string | undefined)[], kno
   if (unknown.length === 0) return;
   const more = unknown.length > 5 ? ` and ${unknown.length - 5} more` : '';
   throw badRequest(`Unknown ${field}: ${unknown.slice(0, 5).join(', ')}${more}; nothing was recorded`);
+}
+
+/**
+ * Takes the workspace's ingestion lock before updating profiles: an ingestion batch updating the same profiles in
+ * another order would otherwise deadlock with us. The key is `lockWorkspaces` in src/ingest/apply.ts (kept inline
+ * here so this path does not depend on the ingestion module).
+ */
+export async function lockWorkspaceProfiles(client: PoolClient, workspaceId: string): Promise<void> {
+  await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-ingest:${workspaceId}`]);
 }

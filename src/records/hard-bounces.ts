@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { withTransaction, type Pool } from '../db/pool.js';
-import { RecordTime, recordsBody, type RecordResult } from './common.js';
+import { RecordTime, lockWorkspaceProfiles, recordsBody, type RecordResult } from './common.js';
 
 export const HardBounceRecord = z.strictObject({
   email: z
@@ -22,6 +22,7 @@ export async function recordHardBounces(pool: Pool, workspaceId: string, records
   const emails = records.map((r) => r.email.toLowerCase());
   const times = records.map((r) => r.time ?? now);
   return withTransaction(pool, async (client) => {
+    await lockWorkspaceProfiles(client, workspaceId);
     const inserted = await client.query<{ n: number }>(
       `WITH input AS (
          SELECT DISTINCT ON (e, t) e AS email, t AS bounced_at, n

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { withTransaction, type Pool } from '../db/pool.js';
-import { RecordTime, recordsBody, refuseUnknown, type RecordResult } from './common.js';
+import { RecordTime, lockWorkspaceProfiles, recordsBody, refuseUnknown, type RecordResult } from './common.js';
 
 export const UninstallRecord = z.strictObject({
   app_id: z.string({ error: 'app_id must be a string' }).min(1, 'app_id must not be empty').max(255, 'app_id is at most 255 characters'),
@@ -21,6 +21,7 @@ export type UninstallRecordInput = z.output<typeof UninstallRecord>;
  */
 export async function recordUninstalls(pool: Pool, workspaceId: string, records: UninstallRecordInput[], now = new Date()): Promise<RecordResult> {
   return withTransaction(pool, async (client) => {
+    await lockWorkspaceProfiles(client, workspaceId);
     const appIds = [...new Set(records.map((r) => r.app_id))];
     const apps = await client.query<{ api_id: string; id: string }>(`SELECT api_id, id FROM apps WHERE workspace_id = $1 AND api_id = ANY($2)`, [
       workspaceId,
