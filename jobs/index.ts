@@ -1,5 +1,9 @@
 import type { JobDefinition } from '../src/worker.js';
+import { exportCallbackJob } from './export-callback.js';
+import { exportShardJob } from './export-shard.js';
+import { scheduledExportJob } from './scheduled-export.js';
+import { segmentExportJob } from './segment-export.js';
 import { catalogBatchJob } from './catalog-batch.js';
 
 /** Every queue processor, one file each. `ces worker` runs them all (or those named by --queues). */
-export const jobs: JobDefinition[] = [catalogBatchJob];
+export const jobs: JobDefinition[] = [segmentExportJob, exportShardJob, exportCallbackJob, scheduledExportJob, catalogBatchJob];

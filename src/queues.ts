@@ -1,6 +1,16 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import type { z } from 'zod';
 import type { Redis } from './redis.js';
+import {
+  EXPORT_CALLBACK_QUEUE,
+  EXPORT_SHARD_QUEUE,
+  ExportCallbackPayload,
+  ExportShardPayload,
+  SCHEDULED_EXPORT_QUEUE,
+  SEGMENT_EXPORT_QUEUE,
+  ScheduledExportPayload,
+  SegmentExportPayload,
+} from './exports/payloads.js';
 import { CatalogBatchPayload, CATALOG_BATCH_QUEUE } from './catalogs/batch-payload.js';
 
 /**
@@ -9,6 +19,10 @@ import { CatalogBatchPayload, CATALOG_BATCH_QUEUE } from './catalogs/batch-paylo
  * domain module that owns the work; processors live in jobs/, one file per queue.
  */
 export const QUEUE_PAYLOADS = {
+  [SEGMENT_EXPORT_QUEUE]: SegmentExportPayload,
+  [EXPORT_SHARD_QUEUE]: ExportShardPayload,
+  [EXPORT_CALLBACK_QUEUE]: ExportCallbackPayload,
+  [SCHEDULED_EXPORT_QUEUE]: ScheduledExportPayload,
   [CATALOG_BATCH_QUEUE]: CatalogBatchPayload,
 } satisfies Record<string, z.ZodType>;
 

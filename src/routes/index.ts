@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import segmentsRoutes from './segments.js';
+import usersExportRoutes from './users-export.js';
 import scimRoutes from './scim.js';
 import catalogsRoutes from './catalogs.js';
 import preferenceCenterRoutes from './preference-centers.js';
@@ -10,4 +11,4 @@ import deliverabilityRoutes from './deliverability.js';
 import recordsRoutes from './records.js';
 
 /** Every endpoint family, one plugin each. */
-export const routes: FastifyPluginAsync[] = [segmentsRoutes, catalogsRoutes, scimRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes];
+export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, catalogsRoutes, scimRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes];

@@ -1,0 +1,17 @@
+import { ExportShardPayload, EXPORT_SHARD_QUEUE } from '../src/exports/payloads.js';
+import { runShard } from '../src/exports/run.js';
+import { defineJob } from '../src/worker.js';
+
+/**
+ * One random_bucket range of a segment export. A worker killed mid-shard stops renewing the job's lock; after
+ * lockDuration another worker's stalled check (every stalledInterval) puts the shard back in the queue, and the
+ * retry first deletes what the dead attempt uploaded, so every user is exported exactly once.
+ */
+export const exportShardJob = defineJob({
+  queue: EXPORT_SHARD_QUEUE,
+  workerOptions: { lockDuration: 20_000, stalledInterval: 5_000, maxStalledCount: 2 },
+  async process(job, ctx) {
+    const payload = ExportShardPayload.parse(job.data);
+    return runShard(ctx, payload);
+  },
+});

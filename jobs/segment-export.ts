@@ -1,0 +1,24 @@
+import { failExport, finishExport } from '../src/exports/run.js';
+import { SegmentExportPayload, SEGMENT_EXPORT_QUEUE } from '../src/exports/payloads.js';
+import { defineJob } from '../src/worker.js';
+
+/**
+ * The parent of an export's shard jobs: runs once every shard has finished (or failed for good) and completes the
+ * export: merges the shard tails, writes the manifest, marks it ready, calls back, releases the locks.
+ */
+export const segmentExportJob = defineJob({
+  queue: SEGMENT_EXPORT_QUEUE,
+  workerOptions: { lockDuration: 20_000, stalledInterval: 5_000, maxStalledCount: 2 },
+  async process(job, ctx) {
+    const { exportId } = SegmentExportPayload.parse(job.data);
+    const failures = Object.values(await job.getIgnoredChildrenFailures());
+    try {
+      await finishExport(ctx, exportId, failures);
+    } catch (err) {
+      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) {
+        await failExport(ctx, exportId, 'the export failed while assembling its last part or manifest');
+      }
+      throw err;
+    }
+  },
+});

@@ -1,0 +1,23 @@
+import { createHmac, randomUUID } from 'node:crypto';
+
+/** `<uuid>-<unix_seconds>`: the export's id and the time it was requested, as the spec's object_prefix. */
+export function newObjectPrefix(now = new Date()): { exportId: string; objectPrefix: string } {
+  const exportId = randomUUID();
+  return { exportId, objectPrefix: `${exportId}-${Math.floor(now.getTime() / 1000)}` };
+}
+
+/** `<dest prefix>segment-export/<segment api id>/<YYYY-MM-dd>/<object_prefix>` (spec delivery rule 3). */
+export function exportKeyPrefix(destPrefix: string, segmentApiId: string, day: Date, objectPrefix: string): string {
+  return `${destPrefix}segment-export/${segmentApiId}/${day.toISOString().slice(0, 10)}/${objectPrefix}`;
+}
+
+/**
+ * A part's file name: random-looking (the spec wants random names) yet fixed per (export, shard, part), so a retried
+ * shard writes over what a killed attempt left rather than beside it.
+ */
+export function partFileName(secret: string, exportId: string, shard: number, part: number, format: 'zip' | 'gzip'): string {
+  const name = createHmac('sha256', secret).update(`export-part\0${exportId}\0${shard}\0${part}`).digest('hex').slice(0, 32);
+  return `${name}.${format === 'zip' ? 'zip' : 'gz'}`;
+}
+
+export const MANIFEST_FILE = 'manifest.json';

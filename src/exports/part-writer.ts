@@ -1,0 +1,173 @@
+import { ZipArchive } from 'archiver';
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { PassThrough, Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGzip } from 'node:zlib';
+import type { ObjectStore } from '../storage/object-store.js';
+import type { LineBatch } from './lines.js';
+import { partFileName } from './names.js';
+
+export const PART_LINES = 5_000;
+/** Parts compressing and uploading while the next one is being read. */
+const PARTS_IN_FLIGHT = 2;
+const READ_CHUNK = 256 * 1024;
+
+export interface UploadedPart {
+  shard: number;
+  partIndex: number;
+  key: string;
+  users: number;
+  bytes: number;
+  sha256: string;
+}
+
+export interface PartWriterOptions {
+  store: ObjectStore;
+  /** Key prefix of the export's files (no trailing slash). */
+  keyPrefix: string;
+  format: 'zip' | 'gzip';
+  level: number;
+  /** Key for the deterministic part names. */
+  nameSecret: string;
+  exportId: string;
+  shard: number;
+  /** Called once a part is in the store (records it); awaited before the part counts as done. */
+  onPart: (part: UploadedPart) => Promise<void>;
+  /**
+   * What becomes of the last lines (fewer than a part): `tail` hands them back uncompressed for the finishing job
+   * to merge; `upload` makes them the export's last, short part.
+   */
+  rest: 'tail' | 'upload';
+}
+
+export interface PartWriterResult {
+  parts: number;
+  users: number;
+  /** For `rest: 'tail'`: the remaining lines, gzip-compressed NDJSON, or null when none remain. */
+  tail: { users: number; data: Buffer } | null;
+}
+
+/**
+ * Spools each part's NDJSON to a temporary file (bounded memory whatever the profile size), then compresses and
+ * uploads it while the next part is read. Parts hold exactly PART_LINES lines because the batches are cut there.
+ */
+export async function writeParts(batches: AsyncIterable<LineBatch>, opts: PartWriterOptions): Promise<PartWriterResult> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'ces-export-'));
+  let failure: unknown;
+  const inFlight: Promise<void>[] = [];
+  let partIndex = 0;
+  let users = 0;
+  let file: FileHandle | undefined;
+  let filePath = '';
+  let lines = 0;
+
+  const startPart = async () => {
+    filePath = path.join(dir, `part-${partIndex}.ndjson`);
+    file = await open(filePath, 'w');
+    lines = 0;
+  };
+  const shipPart = async () => {
+    await file!.close();
+    file = undefined;
+    const index = partIndex++;
+    const raw = filePath;
+    const count = lines;
+    users += count;
+    const upload = uploadPart(opts, raw, index, count)
+      .then((part) => opts.onPart(part))
+      .finally(() => rm(raw, { force: true }))
+      .catch((err: unknown) => {
+        failure ??= err;
+      });
+    inFlight.push(upload);
+    if (inFlight.length >= PARTS_IN_FLIGHT) await inFlight.shift();
+    if (failure) throw failure;
+  };
+
+  try {
+    await startPart();
+    for await (const batch of batches) {
+      if (failure) throw failure;
+      await file!.write(batch.data);
+      lines += batch.lines;
+      if (batch.endsPart) {
+        await shipPart();
+        await startPart();
+      }
+    }
+    let tail: PartWriterResult['tail'] = null;
+    if (lines > 0 && opts.rest === 'upload') {
+      await shipPart();
+    } else {
+      await file!.close();
+      file = undefined;
+      if (lines > 0) {
+        tail = { users: lines, data: await gzipFile(filePath) };
+        users += lines;
+      }
+    }
+    await Promise.all(inFlight);
+    if (failure) throw failure;
+    return { parts: partIndex, users, tail };
+  } finally {
+    await file?.close().catch(() => {});
+    await Promise.all(inFlight);
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function gzipFile(file: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  await pipeline(createReadStream(file, { highWaterMark: READ_CHUNK }), createGzip({ level: 1 }), async (source: AsyncIterable<Buffer>) => {
+    for await (const c of source) chunks.push(c);
+  });
+  return Buffer.concat(chunks);
+}
+
+/** Compresses one spooled part into the output format and streams it to the store, hashing what is stored. */
+async function uploadPart(opts: PartWriterOptions, rawPath: string, partIndex: number, users: number): Promise<UploadedPart> {
+  const name = partFileName(opts.nameSecret, opts.exportId, opts.shard, partIndex, opts.format);
+  const key = `${opts.keyPrefix}/${name}`;
+  const hash = createHash('sha256');
+  let bytes = 0;
+  const meter = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      hash.update(chunk);
+      bytes += chunk.length;
+      cb(null, chunk);
+    },
+  });
+  const compressed = compress(createReadStream(rawPath, { highWaterMark: READ_CHUNK }), opts.format, opts.level, name.replace(/\.(zip|gz)$/, '.json'));
+  const producing = pipeline(compressed, meter);
+  try {
+    await Promise.all([producing, opts.store.put(key, meter, { contentType: opts.format === 'zip' ? 'application/zip' : 'application/gzip' })]);
+  } catch (err) {
+    compressed.destroy();
+    meter.destroy();
+    await producing.catch(() => {});
+    throw err;
+  }
+  return { shard: opts.shard, partIndex, key, users, bytes, sha256: hash.digest('hex') };
+}
+
+/** The compressed form of an NDJSON stream: a .gz, or a .zip of one entry (archiver). */
+export function compress(source: Readable, format: 'zip' | 'gzip', level: number, entryName: string): Readable {
+  if (format === 'gzip') {
+    const gz = createGzip({ level, chunkSize: 64 * 1024 });
+    source.on('error', (err) => gz.destroy(err));
+    return source.pipe(gz);
+  }
+  const zip = new ZipArchive({ zlib: { level } });
+  const out = new PassThrough();
+  zip.on('error', (err: Error) => out.destroy(err));
+  zip.on('warning', (err: Error) => out.destroy(err));
+  source.on('error', (err) => out.destroy(err));
+  zip.pipe(out);
+  zip.append(source, { name: entryName });
+  void zip.finalize().catch((err: Error) => out.destroy(err));
+  return out;
+}

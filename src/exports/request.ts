@@ -1,0 +1,187 @@
+import { isIP } from 'node:net';
+import { z } from 'zod';
+
+/** The names the spec allows in fields_to_export. */
+export const SPEC_EXPORT_FIELDS = [
+  'apps',
+  'attributed_campaign',
+  'attributed_source',
+  'attributed_adgroup',
+  'attributed_ad',
+  'service_id',
+  'country',
+  'created_at',
+  'custom_attributes',
+  'custom_events',
+  'devices',
+  'dob',
+  'email',
+  'external_id',
+  'first_name',
+  'gender',
+  'home_city',
+  'language',
+  'last_coordinates',
+  'last_name',
+  'phone',
+  'purchases',
+  'push_tokens',
+  'random_bucket',
+  'time_zone',
+  'total_revenue',
+  'uninstalled_at',
+  'user_aliases',
+] as const;
+
+/**
+ * Fields of the spec's "User export record" that its fields_to_export list leaves out. We accept them too, so that
+ * the record's documented fields (and the 90-day window rule of campaigns_received and canvases_received) can be
+ * exported; see docs/export.md.
+ */
+export const EXTRA_EXPORT_FIELDS = [
+  'campaigns_received',
+  'canvases_received',
+  'cards_clicked',
+  'push_subscribe',
+  'email_subscribe',
+  'push_opted_in_at',
+] as const;
+
+export const EXPORT_FIELDS = [...SPEC_EXPORT_FIELDS, ...EXTRA_EXPORT_FIELDS] as const;
+export type ExportField = (typeof EXPORT_FIELDS)[number];
+const FIELD_SET: ReadonlySet<string> = new Set(EXPORT_FIELDS);
+
+export const MAX_CUSTOM_ATTRIBUTES_TO_EXPORT = 500;
+
+function httpUrl(value: string): URL | null {
+  try {
+    const url = new URL(value);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The body of POST /users/export/segment. Unknown keys are ignored, as clients of the original send extras. */
+export const ExportRequestSchema = z.object({
+  segment_id: z
+    .string({ error: 'segment_id is required and must be a string' })
+    .min(1, 'segment_id must not be empty')
+    .max(255, 'segment_id is at most 255 characters'),
+  callback_endpoint: z
+    .string({ error: 'callback_endpoint must be a string (an http or https URL)' })
+    .max(2048, 'callback_endpoint is at most 2048 characters')
+    .refine((v) => httpUrl(v) !== null, 'callback_endpoint must be an http or https URL')
+    .nullish(),
+  fields_to_export: z
+    .array(z.string({ error: 'fields_to_export must be an array of strings' }), {
+      error: 'fields_to_export is required: a non-empty array of field names',
+    })
+    .min(1, 'fields_to_export must name at least one field')
+    .max(EXPORT_FIELDS.length * 2, 'fields_to_export names too many fields')
+    .superRefine((fields, ctx) => {
+      const unknown = [...new Set(fields.filter((f) => !FIELD_SET.has(f)))];
+      if (unknown.length > 0) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `unknown field${unknown.length > 1 ? 's' : ''} in fields_to_export: ${unknown.slice(0, 20).join(', ')} (allowed: ${EXPORT_FIELDS.join(', ')})`,
+        });
+      }
+    }),
+  custom_attributes_to_export: z
+    .array(
+      z.string({ error: 'custom_attributes_to_export must be an array of strings' }).min(1, 'custom attribute names must not be empty').max(255),
+      { error: 'custom_attributes_to_export must be an array of strings' },
+    )
+    .max(MAX_CUSTOM_ATTRIBUTES_TO_EXPORT, `custom_attributes_to_export may name at most ${MAX_CUSTOM_ATTRIBUTES_TO_EXPORT} custom attributes`)
+    .nullish(),
+  output_format: z.enum(['zip', 'gzip'], { error: "output_format must be 'zip' or 'gzip'" }).nullish(),
+});
+export type ExportRequestBody = z.infer<typeof ExportRequestSchema>;
+
+/** What an export job needs of the request, normalised (stored in exports.request). */
+export const ExportSpecSchema = z.object({
+  fields: z.array(z.enum(EXPORT_FIELDS)).min(1),
+  customAttributes: z.array(z.string()).nullable(),
+  outputFormat: z.enum(['zip', 'gzip']),
+  callbackEndpoint: z.string().nullable(),
+});
+export type ExportSpec = z.infer<typeof ExportSpecSchema>;
+
+export function normaliseRequest(body: ExportRequestBody): ExportSpec {
+  return {
+    fields: [...new Set(body.fields_to_export)] as ExportField[],
+    customAttributes: body.custom_attributes_to_export?.length ? [...new Set(body.custom_attributes_to_export)] : null,
+    outputFormat: body.output_format ?? 'zip',
+    callbackEndpoint: body.callback_endpoint ?? null,
+  };
+}
+
+/** Who the operator lets callbacks reach (from CALLBACK_ALLOW_PRIVATE and CALLBACK_ALLOWED_HOSTS). */
+export interface CallbackPolicy {
+  allowPrivate: boolean;
+  allowedHosts: ReadonlySet<string>;
+}
+
+export function callbackPolicy(config: { CALLBACK_ALLOW_PRIVATE: boolean; CALLBACK_ALLOWED_HOSTS: string }): CallbackPolicy {
+  return {
+    allowPrivate: config.CALLBACK_ALLOW_PRIVATE,
+    allowedHosts: new Set(
+      config.CALLBACK_ALLOWED_HOSTS.split(',')
+        .map((h) => h.trim().toLowerCase())
+        .filter(Boolean),
+    ),
+  };
+}
+
+/** True for loopback, private, link-local, unique-local, CGNAT, multicast and unspecified addresses. */
+export function isPrivateAddress(address: string): boolean {
+  const v = isIP(address);
+  if (v === 4) {
+    const [a = 0, b = 0] = address.split('.').map(Number);
+    return (
+      a === 0 ||
+      a === 10 ||
+      a === 127 ||
+      (a === 100 && b >= 64 && b <= 127) ||
+      (a === 169 && b === 254) ||
+      (a === 172 && b >= 16 && b <= 31) ||
+      (a === 192 && b === 168) ||
+      (a === 198 && (b === 18 || b === 19)) ||
+      a >= 224
+    );
+  }
+  if (v === 6) {
+    const lower = address.toLowerCase();
+    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
+    if (mapped) return isPrivateAddress(mapped[1]!);
+    return (
+      lower === '::' ||
+      lower === '::1' ||
+      lower.startsWith('fc') ||
+      lower.startsWith('fd') ||
+      lower.startsWith('fe8') ||
+      lower.startsWith('fe9') ||
+      lower.startsWith('fea') ||
+      lower.startsWith('feb') ||
+      lower.startsWith('ff')
+    );
+  }
+  return false;
+}
+
+/**
+ * Refusal reason when a callback URL names a host the operator does not allow, judged from the URL alone (literal
+ * addresses and localhost); names are checked again against what they resolve to when the callback is sent.
+ */
+export function callbackRefusal(endpoint: string, policy: CallbackPolicy): string | null {
+  const url = httpUrl(endpoint);
+  if (!url) return 'callback_endpoint must be an http or https URL';
+  if (url.username || url.password) return 'callback_endpoint must not carry credentials';
+  const host = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  if (policy.allowPrivate || policy.allowedHosts.has(host)) return null;
+  if (host === 'localhost' || host.endsWith('.localhost') || isPrivateAddress(host)) {
+    return `callback_endpoint ${url.hostname} is a private or loopback address, which this service does not call back`;
+  }
+  return null;
+}

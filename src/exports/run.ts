@@ -1,0 +1,334 @@
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import { to as copyTo } from 'pg-copy-streams';
+import { publicBaseUrl, type Config } from '../config.js';
+import type { Pool } from '../db/pool.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import type { Queues } from '../queues.js';
+import type { Redis } from '../redis.js';
+import { SegmentFilterSchema } from '../segments/filter.js';
+import { storeFor, workspaceDestination, type WorkspaceStore } from '../storage/stores.js';
+import { downloadUrl } from './download.js';
+import { CopyBinaryLines, NdjsonLines, type LineBatch } from './lines.js';
+import { exportLockKeys, releaseExportLock, renewExportLock, withLeaseRenewal, type ExportLockKeys } from './locks.js';
+import { buildManifest } from './manifest.js';
+import { exportKeyPrefix, MANIFEST_FILE } from './names.js';
+import { PART_LINES, writeParts, type PartWriterOptions, type UploadedPart } from './part-writer.js';
+import { EXPORT_CALLBACK_QUEUE } from './payloads.js';
+import { ExportSpecSchema, type ExportSpec } from './request.js';
+import { exportLineSelect, windowStart } from './sql.js';
+
+export interface ExportJobDeps {
+  config: Config;
+  pool: Pool;
+  redis: Redis;
+  queues: Queues;
+  metrics: Metrics;
+  log: Logger;
+}
+
+interface ExportRow {
+  id: string;
+  object_prefix: string;
+  company_id: string;
+  workspace_id: string;
+  segment_id: string;
+  segment_api_id: string;
+  filter: unknown;
+  status: 'queued' | 'running' | 'ready' | 'failed';
+  request: unknown;
+  destination: 'local' | 's3' | 'gcs';
+  key_prefix: string | null;
+  shard_count: number;
+  created_at: Date;
+}
+
+async function loadExport(pool: Pool, exportId: string): Promise<ExportRow | null> {
+  const { rows } = await pool.query<ExportRow>(
+    `SELECT e.id, e.object_prefix, e.company_id, e.workspace_id, e.segment_id, s.api_id AS segment_api_id, s.filter, e.status, e.request,
+            e.destination, e.key_prefix, COALESCE(e.shard_count, 1) AS shard_count, e.created_at
+       FROM exports e JOIN segments s ON s.id = e.segment_id
+      WHERE e.id = $1`,
+    [exportId],
+  );
+  return rows[0] ?? null;
+}
+
+const lockKeys = (config: Config, exp: ExportRow): ExportLockKeys => exportLockKeys(config.REDIS_PREFIX, exp.segment_id, exp.company_id);
+
+async function openStore(deps: ExportJobDeps, exp: ExportRow): Promise<WorkspaceStore> {
+  const destination = await workspaceDestination(deps.pool, exp.workspace_id);
+  const kind = destination?.provider ?? 'local';
+  if (kind !== exp.destination) throw new Error(`the workspace's export destination changed from ${exp.destination} to ${kind} after the export was requested`);
+  return storeFor(deps.config, destination);
+}
+
+/**
+ * Moves the export to running and fixes its key prefix, once, whichever job gets there first. The date in the key is
+ * the day the export started running (the spec names the day of the callback, which no upload can know in advance).
+ */
+async function markRunning(pool: Pool, exp: ExportRow, ws: WorkspaceStore): Promise<string | null> {
+  const candidate = exportKeyPrefix(ws.prefix, exp.segment_api_id, new Date(), exp.object_prefix);
+  const { rows } = await pool.query<{ key_prefix: string }>(
+    `UPDATE exports SET status = 'running', started_at = COALESCE(started_at, now()), key_prefix = COALESCE(key_prefix, $2)
+      WHERE id = $1 AND status IN ('queued', 'running') RETURNING key_prefix`,
+    [exp.id, candidate],
+  );
+  return rows[0]?.key_prefix ?? null;
+}
+
+function partWriterOptions(deps: ExportJobDeps, exp: ExportRow, spec: ExportSpec, ws: WorkspaceStore, keyPrefix: string, shard: number) {
+  const { pool, metrics, config } = deps;
+  return {
+    store: ws.store,
+    keyPrefix,
+    format: spec.outputFormat,
+    level: Math.min(9, Math.max(1, config.EXPORT_GZIP_LEVEL)),
+    nameSecret: config.DOWNLOAD_URL_SECRET,
+    exportId: exp.id,
+    shard,
+    onPart: async (part: UploadedPart) => {
+      await pool.query(
+        `INSERT INTO export_parts (export_id, shard, part_index, object_key, users, bytes, sha256) VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (export_id, shard, part_index) DO UPDATE
+           SET object_key = excluded.object_key, users = excluded.users, bytes = excluded.bytes, sha256 = excluded.sha256, created_at = now()`,
+        [exp.id, part.shard, part.partIndex, part.key, part.users, part.bytes, part.sha256],
+      );
+      metrics.exportParts.inc({ destination: ws.store.kind });
+      metrics.exportUsers.inc(part.users);
+      metrics.exportBytes.inc(part.bytes);
+    },
+  } satisfies Omit<PartWriterOptions, 'rest'>;
+}
+
+/** Removes what an earlier attempt of this shard stored: a retry starts clean, so no user is exported twice. */
+async function clearShard(pool: Pool, ws: WorkspaceStore, exportId: string, shard: number): Promise<void> {
+  const { rows } = await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
+  if (rows.length > 0) await ws.store.delete(rows.map((r) => r.object_key));
+  await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
+  await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
+}
+
+export interface ShardWork {
+  exportId: string;
+  shard: number;
+  bucketFrom: number;
+  bucketTo: number;
+}
+
+/**
+ * Exports one random_bucket range: PostgreSQL streams finished NDJSON lines by binary COPY, full parts go to the
+ * store as they fill, and the last short run of lines is kept as the shard's tail for the finishing job.
+ */
+export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ users: number; parts: number }> {
+  const { pool, redis, config, log } = deps;
+  const exp = await loadExport(pool, work.exportId);
+  if (!exp || exp.status === 'ready' || exp.status === 'failed') {
+    log.info({ exportId: work.exportId, shard: work.shard, status: exp?.status ?? 'missing' }, 'export shard skipped');
+    return { users: 0, parts: 0 };
+  }
+  const spec = ExportSpecSchema.parse(exp.request);
+  const filter = SegmentFilterSchema.parse(exp.filter);
+  const ws = await openStore(deps, exp);
+  const keys = lockKeys(config, exp);
+  try {
+    const keyPrefix = await markRunning(pool, exp, ws);
+    if (!keyPrefix) return { users: 0, parts: 0 };
+    const result = await withLeaseRenewal(
+      redis,
+      keys,
+      exp.id,
+      config.EXPORT_LOCK_LEASE_MS,
+      (err) => log.warn({ err, exportId: exp.id }, 'export lock renewal failed'),
+      async () => {
+        await clearShard(pool, ws, exp.id, work.shard);
+        const sql = exportLineSelect({
+          workspaceId: exp.workspace_id,
+          filter,
+          spec,
+          bucketFrom: work.bucketFrom,
+          bucketTo: work.bucketTo,
+          since: windowStart(exp.created_at),
+        });
+        const client = await pool.connect();
+        let broken: Error | undefined;
+        try {
+          const copy = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT binary)`));
+          let out: Awaited<ReturnType<typeof writeParts>> | undefined;
+          await pipeline(copy, new CopyBinaryLines(PART_LINES), async (batches: AsyncIterable<LineBatch>) => {
+            out = await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard), rest: 'tail' });
+          });
+          return out!;
+        } catch (err) {
+          broken = err as Error;
+          throw err;
+        } finally {
+          // A connection left in the middle of a COPY is closed, not returned to the pool.
+          client.release(broken);
+        }
+      },
+    );
+    if (result.tail) {
+      await pool.query(
+        `INSERT INTO export_tails (export_id, shard, users, data) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (export_id, shard) DO UPDATE SET users = excluded.users, data = excluded.data, created_at = now()`,
+        [exp.id, work.shard, result.tail.users, result.tail.data],
+      );
+    }
+    // The finishing job (or a sibling shard) may wait in the queue a while: back to the queued lease.
+    await renewExportLock(redis, keys, exp.id, config.EXPORT_QUEUED_LEASE_MS);
+    log.info({ exportId: exp.id, shard: work.shard, users: result.users, parts: result.parts }, 'export shard done');
+    return { users: result.users, parts: result.parts };
+  } finally {
+    ws.close();
+  }
+}
+
+async function* tailBytes(pool: Pool, exportId: string): AsyncGenerator<Buffer> {
+  const { rows } = await pool.query<{ shard: number }>(`SELECT shard FROM export_tails WHERE export_id = $1 ORDER BY shard`, [exportId]);
+  for (const { shard } of rows) {
+    // One tail in memory at a time: each is under one part of compressed lines.
+    const res = await pool.query<{ data: Buffer }>(`SELECT data FROM export_tails WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
+    const data = res.rows[0]?.data;
+    if (!data) continue;
+    yield* Readable.from([data]).pipe(createGunzip()) as AsyncIterable<Buffer>;
+    // Tails never end mid-line, but keep each one's last line separate from the next tail's first.
+    yield Buffer.from('\n');
+  }
+}
+
+/**
+ * Completes an export once its shards are done: cuts the shards' tails into full parts and at most one short last
+ * part, removes anything a killed attempt left under the prefix, writes manifest.json, marks the export ready, then
+ * calls back and releases the locks. Safe to run again after a crash at any point.
+ */
+export async function finishExport(deps: ExportJobDeps, exportId: string, shardFailures: string[]): Promise<void> {
+  const { pool, redis, config, log } = deps;
+  const exp = await loadExport(pool, exportId);
+  if (!exp) return;
+  if (exp.status === 'failed') return releaseExportLock(redis, lockKeys(config, exp), exp.id);
+  if (exp.status === 'ready') return afterReady(deps, exp);
+  if (shardFailures.length > 0) {
+    return failExport(deps, exportId, `the export failed while reading or uploading users: ${shardFailures[0]!.slice(0, 300)}`);
+  }
+  const spec = ExportSpecSchema.parse(exp.request);
+  const ws = await openStore(deps, exp);
+  try {
+    const keyPrefix = await markRunning(pool, exp, ws);
+    if (!keyPrefix) return;
+    const mergeShard = exp.shard_count;
+    const { users, parts } = await withLeaseRenewal(
+      redis,
+      lockKeys(config, exp),
+      exp.id,
+      config.EXPORT_LOCK_LEASE_MS,
+      (err) => log.warn({ err, exportId }, 'export lock renewal failed'),
+      async () => {
+        await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard >= $2`, [exp.id, mergeShard]);
+        const earlier = await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`, [exp.id, mergeShard]);
+        if (earlier.rows.length > 0) await ws.store.delete(earlier.rows.map((r) => r.object_key));
+        await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exp.id, mergeShard]);
+
+        await pipeline(Readable.from(tailBytes(pool, exp.id)), new NdjsonLines(PART_LINES), async (batches: AsyncIterable<LineBatch>) => {
+          await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, mergeShard), rest: 'upload' });
+        });
+
+        const { rows } = await pool.query<{ object_key: string; users: number; bytes: number; sha256: string }>(
+          `SELECT object_key, users, bytes, sha256 FROM export_parts WHERE export_id = $1 ORDER BY shard, part_index`,
+          [exp.id],
+        );
+        const manifestKey = `${keyPrefix}/${MANIFEST_FILE}`;
+        const known = new Set(rows.map((r) => r.object_key));
+        const strays = (await ws.store.list(`${keyPrefix}/`)).filter((o) => !known.has(o.key) && o.key !== manifestKey).map((o) => o.key);
+        if (strays.length > 0) {
+          log.info({ exportId, strays: strays.length }, 'removing files left by interrupted attempts');
+          await ws.store.delete(strays);
+        }
+        const total = rows.reduce((n, r) => n + r.users, 0);
+        const manifest = buildManifest({
+          objectPrefix: exp.object_prefix,
+          segmentId: exp.segment_api_id,
+          spec,
+          createdAt: exp.created_at,
+          finishedAt: new Date(),
+          keyPrefix,
+          parts: rows.map((r) => ({ key: r.object_key, users: r.users, bytes: r.bytes, sha256: r.sha256 })),
+        });
+        await ws.store.put(manifestKey, Buffer.from(JSON.stringify(manifest, null, 2)), { contentType: 'application/json' });
+        return { users: total, parts: rows.length };
+      },
+    );
+    await pool.query(
+      `UPDATE exports SET status = 'ready', finished_at = now(), users_done = $2, parts_done = $3,
+              url_expires_at = CASE WHEN destination = 'local' THEN now() + make_interval(secs => $4) END
+        WHERE id = $1 AND status = 'running'`,
+      [exp.id, users, parts, config.DOWNLOAD_URL_TTL_SECONDS],
+    );
+    await pool.query(`DELETE FROM export_tails WHERE export_id = $1`, [exp.id]);
+    log.info({ exportId, segmentId: exp.segment_api_id, users, parts }, 'export ready');
+    await afterReady(deps, exp);
+  } finally {
+    ws.close();
+  }
+}
+
+function callbackEndpoint(exp: ExportRow): string | null {
+  const parsed = ExportSpecSchema.safeParse(exp.request);
+  return parsed.success ? parsed.data.callbackEndpoint : null;
+}
+
+async function enqueueCallback(deps: ExportJobDeps, exp: ExportRow, body: { success: boolean; url?: string; error?: string }): Promise<void> {
+  const endpoint = callbackEndpoint(exp);
+  if (!endpoint) return;
+  const { config } = deps;
+  await deps.queues.get(EXPORT_CALLBACK_QUEUE).add(
+    'callback',
+    { exportId: exp.id, endpoint, body },
+    {
+      // One callback per export, even when the finishing job runs twice.
+      jobId: `${exp.id}.callback`,
+      attempts: Math.max(1, config.CALLBACK_MAX_ATTEMPTS),
+      backoff: { type: 'exponential', delay: 1000 },
+    },
+  );
+}
+
+async function afterReady(deps: ExportJobDeps, exp: ExportRow): Promise<void> {
+  const url = exp.destination === 'local' ? downloadUrl(deps.config, publicBaseUrl(deps.config), exp.object_prefix) : undefined;
+  await enqueueCallback(deps, exp, url ? { success: true, url } : { success: true });
+  await releaseExportLock(deps.redis, lockKeys(deps.config, exp), exp.id);
+}
+
+/**
+ * Ends an export as failed: removes the files it wrote (no manifest means loaders never trusted them), calls back
+ * with the reason and releases the locks. Does nothing to an export already ready or failed.
+ */
+export async function failExport(deps: ExportJobDeps, exportId: string, reason: string): Promise<void> {
+  const { pool, redis, config, log } = deps;
+  const exp = await loadExport(pool, exportId);
+  if (!exp) return;
+  const { rowCount } = await pool.query(`UPDATE exports SET status = 'failed', error = $2, finished_at = now() WHERE id = $1 AND status IN ('queued', 'running')`, [
+    exportId,
+    reason,
+  ]);
+  if (rowCount === 0) return;
+  log.warn({ exportId, segmentId: exp.segment_api_id, reason }, 'export failed');
+  try {
+    const ws = await openStore(deps, exp);
+    try {
+      const keys = (await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1`, [exportId])).rows.map((r) => r.object_key);
+      if (exp.key_prefix) for (const o of await ws.store.list(`${exp.key_prefix}/`)) if (!keys.includes(o.key)) keys.push(o.key);
+      if (keys.length > 0) await ws.store.delete(keys);
+    } finally {
+      ws.close();
+    }
+  } catch (err) {
+    log.warn({ err, exportId }, 'could not remove the files of a failed export');
+  }
+  await pool.query(`DELETE FROM export_parts WHERE export_id = $1`, [exportId]);
+  await pool.query(`DELETE FROM export_tails WHERE export_id = $1`, [exportId]);
+  await enqueueCallback(deps, exp, { success: false, error: reason });
+  await releaseExportLock(redis, lockKeys(config, exp), exportId);
+}
