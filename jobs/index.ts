@@ -4,6 +4,7 @@ import { exportShardJob } from './export-shard.js';
 import { scheduledExportJob } from './scheduled-export.js';
 import { segmentExportJob } from './segment-export.js';
 import { catalogBatchJob } from './catalog-batch.js';
+import { trackIngestJob } from './track-ingest.js';
 
 /** Every queue processor, one file each. `ces worker` runs them all (or those named by --queues). */
-export const jobs: JobDefinition[] = [segmentExportJob, exportShardJob, exportCallbackJob, scheduledExportJob, catalogBatchJob];
+export const jobs: JobDefinition[] = [segmentExportJob, exportShardJob, exportCallbackJob, scheduledExportJob, catalogBatchJob, trackIngestJob];

@@ -12,6 +12,7 @@ import {
   SegmentExportPayload,
 } from './exports/payloads.js';
 import { CatalogBatchPayload, CATALOG_BATCH_QUEUE } from './catalogs/batch-payload.js';
+import { BULK_IMPORT_QUEUE, BulkImportPayload, TRACK_INGEST_QUEUE, TrackIngestPayload } from './ingest/payloads.js';
 
 /**
  * The typed list of queues: each name maps to the zod schema of its payload, so every `add()` is type-checked
@@ -24,6 +25,8 @@ export const QUEUE_PAYLOADS = {
   [EXPORT_CALLBACK_QUEUE]: ExportCallbackPayload,
   [SCHEDULED_EXPORT_QUEUE]: ScheduledExportPayload,
   [CATALOG_BATCH_QUEUE]: CatalogBatchPayload,
+  [TRACK_INGEST_QUEUE]: TrackIngestPayload,
+  [BULK_IMPORT_QUEUE]: BulkImportPayload,
 } satisfies Record<string, z.ZodType>;
 
 export type QueueName = keyof typeof QUEUE_PAYLOADS;

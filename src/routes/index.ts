@@ -1,6 +1,9 @@
 import type { FastifyPluginAsync } from 'fastify';
 import segmentsRoutes from './segments.js';
 import usersExportRoutes from './users-export.js';
+import usersTrackRoutes from './users-track.js';
+import usersAliasRoutes from './users-alias.js';
+import emailStatusRoutes from './email-status.js';
 import scimRoutes from './scim.js';
 import catalogsRoutes from './catalogs.js';
 import preferenceCenterRoutes from './preference-centers.js';
@@ -11,4 +14,4 @@ import deliverabilityRoutes from './deliverability.js';
 import recordsRoutes from './records.js';
 
 /** Every endpoint family, one plugin each. */
-export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, catalogsRoutes, scimRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes];
+export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, emailStatusRoutes, catalogsRoutes, scimRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes];

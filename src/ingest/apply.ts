@@ -1,0 +1,342 @@
+import type { PoolClient } from '../db/pool.js';
+import type { Identity, TrackAttributes, TrackObjects } from './types.js';
+
+/**
+ * The set-based apply: many requests' (or an import batch's) objects in one transaction, in a fixed number of
+ * statements whatever the batch size. Objects are resolved to profiles by identifier, aggregated per profile (and per
+ * event name) in memory, then written with one UPDATE: `ON CONFLICT` and `UPDATE ... FROM` both refuse to touch
+ * one row twice in a statement, and one row per profile is also what makes a batch cheap.
+ */
+
+export interface WorkspaceObjects {
+  workspaceId: string;
+  objects: TrackObjects;
+}
+
+export interface ApplyResult {
+  events: number;
+  purchases: number;
+  attributes: number;
+  /** Objects whose user does not exist and may not be created (their identifier matched no profile). */
+  unmatched: number;
+  profilesCreated: number;
+}
+
+interface Counts {
+  first: string;
+  last: string;
+  count: number;
+}
+
+interface ProfileChange {
+  events?: Map<string, Counts>;
+  purchases?: Map<string, Counts>;
+  revenue?: number;
+  attributes?: TrackAttributes[];
+}
+
+/** What the merge needs of a profile, read while resolving identities. */
+interface CurrentRow {
+  id: number;
+  ce: string | null;
+  pu: string | null;
+  email: string | null;
+  times: Record<string, string> | null;
+}
+
+/** Serializes ingestion writers of one workspace: two batches updating the same profiles in different orders would deadlock. */
+export async function lockWorkspaces(client: PoolClient, workspaceIds: string[]): Promise<void> {
+  // One statement per workspace, in a fixed order: the order of lock calls inside one statement is not guaranteed.
+  for (const ws of [...new Set(workspaceIds)].sort()) {
+    await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-ingest:${ws}`]);
+  }
+}
+
+const SEP = '\u0000';
+function identityKey(ws: string, id: Identity): string {
+  return id.type === 'user_alias' ? `${ws}${SEP}a${SEP}${id.label}${SEP}${id.name}` : `${ws}${SEP}${id.type[0]}${SEP}${id.value}`;
+}
+
+interface Wanted {
+  ws: string;
+  identity: Identity;
+  create: boolean;
+  profileId?: number;
+}
+
+/**
+ * Resolves every distinct identity of the batch to a profile id (one statement per workspace in the batch), then
+ * creates profiles for unknown external_ids that may be created.
+ */
+async function resolveIdentities(client: PoolClient, wanted: Map<string, Wanted>, current: Map<number, CurrentRow>): Promise<number> {
+  const byWorkspace = new Map<string, Wanted[]>();
+  for (const w of wanted.values()) {
+    const list = byWorkspace.get(w.ws);
+    if (list) list.push(w);
+    else byWorkspace.set(w.ws, [w]);
+  }
+  for (const [ws, list] of byWorkspace) {
+    const values = (type: Identity['type']) => list.filter((w) => w.identity.type === type).map((w) => (w.identity as { value: string }).value);
+    const aliases = list.flatMap((w) => (w.identity.type === 'user_alias' ? [w.identity] : []));
+    // An email may be on several profiles: the most recently updated one is the user (as the public API does).
+    const cols = 'p.id, p.custom_events::text AS ce, p.purchases::text AS pu, p.email, p.attribute_times AS times';
+    const { rows } = await client.query<CurrentRow & { t: string; k: string; l: string | null }>(
+      `SELECT 'e' AS t, p.external_id AS k, NULL AS l, ${cols} FROM profiles p WHERE p.workspace_id = $1 AND p.external_id = ANY($2::text[])
+       UNION ALL
+       SELECT 's', p.service_id, NULL, ${cols} FROM profiles p WHERE p.workspace_id = $1 AND p.service_id = ANY($3::text[])
+       UNION ALL
+       (SELECT DISTINCT ON (lower(p.email)) 'm', lower(p.email), NULL, ${cols} FROM profiles p
+         WHERE p.workspace_id = $1 AND lower(p.email) = ANY($4::text[]) ORDER BY lower(p.email), p.updated_at DESC, p.id DESC)
+       UNION ALL
+       SELECT 'a', a.alias_name, a.alias_label, ${cols}
+         FROM unnest($5::text[], $6::text[]) AS i(label, name)
+         JOIN profile_aliases a ON a.workspace_id = $1 AND a.alias_label = i.label AND a.alias_name = i.name
+         JOIN profiles p ON p.id = a.profile_id`,
+      [ws, values('external_id'), values('service_id'), values('email'), aliases.map((a) => a.label), aliases.map((a) => a.name)],
+    );
+    for (const r of rows) {
+      const identity: Identity =
+        r.t === 'a'
+          ? { type: 'user_alias', label: r.l!, name: r.k }
+          : { type: r.t === 'e' ? 'external_id' : r.t === 's' ? 'service_id' : 'email', value: r.k };
+      const w = wanted.get(identityKey(ws, identity));
+      if (w) w.profileId = r.id;
+      current.set(r.id, { id: r.id, ce: r.ce, pu: r.pu, email: r.email, times: r.times });
+    }
+  }
+
+  const toCreate = [...wanted.values()].filter((w) => w.profileId === undefined && w.create);
+  if (toCreate.length === 0) return 0;
+  const ext = (w: Wanted) => (w.identity as { value: string }).value;
+  const claim = (rows: (CurrentRow & { workspace_id: string; external_id: string })[]) => {
+    for (const r of rows) {
+      wanted.get(identityKey(r.workspace_id, { type: 'external_id', value: r.external_id }))!.profileId = r.id;
+      current.set(r.id, { id: r.id, ce: r.ce, pu: r.pu, email: r.email, times: r.times });
+    }
+  };
+  // service_id: 24 hex digits of a random (v4) UUID; random_bucket uniform over 0..9999.
+  const created = await client.query<CurrentRow & { workspace_id: string; external_id: string }>(
+    `INSERT INTO profiles (workspace_id, service_id, external_id, random_bucket)
+     SELECT i.ws, left(replace(gen_random_uuid()::text, '-', ''), 24), i.v, floor(random() * 10000)::int
+       FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
+     ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
+     RETURNING id, workspace_id, external_id, '[]' AS ce, '[]' AS pu, NULL AS email, '{}'::jsonb AS times`,
+    [toCreate.map((w) => w.ws), toCreate.map(ext)],
+  );
+  claim(created.rows);
+  // A writer outside ingestion (which holds no workspace lock) created some of them meanwhile: read those.
+  const raced = toCreate.filter((w) => w.profileId === undefined);
+  if (raced.length > 0) {
+    const again = await client.query<CurrentRow & { workspace_id: string; external_id: string }>(
+      `SELECT p.id, p.workspace_id, p.external_id, p.custom_events::text AS ce, p.purchases::text AS pu, p.email, p.attribute_times AS times FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
+         JOIN profiles p ON p.workspace_id = i.ws AND p.external_id = i.v`,
+      [raced.map((w) => w.ws), raced.map(ext)],
+    );
+    claim(again.rows);
+  }
+  return created.rowCount ?? 0;
+}
+
+function addCount(map: Map<string, Counts>, name: string, time: string, n: number): void {
+  const c = map.get(name);
+  if (!c) map.set(name, { first: time, last: time, count: n });
+  else {
+    if (time < c.first) c.first = time;
+    if (time > c.last) c.last = time;
+    c.count += n;
+  }
+}
+
+/** Stored aggregates merged with a batch's: first is the earliest, last the latest, counts add; sorted by name. */
+function mergeCounts(stored: unknown, batch: Map<string, Counts>): { name: string; first: string; last: string; count: number }[] {
+  const merged = new Map<string, Counts>();
+  if (Array.isArray(stored)) {
+    for (const e of stored as { name?: unknown; first?: unknown; last?: unknown; count?: unknown }[]) {
+      if (typeof e?.name !== 'string') continue;
+      merged.set(e.name, { first: String(e.first ?? ''), last: String(e.last ?? ''), count: Number(e.count ?? 0) });
+    }
+  }
+  for (const [name, c] of batch) {
+    const m = merged.get(name);
+    if (!m) merged.set(name, { ...c });
+    else {
+      if (!m.first || c.first < m.first) m.first = c.first;
+      if (c.last > m.last) m.last = c.last;
+      m.count += c.count;
+    }
+  }
+  return [...merged]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([name, c]) => ({ name, first: c.first, last: c.last, count: c.count }));
+}
+
+/** Standard columns an attribute may set, with the SQL that reads the value from the `std` object. */
+const STANDARD_COLUMNS: Record<string, string> = {
+  first_name: "u.std->>'first_name'",
+  last_name: "u.std->>'last_name'",
+  email: "u.std->>'email'",
+  dob: "(u.std->>'dob')::date",
+  home_city: "u.std->>'home_city'",
+  country: "u.std->>'country'",
+  phone: "u.std->>'phone'",
+  language: "u.std->>'language'",
+  time_zone: "u.std->>'time_zone'",
+  gender: "u.std->>'gender'",
+  email_subscribe: "u.std->>'email_subscribe'",
+  push_subscribe: "u.std->>'push_subscribe'",
+  attributed_campaign: "u.std->>'attributed_campaign'",
+  attributed_source: "u.std->>'attributed_source'",
+  attributed_adgroup: "u.std->>'attributed_adgroup'",
+  attributed_ad: "u.std->>'attributed_ad'",
+  last_coordinates:
+    "CASE WHEN jsonb_typeof(u.std->'last_coordinates') = 'array' THEN ARRAY[(u.std->'last_coordinates'->>0)::float8, (u.std->'last_coordinates'->>1)::float8] END",
+};
+
+const UPDATE_SQL = `
+UPDATE profiles p SET
+  custom_events = coalesce(u.ev, p.custom_events),
+  purchases = coalesce(u.pu, p.purchases),
+  total_revenue = CASE WHEN u.rev IS NULL THEN p.total_revenue ELSE coalesce(p.total_revenue, 0) + u.rev END,
+  ${Object.entries(STANDARD_COLUMNS)
+    .map(([col, expr]) => `${col} = CASE WHEN u.std ? '${col}' THEN ${expr} ELSE p.${col} END`)
+    .join(',\n  ')},
+  custom_attributes = CASE WHEN u.cset IS NULL AND u.cdel IS NULL THEN p.custom_attributes
+                           ELSE (p.custom_attributes || coalesce(u.cset, '{}')) - coalesce(u.cdel, '{}'::text[]) END,
+  attribute_times = CASE WHEN u.times IS NULL THEN p.attribute_times ELSE p.attribute_times || u.times END,
+  updated_at = now()
+FROM jsonb_to_recordset($1::jsonb) AS u(id bigint, ev jsonb, pu jsonb, rev float8, std jsonb, cset jsonb, cdel text[], times jsonb)
+WHERE p.id = u.id`;
+
+interface UpdateRow {
+  id: number;
+  ev?: unknown;
+  pu?: unknown;
+  rev?: number;
+  std?: Record<string, unknown>;
+  cset?: Record<string, unknown>;
+  cdel?: string[];
+  times?: Record<string, string>;
+}
+
+/**
+ * Last-write-wins per attribute: a value is written when its object's time is at least the time of the value
+ * stored (profiles.attribute_times); within the batch the later object wins, ties going to the later one sent.
+ * Returns whether the winning values tie a new email address to the user.
+ */
+function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: UpdateRow): boolean {
+  // Stable sort: equal times keep the order they were sent in.
+  objects.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+  const std: Record<string, unknown> = {};
+  const custom: Record<string, unknown> = {};
+  const times: Record<string, string> = {};
+  const stored = cur.times ?? {};
+  for (const o of objects) {
+    for (const [field, value] of Object.entries(o.standard)) {
+      if (o.at >= (stored[field] ?? '')) {
+        std[field] = value;
+        times[field] = o.at;
+      }
+    }
+    for (const [name, value] of Object.entries(o.custom)) {
+      const field = `custom_attributes.${name}`;
+      if (o.at >= (stored[field] ?? '')) {
+        custom[name] = value;
+        times[field] = o.at;
+      }
+    }
+  }
+  if (Object.keys(times).length === 0) return false;
+  if (Object.keys(std).length > 0) row.std = std;
+  const set = Object.entries(custom).filter(([, v]) => v !== null);
+  const del = Object.entries(custom).filter(([, v]) => v === null).map(([k]) => k);
+  if (set.length > 0) row.cset = Object.fromEntries(set);
+  if (del.length > 0) row.cdel = del;
+  row.times = times;
+  // The object tied an address to this user: a state stored for the address applies, unless one was set too.
+  const newEmail = typeof std.email === 'string' ? std.email.toLowerCase() : null;
+  return newEmail !== null && newEmail !== cur.email?.toLowerCase() && !('email_subscribe' in std);
+}
+
+/**
+ * Applies validated objects to profiles inside the caller's transaction, which must hold `lockWorkspaces` for
+ * every workspace of the batch. Under that lock only ingestion writes custom_events, purchases and
+ * attribute_times, so they are read, merged here, and written back without row locks.
+ */
+export async function applyObjects(client: PoolClient, batches: WorkspaceObjects[]): Promise<ApplyResult> {
+  const result: ApplyResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0 };
+  const wanted = new Map<string, Wanted>();
+  const want = (ws: string, identity: Identity, create: boolean) => {
+    const key = identityKey(ws, identity);
+    const w = wanted.get(key);
+    if (!w) wanted.set(key, { ws, identity, create });
+    else if (create) w.create = true;
+  };
+  for (const { workspaceId: ws, objects } of batches) {
+    for (const o of objects.events) want(ws, o.identity, o.create);
+    for (const o of objects.purchases) want(ws, o.identity, o.create);
+    for (const o of objects.attributes) want(ws, o.identity, o.create);
+  }
+  if (wanted.size === 0) return result;
+  const current = new Map<number, CurrentRow>();
+  result.profilesCreated = await resolveIdentities(client, wanted, current);
+
+  const changes = new Map<number, ProfileChange>();
+  const changeOf = (ws: string, identity: Identity): ProfileChange | undefined => {
+    const id = wanted.get(identityKey(ws, identity))!.profileId;
+    if (id === undefined) {
+      result.unmatched++;
+      return undefined;
+    }
+    let c = changes.get(id);
+    if (!c) changes.set(id, (c = {}));
+    return c;
+  };
+  for (const { workspaceId: ws, objects } of batches) {
+    for (const e of objects.events) {
+      const c = changeOf(ws, e.identity);
+      if (!c) continue;
+      addCount((c.events ??= new Map()), e.name, e.time, 1);
+      result.events++;
+    }
+    for (const p of objects.purchases) {
+      const c = changeOf(ws, p.identity);
+      if (!c) continue;
+      // A purchase of quantity n counts as n purchases, as the public API records it.
+      addCount((c.purchases ??= new Map()), p.product_id, p.time, p.quantity);
+      c.revenue = (c.revenue ?? 0) + p.price * p.quantity;
+      result.purchases++;
+    }
+    for (const a of objects.attributes) {
+      const c = changeOf(ws, a.identity);
+      if (!c) continue;
+      (c.attributes ??= []).push(a);
+      result.attributes++;
+    }
+  }
+  if (changes.size === 0) return result;
+
+  const rows: UpdateRow[] = [];
+  const tied: number[] = [];
+  for (const [id, c] of changes) {
+    const cur = current.get(id)!;
+    const row: UpdateRow = { id: cur.id };
+    if (c.events) row.ev = mergeCounts(cur.ce === null ? [] : JSON.parse(cur.ce), c.events);
+    if (c.purchases) {
+      row.pu = mergeCounts(cur.pu === null ? [] : JSON.parse(cur.pu), c.purchases);
+      row.rev = c.revenue;
+    }
+    if (c.attributes && decideAttributes(c.attributes, cur, row)) tied.push(cur.id);
+    // Attributes that all lost to newer stored values leave nothing to write.
+    if (row.ev || row.pu || row.times) rows.push(row);
+  }
+  if (rows.length > 0) await client.query(UPDATE_SQL, [JSON.stringify(rows)]);
+  if (tied.length > 0) {
+    await client.query(
+      `UPDATE profiles p SET email_subscribe = s.state
+         FROM email_subscriptions s
+        WHERE p.id = ANY($1::bigint[]) AND s.workspace_id = p.workspace_id AND s.email = lower(p.email)`,
+      [tied],
+    );
+  }
+  return result;
+}

@@ -1,0 +1,39 @@
+import { Gauge, Histogram } from 'prom-client';
+import type { Metrics } from '../metrics.js';
+
+/** Ingestion's own metrics, registered once per process registry beside the shared ones (ces_ingest_objects_total...). */
+export interface IngestMetrics {
+  lag: Gauge;
+  batchObjects: Histogram;
+  importPosition: Gauge<'import_id'>;
+}
+
+const byRegistry = new WeakMap<Metrics, IngestMetrics>();
+
+export function ingestMetrics(metrics: Metrics): IngestMetrics {
+  let m = byRegistry.get(metrics);
+  if (!m) {
+    const registers = [metrics.registry];
+    m = {
+      lag: new Gauge({
+        name: 'ces_ingest_lag_seconds',
+        help: 'Age of the oldest accepted /users/track request in the batch a worker just applied (queue lag)',
+        registers,
+      }),
+      batchObjects: new Histogram({
+        name: 'ces_ingest_batch_objects',
+        help: 'Objects applied per ingestion transaction',
+        buckets: [75, 750, 2_500, 7_500, 15_000, 30_000, 60_000],
+        registers,
+      }),
+      importPosition: new Gauge({
+        name: 'ces_import_records',
+        help: 'Records handled and committed so far by a running bulk import',
+        labelNames: ['import_id'] as const,
+        registers,
+      }),
+    };
+    byRegistry.set(metrics, m);
+  }
+  return m;
+}

@@ -1,0 +1,96 @@
+import { withTransaction, type Pool } from '../db/pool.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { applyObjects, lockWorkspaces, type ApplyResult, type WorkspaceObjects } from './apply.js';
+import { ingestMetrics } from './metrics.js';
+import type { TrackObjects } from './types.js';
+
+/**
+ * The durable log between an accepted /users/track request and its application: rows of ingest_staging. A request
+ * commits its row before answering; a BullMQ job then names the row. A worker applies the oldest staged rows in
+ * batches, deleting them in the same transaction as the profile updates, so a job retried after a crash finds its
+ * row gone and applies nothing twice, and a job lost with Redis loses no data (the next job, or the sweep, drains
+ * every older row).
+ */
+
+/** Commits one request's accepted objects; returns the staged row's id. */
+export async function stageObjects(pool: Pool, workspaceId: string, objects: TrackObjects): Promise<number> {
+  const count = objects.events.length + objects.attributes.length + objects.purchases.length;
+  const { rows } = await pool.query<{ id: number }>('INSERT INTO ingest_staging (workspace_id, objects, payload) VALUES ($1, $2, $3) RETURNING id', [
+    workspaceId,
+    count,
+    JSON.stringify(objects),
+  ]);
+  return rows[0]!.id;
+}
+
+export interface DrainOptions {
+  /** Staged requests coalesced into one transaction. */
+  maxRows: number;
+  log: Logger;
+  metrics: Metrics;
+}
+
+export interface DrainResult extends ApplyResult {
+  batches: number;
+  requests: number;
+}
+
+/** Applies the oldest staged rows not being applied by another worker; returns how many rows it took. */
+export async function applyNextBatch(pool: Pool, options: DrainOptions, total?: DrainResult): Promise<number> {
+  return withTransaction(pool, async (client) => {
+    const { rows } = await client.query<{ id: number; workspace_id: string; lag: number; payload: string }>(
+      `DELETE FROM ingest_staging
+        WHERE id IN (SELECT id FROM ingest_staging ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+        RETURNING id, workspace_id, extract(epoch FROM clock_timestamp() - accepted_at)::float8 AS lag, payload`,
+      [options.maxRows],
+    );
+    if (rows.length === 0) return 0;
+    const batches: WorkspaceObjects[] = rows.map((r) => ({ workspaceId: r.workspace_id, objects: JSON.parse(r.payload) as TrackObjects }));
+    await lockWorkspaces(client, batches.map((b) => b.workspaceId));
+    const result = await applyObjects(client, batches);
+    const m = ingestMetrics(options.metrics);
+    m.lag.set(Math.max(...rows.map((r) => r.lag)));
+    m.batchObjects.observe(result.events + result.purchases + result.attributes + result.unmatched);
+    options.metrics.ingestObjects.inc({ kind: 'events', source: 'track' }, result.events);
+    options.metrics.ingestObjects.inc({ kind: 'purchases', source: 'track' }, result.purchases);
+    options.metrics.ingestObjects.inc({ kind: 'attributes', source: 'track' }, result.attributes);
+    if (total) {
+      for (const k of ['events', 'purchases', 'attributes', 'unmatched', 'profilesCreated'] as const) total[k] += result[k];
+      total.batches++;
+      total.requests += rows.length;
+    }
+    options.log.debug({ requests: rows.length, ...result }, 'ingest batch applied');
+    return rows.length;
+  });
+}
+
+/** Blocks until no other transaction holds a staged row at or before `throughId` (it committed, or its worker died). */
+async function waitForOthers(pool: Pool, throughId: number): Promise<void> {
+  await withTransaction(pool, (client) => client.query('SELECT id FROM ingest_staging WHERE id <= $1 ORDER BY id LIMIT 1 FOR UPDATE', [throughId]));
+}
+
+/**
+ * Applies batches until every row up to `throughId` (default: the newest row now) has been applied, by this call
+ * or by another worker. Oldest rows go first, so a job never waits behind newer work.
+ */
+export async function drainThrough(pool: Pool, throughId: number | undefined, options: DrainOptions): Promise<DrainResult> {
+  const total: DrainResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0, batches: 0, requests: 0 };
+  const limit = throughId ?? (await pool.query<{ max: number | null }>('SELECT max(id) AS max FROM ingest_staging')).rows[0]!.max;
+  if (limit === null) return total;
+  for (;;) {
+    const pending = await pool.query('SELECT 1 FROM ingest_staging WHERE id <= $1 LIMIT 1', [limit]);
+    if (pending.rowCount === 0) return total;
+    const taken = await applyNextBatch(pool, options, total);
+    if (taken === 0) await waitForOthers(pool, limit);
+  }
+}
+
+/** Staged requests and the age of the oldest: the ingestion backlog. */
+export async function stagingBacklog(pool: Pool): Promise<{ requests: number; objects: number; oldestSeconds: number }> {
+  const { rows } = await pool.query<{ requests: number; objects: number | null; oldest: number | null }>(
+    `SELECT count(*)::int AS requests, sum(objects)::int AS objects, extract(epoch FROM now() - min(accepted_at))::float8 AS oldest FROM ingest_staging`,
+  );
+  const r = rows[0]!;
+  return { requests: r.requests, objects: r.objects ?? 0, oldestSeconds: r.oldest ?? 0 };
+}

@@ -1,0 +1,411 @@
+import { z } from 'zod';
+import { isDateString, parseEventTime, toIso } from './time.js';
+import type { Identity, ObjectError, StandardValues, TrackArray, TrackAttributes, TrackEvent, TrackObjects, TrackPurchase } from './types.js';
+
+/**
+ * Validation of event, purchase and attributes objects to the letter of the spec's Event object and its property
+ * rules. zod checks the shape; the rules zod cannot say (exactly one identifier, property names and values, the
+ * 50 KB rule) are explicit below. Every refusal is one readable sentence: it becomes an error's `type`.
+ */
+
+export const MAX_OBJECTS_PER_ARRAY = 75;
+export const MAX_STRING_CHARS = 255;
+/** "Event properties with arrays or objects: at most 50 KB", read as 50 x 1024 bytes of the properties' JSON. */
+export const MAX_NESTED_PROPERTIES_BYTES = 50 * 1024;
+const MAX_IDENTIFIER_CHARS = 512;
+
+export const FATAL_NOTHING_VALID = "Valid data must be provided in the 'attributes', 'events', or 'purchases' fields.";
+
+type Result<T> = { ok: true; value: T } | { ok: false; type: string };
+
+/** Characters, not UTF-16 units: an emoji is one character, as a client counts it. */
+function charLength(s: string): number {
+  if (s.length <= MAX_STRING_CHARS) return s.length;
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+}
+
+const quote = (name: string) => `'${name.length > 60 ? `${name.slice(0, 57)}...` : name}'`;
+
+const identifierString = (field: string) =>
+  z
+    .string({ error: `'${field}' must be a string` })
+    .min(1, `'${field}' must not be empty`)
+    .max(MAX_IDENTIFIER_CHARS, `'${field}' may be at most ${MAX_IDENTIFIER_CHARS} characters`);
+
+const UserAlias = z
+  .object(
+    {
+      alias_name: identifierString('user_alias.alias_name'),
+      alias_label: identifierString('user_alias.alias_label'),
+    },
+    { error: "'user_alias' must be an object {alias_name, alias_label}" },
+  )
+  .strict();
+
+const EMAIL = /^[^\s@]+@[^\s@]+$/;
+const EmailString = (field: string) => identifierString(field).regex(EMAIL, `'${field}' must be an email address`);
+
+const identifierFields = {
+  external_id: identifierString('external_id').optional(),
+  user_alias: UserAlias.optional(),
+  service_id: identifierString('service_id').optional(),
+  email: EmailString('email').optional(),
+  _update_existing_only: z.boolean({ error: "'_update_existing_only' must be a boolean" }).optional(),
+};
+
+const NameString = (field: string) =>
+  z
+    .string({ error: `'${field}' is required and must be a string` })
+    .min(1, `'${field}' must not be empty`)
+    .refine((s) => charLength(s) <= MAX_STRING_CHARS, `'${field}' may be at most ${MAX_STRING_CHARS} characters`);
+
+const TimeString = z.string({ error: "'time' is required and must be a string" });
+const PropertiesObject = z.record(z.string(), z.unknown(), { error: "'properties' must be an object" });
+const AppId = z.string({ error: "'app_id' must be a string" }).min(1, "'app_id' must not be empty").max(MAX_STRING_CHARS, `'app_id' may be at most ${MAX_STRING_CHARS} characters`);
+
+const EventShape = z
+  .object({ ...identifierFields, app_id: AppId.optional(), name: NameString('name'), time: TimeString, properties: PropertiesObject.optional() })
+  .strict();
+
+const PurchaseShape = z
+  .object({
+    ...identifierFields,
+    app_id: AppId.optional(),
+    product_id: NameString('product_id'),
+    currency: z.string({ error: "'currency' is required and must be a string" }).regex(/^[A-Za-z]{3}$/, "'currency' must be a three-letter ISO 4217 code"),
+    price: z.number({ error: "'price' is required and must be a number" }),
+    quantity: z
+      .number({ error: "'quantity' must be an integer from 1 to 100" })
+      .int("'quantity' must be an integer from 1 to 100")
+      .min(1, "'quantity' must be an integer from 1 to 100")
+      .max(100, "'quantity' must be an integer from 1 to 100")
+      .optional(),
+    time: TimeString,
+    properties: PropertiesObject.optional(),
+  })
+  .strict();
+
+/** The first zod issue as one sentence. */
+function describeIssue(error: z.ZodError, kind: string): string {
+  const issue = error.issues[0];
+  if (!issue) return 'invalid object';
+  if (issue.code === 'unrecognized_keys') return `${issue.keys.map(quote).join(', ')} ${issue.keys.length > 1 ? 'are not fields' : 'is not a field'} of ${kind}`;
+  const path = issue.path.map(String).join('.');
+  // Our messages name their field already; zod's generic ones get the path in front.
+  return issue.message.startsWith("'") || !path ? issue.message : `'${path}': ${issue.message}`;
+}
+
+interface IdentifierInput {
+  external_id?: string;
+  user_alias?: { alias_name: string; alias_label: string };
+  service_id?: string;
+  email?: string;
+  _update_existing_only?: boolean;
+}
+
+const IDENTIFIER_REQUIRED = "'external_id' or 'service_id' or 'user_alias' or 'email' is required";
+
+/**
+ * Exactly one identifier. For an attributes object `email` is the identifier only when none of the other three is
+ * given; beside one of them it is the address to set (as the public API reads it).
+ */
+function identityOf(input: IdentifierInput, emailMayBeAttribute: boolean): Result<{ identity: Identity; create: boolean }> {
+  const given: string[] = [];
+  if (input.external_id !== undefined) given.push('external_id');
+  if (input.user_alias !== undefined) given.push('user_alias');
+  if (input.service_id !== undefined) given.push('service_id');
+  if (input.email !== undefined && !(emailMayBeAttribute && given.length > 0)) given.push('email');
+  if (given.length === 0) return { ok: false, type: IDENTIFIER_REQUIRED };
+  if (given.length > 1) return { ok: false, type: `only one of 'external_id', 'service_id', 'user_alias' or 'email' may be given; got ${given.map(quote).join(' and ')}` };
+  const updateOnly = input._update_existing_only === true;
+  let identity: Identity;
+  switch (given[0]) {
+    case 'external_id':
+      return { ok: true, value: { identity: { type: 'external_id', value: input.external_id! }, create: !updateOnly } };
+    case 'user_alias':
+      identity = { type: 'user_alias', label: input.user_alias!.alias_label, name: input.user_alias!.alias_name };
+      break;
+    case 'service_id':
+      identity = { type: 'service_id', value: input.service_id! };
+      break;
+    default:
+      identity = { type: 'email', value: input.email!.toLowerCase() };
+  }
+  // Only an unknown external_id creates a profile; user_alias is always "update existing only".
+  return { ok: true, value: { identity, create: false } };
+}
+
+function checkName(name: string, what: string): string | null {
+  if (name.length === 0) return `${what} name must be a non-empty string`;
+  if (charLength(name) > MAX_STRING_CHARS) return `${what} name ${quote(name)} is longer than ${MAX_STRING_CHARS} characters`;
+  if (name.startsWith('$')) return `${what} name ${quote(name)} must not begin with '$'`;
+  return null;
+}
+
+/** Array elements: any value but a date (spec), strings within the string limit. */
+function checkArray(values: unknown[], where: string): string | null {
+  for (const v of values) {
+    if (typeof v === 'string') {
+      if (isDateString(v)) return `${where}: an array may not contain dates`;
+      if (charLength(v) > MAX_STRING_CHARS) return `${where}: strings may be at most ${MAX_STRING_CHARS} characters`;
+    } else if (Array.isArray(v)) {
+      const nested = checkArray(v, where);
+      if (nested) return nested;
+    } else if (v === null) {
+      return `${where}: an array may not contain null`;
+    }
+  }
+  return null;
+}
+
+/**
+ * Property (or custom attribute) values: number, boolean, date, string of at most 255 characters, array without
+ * dates, or object. Objects are "ingested as a string" for event properties (`objectsAsStrings`); nested custom
+ * attributes keep their shape. Null is a value only where it means "remove" (`allowNull`).
+ */
+function checkProperties(
+  props: Record<string, unknown>,
+  what: 'property' | 'custom attribute',
+  options: { objectsAsStrings: boolean; allowNull: boolean },
+): Result<Record<string, unknown>> {
+  let nested = false;
+  let out: Record<string, unknown> | undefined;
+  for (const [name, value] of Object.entries(props)) {
+    const bad = checkName(name, what);
+    if (bad) return { ok: false, type: bad };
+    const where = `${what} ${quote(name)}`;
+    switch (typeof value) {
+      case 'number':
+      case 'boolean':
+        break;
+      case 'string':
+        if (charLength(value) > MAX_STRING_CHARS && !isDateString(value)) return { ok: false, type: `${where}: strings may be at most ${MAX_STRING_CHARS} characters` };
+        break;
+      case 'object':
+        if (value === null) {
+          if (!options.allowNull) return { ok: false, type: `${where}: null is not a valid value (number, boolean, date, string, array or object)` };
+        } else if (Array.isArray(value)) {
+          nested = true;
+          const arr = checkArray(value, where);
+          if (arr) return { ok: false, type: arr };
+        } else {
+          nested = true;
+          if (options.objectsAsStrings) (out ??= { ...props })[name] = JSON.stringify(value);
+        }
+        break;
+      default:
+        return { ok: false, type: `${where}: not a valid value (number, boolean, date, string, array or object)` };
+    }
+  }
+  if (nested) {
+    const bytes = Buffer.byteLength(JSON.stringify(props));
+    if (bytes > MAX_NESTED_PROPERTIES_BYTES) {
+      return { ok: false, type: `${what === 'property' ? 'properties' : 'custom attributes'} with arrays or objects may total at most 50 KB (${MAX_NESTED_PROPERTIES_BYTES} bytes); got ${bytes}` };
+    }
+  }
+  return { ok: true, value: out ?? props };
+}
+
+function timeOf(text: string): Result<string> {
+  const ms = parseEventTime(text);
+  if (ms === null) return { ok: false, type: `'time' must be ISO 8601 or yyyy-MM-dd'T'HH:mm:ss:SSSZ; got ${quote(text)}` };
+  return { ok: true, value: toIso(ms) };
+}
+
+const notAnObject = (kind: string): Result<never> => ({ ok: false, type: `each entry must be ${kind} (a JSON object)` });
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** One event object. */
+export function validateEvent(raw: unknown): Result<TrackEvent> {
+  if (!isPlainObject(raw)) return notAnObject('an event object');
+  const parsed = EventShape.safeParse(raw);
+  if (!parsed.success) return { ok: false, type: describeIssue(parsed.error, 'an event object') };
+  const e = parsed.data;
+  const id = identityOf(e, false);
+  if (!id.ok) return id;
+  const time = timeOf(e.time);
+  if (!time.ok) return time;
+  const event: TrackEvent = { ...id.value, name: e.name, time: time.value };
+  if (e.app_id !== undefined) event.app_id = e.app_id;
+  if (e.properties !== undefined) {
+    const props = checkProperties(e.properties, 'property', { objectsAsStrings: true, allowNull: false });
+    if (!props.ok) return props;
+    event.properties = props.value;
+  }
+  return { ok: true, value: event };
+}
+
+/** One purchase object (`product_id`, `currency`, `price`, `quantity`, `time`, `properties`, `app_id`). */
+export function validatePurchase(raw: unknown): Result<TrackPurchase> {
+  if (!isPlainObject(raw)) return notAnObject('a purchase object');
+  const parsed = PurchaseShape.safeParse(raw);
+  if (!parsed.success) return { ok: false, type: describeIssue(parsed.error, 'a purchase object') };
+  const p = parsed.data;
+  const id = identityOf(p, false);
+  if (!id.ok) return id;
+  const time = timeOf(p.time);
+  if (!time.ok) return time;
+  const purchase: TrackPurchase = {
+    ...id.value,
+    product_id: p.product_id,
+    currency: p.currency.toUpperCase(),
+    price: p.price,
+    quantity: p.quantity ?? 1,
+    time: time.value,
+  };
+  if (p.app_id !== undefined) purchase.app_id = p.app_id;
+  if (p.properties !== undefined) {
+    const props = checkProperties(p.properties, 'property', { objectsAsStrings: true, allowNull: false });
+    if (!props.ok) return props;
+    purchase.properties = props.value;
+  }
+  return { ok: true, value: purchase };
+}
+
+// Standard profile fields an attributes object sets, each with its own rule; null unsets one.
+const nullable = <T extends z.ZodType>(schema: T) => schema.nullable();
+const text = (field: string) => z.string({ error: `'${field}' must be a string or null` }).refine((s) => charLength(s) <= MAX_STRING_CHARS, `'${field}' may be at most ${MAX_STRING_CHARS} characters`);
+const SUBSCRIPTION = ['opted_in', 'unsubscribed', 'subscribed'] as const;
+const TIME_ZONES = new Set(Intl.supportedValuesOf('timeZone'));
+TIME_ZONES.add('UTC');
+
+const StandardShape = {
+  first_name: nullable(text('first_name')),
+  last_name: nullable(text('last_name')),
+  home_city: nullable(text('home_city')),
+  phone: nullable(text('phone')),
+  attributed_campaign: nullable(text('attributed_campaign')),
+  attributed_source: nullable(text('attributed_source')),
+  attributed_adgroup: nullable(text('attributed_adgroup')),
+  attributed_ad: nullable(text('attributed_ad')),
+  dob: nullable(
+    z.string({ error: "'dob' must be a date YYYY-MM-DD or null" }).refine((s) => /^\d{4}-\d{2}-\d{2}$/.test(s) && parseEventTime(s) !== null, "'dob' must be a date YYYY-MM-DD or null"),
+  ),
+  country: nullable(z.string({ error: "'country' must be an ISO 3166-1 alpha-2 code or null" }).regex(/^[A-Za-z]{2}$/, "'country' must be an ISO 3166-1 alpha-2 code or null")),
+  language: nullable(z.string({ error: "'language' must be an ISO 639-1 code or null" }).regex(/^[A-Za-z]{2}$/, "'language' must be an ISO 639-1 code or null")),
+  time_zone: nullable(z.string({ error: "'time_zone' must be an IANA time zone name or null" }).refine((s) => TIME_ZONES.has(s), "'time_zone' must be an IANA time zone name or null")),
+  gender: nullable(z.string({ error: "'gender' must be one of M, F, O, N, P or null" }).regex(/^[MFONPmfonp]$/, "'gender' must be one of M, F, O, N, P or null")),
+  email_subscribe: nullable(z.enum(SUBSCRIPTION, { error: "'email_subscribe' must be one of opted_in, unsubscribed, subscribed" })),
+  push_subscribe: nullable(z.enum(SUBSCRIPTION, { error: "'push_subscribe' must be one of opted_in, unsubscribed, subscribed" })),
+  current_location: nullable(
+    z
+      .object(
+        {
+          longitude: z.number({ error: "'current_location.longitude' must be a number from -180 to 180" }).min(-180).max(180),
+          latitude: z.number({ error: "'current_location.latitude' must be a number from -90 to 90" }).min(-90).max(90),
+        },
+        { error: "'current_location' must be an object {longitude, latitude} or null" },
+      )
+      .strict(),
+  ),
+};
+const StandardSchema = z.object(Object.fromEntries(Object.entries(StandardShape).map(([k, v]) => [k, v.optional()])));
+const STANDARD_FIELDS = new Set(Object.keys(StandardShape));
+const IDENTIFIER_FIELDS = new Set(['external_id', 'user_alias', 'service_id', 'email', '_update_existing_only']);
+/** Fields of the export record that ingestion maintains itself, or that other endpoints own. */
+const NOT_SETTABLE = new Set([
+  'random_bucket',
+  'created_at',
+  'updated_at',
+  'custom_attributes',
+  'custom_events',
+  'purchases',
+  'devices',
+  'push_tokens',
+  'apps',
+  'campaigns_received',
+  'canvases_received',
+  'cards_clicked',
+  'uninstalled_at',
+  'total_revenue',
+  'user_aliases',
+  'last_coordinates',
+  'push_opted_in_at',
+  'attribute_times',
+]);
+
+/** One attributes object: identifiers, standard profile fields, and custom attributes as the other keys. */
+export function validateAttributes(raw: unknown, acceptedAt: string): Result<TrackAttributes> {
+  if (!isPlainObject(raw)) return notAnObject('an attributes object');
+  const identifiers: Record<string, unknown> = {};
+  const standardRaw: Record<string, unknown> = {};
+  const customRaw: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(raw)) {
+    if (IDENTIFIER_FIELDS.has(key)) identifiers[key] = value;
+    else if (STANDARD_FIELDS.has(key)) standardRaw[key] = value;
+    else if (NOT_SETTABLE.has(key)) return { ok: false, type: `${quote(key)} cannot be set through attributes` };
+    else customRaw[key] = value;
+  }
+  const ids = z.object(identifierFields).safeParse(identifiers);
+  if (!ids.success) return { ok: false, type: describeIssue(ids.error, 'an attributes object') };
+  const id = identityOf(ids.data, true);
+  if (!id.ok) return id;
+
+  const std = StandardSchema.safeParse(standardRaw);
+  if (!std.success) return { ok: false, type: describeIssue(std.error, 'an attributes object') };
+  const standard: StandardValues = {};
+  for (const [key, value] of Object.entries(std.data)) {
+    if (value === undefined) continue;
+    if (key === 'current_location') {
+      const loc = value as { longitude: number; latitude: number } | null;
+      standard.last_coordinates = loc === null ? null : [loc.longitude, loc.latitude];
+    } else if (key === 'country' || key === 'gender') standard[key] = value === null ? null : (value as string).toUpperCase();
+    else if (key === 'language') standard[key] = value === null ? null : (value as string).toLowerCase();
+    else standard[key] = value as string | null;
+  }
+  // Beside another identifier, `email` is the address to set.
+  if (id.value.identity.type !== 'email' && ids.data.email !== undefined) standard.email = ids.data.email;
+
+  const custom = checkProperties(customRaw, 'custom attribute', { objectsAsStrings: false, allowNull: true });
+  if (!custom.ok) return custom;
+  return { ok: true, value: { ...id.value, at: acceptedAt, standard, custom: custom.value } };
+}
+
+export interface TrackValidation {
+  objects: TrackObjects;
+  errors: ObjectError[];
+  /** Which arrays the request sent: a count is answered for each. */
+  sent: Record<TrackArray, boolean>;
+}
+
+/** What makes a whole /users/track request unusable (nothing is taken). */
+export class FatalTrackError extends Error {}
+
+/**
+ * A /users/track body: every object validated on its own; the valid ones are taken, the others listed in
+ * `errors`. Throws FatalTrackError when the body itself is unusable or no object is valid.
+ */
+export function validateTrackBody(body: unknown, acceptedAt: string): TrackValidation {
+  if (!isPlainObject(body)) throw new FatalTrackError(FATAL_NOTHING_VALID);
+  const sent = { events: false, attributes: false, purchases: false };
+  const arrays: Partial<Record<TrackArray, unknown[]>> = {};
+  for (const name of ['attributes', 'events', 'purchases'] as const) {
+    const value = body[name];
+    if (value === undefined || value === null) continue;
+    if (!Array.isArray(value)) throw new FatalTrackError(`'${name}' must be an array`);
+    if (value.length > MAX_OBJECTS_PER_ARRAY) throw new FatalTrackError(`'${name}' may hold at most ${MAX_OBJECTS_PER_ARRAY} objects per request; got ${value.length}`);
+    sent[name] = true;
+    arrays[name] = value;
+  }
+  const objects: TrackObjects = { events: [], attributes: [], purchases: [] };
+  const errors: ObjectError[] = [];
+  const take = <T>(name: TrackArray, list: T[], check: (raw: unknown) => Result<T>) => {
+    arrays[name]?.forEach((raw, index) => {
+      const r = check(raw);
+      if (r.ok) list.push(r.value);
+      else errors.push({ type: r.type, input_array: name, index });
+    });
+  };
+  take('attributes', objects.attributes, (raw) => validateAttributes(raw, acceptedAt));
+  take('events', objects.events, validateEvent);
+  take('purchases', objects.purchases, validatePurchase);
+  const accepted = objects.events.length + objects.attributes.length + objects.purchases.length;
+  if (accepted === 0) {
+    const detail = errors.slice(0, 5).map((e) => `${e.input_array}[${e.index}]: ${e.type}`);
+    if (errors.length > 5) detail.push(`and ${errors.length - 5} more`);
+    throw new FatalTrackError(detail.length ? `${FATAL_NOTHING_VALID} ${detail.join('; ')}` : FATAL_NOTHING_VALID);
+  }
+  return { objects, errors, sent };
+}

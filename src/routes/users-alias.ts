@@ -1,0 +1,48 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { RATE_LIMITS } from '../auth/rate-limit.js';
+import { badRequest } from '../errors.js';
+import { apiKeyOf } from '../http/route-config.js';
+import { AliasUpdate, MAX_ALIAS_UPDATES, parseAliasUpdates, updateAliases } from '../aliases/update.js';
+
+export const AliasUpdateBody = z.object({
+  alias_updates: z
+    .array(z.unknown().meta(z.toJSONSchema(AliasUpdate, { io: 'input' }) as Record<string, unknown>), { error: 'alias_updates is required: an array of alias update objects' })
+    .min(1, 'alias_updates must hold at least one update')
+    .max(MAX_ALIAS_UPDATES, `alias_updates may hold at most ${MAX_ALIAS_UPDATES} updates`),
+});
+
+export const AliasUpdateResponse = z.object({
+  message: z.string(),
+  aliases_processed: z.number().int(),
+  errors: z.array(z.object({ type: z.string(), input_array: z.literal('alias_updates'), index: z.number().int() })).optional(),
+});
+
+const usersAliasRoutes: FastifyPluginAsync = async (base) => {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  app.post(
+    '/users/alias/update',
+    {
+      config: { permission: 'users.alias.update', rateLimit: RATE_LIMITS.alias },
+      schema: {
+        summary: 'Rename user aliases',
+        description:
+          `Up to ${MAX_ALIAS_UPDATES} updates, applied in order: when an alias with alias_label and old_alias_name exists, its name becomes ` +
+          'new_alias_name; otherwise nothing changes. A rename onto an alias another user holds is refused for that entry and listed in errors.',
+        tags: ['users'],
+        body: AliasUpdateBody,
+        response: { 201: AliasUpdateResponse },
+      },
+    },
+    async (req, reply) => {
+      const { updates, errors } = parseAliasUpdates(req.body.alias_updates);
+      if (updates.length === 0) throw badRequest(`No valid alias update: ${errors.slice(0, 5).map((e) => `alias_updates[${e.index}]: ${e.type}`).join('; ')}`);
+      const result = await updateAliases(app.ctx.pool, apiKeyOf(req).workspaceId, updates);
+      const all = [...errors, ...result.errors].sort((a, b) => a.index - b.index);
+      return reply.code(201).send({ message: 'success', aliases_processed: result.aliasesProcessed, ...(all.length ? { errors: all } : {}) });
+    },
+  );
+};
+
+export default usersAliasRoutes;

@@ -1,0 +1,154 @@
+import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { Storage } from '@google-cloud/storage';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exportCallbackJob } from '../jobs/export-callback.js';
+import { exportShardJob } from '../jobs/export-shard.js';
+import { segmentExportJob } from '../jobs/segment-export.js';
+import { S3Store } from '../src/storage/s3-store.js';
+import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { createSegment, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import { startGcsEmulator, type RunningGcs } from './helpers/gcs-emulator.js';
+import { startS3rver, type RunningS3 } from './helpers/s3rver.js';
+import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+
+const MEMBERS = 7_000;
+
+let env: TestEnv;
+let s3: RunningS3;
+let gcs: RunningGcs;
+let s3Ws: SeededWorkspace;
+let gcsWs: SeededWorkspace;
+let receiver: Server;
+let receiverUrl: string;
+const callbacks: unknown[] = [];
+let scratch: string;
+
+beforeAll(async () => {
+  [env, s3, gcs] = await Promise.all([createTestEnv({ EXPORT_SHARD_BUCKETS: '5000', CALLBACK_ALLOW_PRIVATE: 'true' }), startS3rver(), startGcsEmulator()]);
+  scratch = await mkdtemp(path.join(tmpdir(), 'ces-bucket-parts-'));
+  s3Ws = await seedWorkspace(env.ctx.pool);
+  gcsWs = await seedWorkspace(env.ctx.pool);
+  await env.ctx.pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [s3Ws.workspaceId, JSON.stringify({ ...s3.destination, prefix: 'exports/' })]);
+  await env.ctx.pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [gcsWs.workspaceId, JSON.stringify(gcs.destination)]);
+  for (const w of [s3Ws, gcsWs]) {
+    await createSegment(env.ctx.pool, w.workspaceId, 'seg-us');
+    await insertProfiles(env.ctx.pool, w.workspaceId, w === s3Ws ? 1 : 100_001, MEMBERS);
+    await insertProfiles(env.ctx.pool, w.workspaceId, w === s3Ws ? 50_001 : 150_001, 300, false);
+  }
+  receiver = createServer((req, res) => {
+    let data = '';
+    req.on('data', (c) => (data += c));
+    req.on('end', () => {
+      callbacks.push(JSON.parse(data));
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/cb`;
+  env.startWorkers([segmentExportJob, exportShardJob, exportCallbackJob]);
+}, 120_000);
+afterAll(async () => {
+  receiver?.close();
+  await env?.close();
+  await Promise.all([s3?.close(), gcs?.close()]);
+});
+
+interface Manifest {
+  users: number;
+  parts: Array<{ key: string; users: number; bytes: number; sha256: string }>;
+}
+
+/** Checks what a loader would: the listed objects, their bytes against the manifest, their lines. */
+async function verifyBucket(list: string[], fetch: (key: string) => Promise<Buffer>, keyPrefix: string, ext: '.gz' | '.zip', base: number) {
+  const manifest = JSON.parse((await fetch(`${keyPrefix}/manifest.json`)).toString()) as Manifest;
+  expect(manifest.users).toBe(MEMBERS);
+  expect(manifest.parts.map((p) => p.users)).toEqual([5000, 2000]);
+  expect([...list].sort()).toEqual([...manifest.parts.map((p) => p.key), `${keyPrefix}/manifest.json`].sort());
+  const ids = new Set<string>();
+  for (const p of manifest.parts) {
+    expect(p.key.startsWith(`${keyPrefix}/`)).toBe(true);
+    expect(p.key.endsWith(ext)).toBe(true);
+    const bytes = await fetch(p.key);
+    expect(bytes.length).toBe(p.bytes);
+    expect(createHash('sha256').update(bytes).digest('hex')).toBe(p.sha256);
+    const file = path.join(scratch, path.basename(p.key));
+    await writeFile(file, bytes);
+    const lines = await readPartFile(file);
+    expect(lines).toHaveLength(p.users);
+    for (const l of lines) ids.add(JSON.parse(l).external_id);
+  }
+  expect(ids.size).toBe(MEMBERS);
+  expect(ids.has(`ext-${base}`) && ids.has(`ext-${base + MEMBERS - 1}`)).toBe(true);
+}
+
+describe('segment export to the workspace bucket', () => {
+  it('S3 (s3rver): gzip parts under the destination prefix, byte for byte as the manifest says, and a callback without url', async () => {
+    const res = await requestExport(env, s3Ws.apiKey, {
+      segment_id: 'seg-us',
+      fields_to_export: ['external_id', 'email', 'custom_events'],
+      output_format: 'gzip',
+      callback_endpoint: receiverUrl,
+    });
+    expect(res.status).toBe(201);
+    expect(res.body).not.toHaveProperty('url');
+    const prefix = String(res.body.object_prefix);
+    const done = await waitForExport(env, s3Ws.apiKey, prefix);
+    expect(done).toMatchObject({ status: 'ready', destination: 's3', users_done: MEMBERS, parts_done: 2 });
+    expect(done).not.toHaveProperty('url');
+    const day = new Date().toISOString().slice(0, 10);
+    const keyPrefix = `exports/segment-export/seg-us/${day}/${prefix}`;
+    expect(done.key_prefix).toBe(keyPrefix);
+
+    const client = new S3Client({ endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } });
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: s3.bucket, Prefix: 'exports/' }));
+    const fetch = async (key: string) => Buffer.from(await (await client.send(new GetObjectCommand({ Bucket: s3.bucket, Key: key }))).Body!.transformToByteArray());
+    await verifyBucket((listed.Contents ?? []).map((o) => o.Key!), fetch, keyPrefix, '.gz', 1);
+    client.destroy();
+
+    const deadline = Date.now() + 10_000;
+    while (callbacks.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(callbacks).toEqual([{ success: true }]);
+  });
+
+  it('S3 store: a 12 MiB stream goes up as a multipart upload and comes back identical', async () => {
+    const store = new S3Store(s3.destination);
+    const data = randomBytes(12 * 1024 * 1024);
+    await store.put('multipart/big.bin', Readable.from([data.subarray(0, 5_000_000), data.subarray(5_000_000)]));
+    expect(await store.head('multipart/big.bin')).toBe(data.length);
+    const chunks: Buffer[] = [];
+    for await (const c of await store.get('multipart/big.bin')) chunks.push(c as Buffer);
+    expect(Buffer.concat(chunks).equals(data)).toBe(true);
+    await store.delete(['multipart/big.bin']);
+    expect(await store.head('multipart/big.bin')).toBeNull();
+    store.close();
+  });
+
+  it('GCS (emulator): zip parts, byte for byte as the manifest says', async () => {
+    const res = await requestExport(env, gcsWs.apiKey, { segment_id: 'seg-us', fields_to_export: ['external_id', 'devices'] });
+    expect(res.status).toBe(201);
+    expect(res.body).not.toHaveProperty('url');
+    const prefix = String(res.body.object_prefix);
+    const done = await waitForExport(env, gcsWs.apiKey, prefix);
+    expect(done).toMatchObject({ status: 'ready', destination: 'gcs', users_done: MEMBERS, parts_done: 2 });
+    const keyPrefix = String(done.key_prefix);
+    expect(keyPrefix).toMatch(new RegExp(`^segment-export/seg-us/\\d{4}-\\d{2}-\\d{2}/${prefix}$`));
+
+    const storage = new Storage({ apiEndpoint: gcs.endpoint, projectId: gcs.projectId });
+    const [files] = await storage.bucket(gcs.bucket).getFiles({ prefix: 'segment-export/' });
+    const fetch = async (key: string) => (await storage.bucket(gcs.bucket).file(key).download())[0];
+    await verifyBucket(
+      files.map((f) => f.name),
+      fetch,
+      keyPrefix,
+      '.zip',
+      100_001,
+    );
+  });
+});
