@@ -16,7 +16,7 @@ export const segmentExportJob = defineJob({
       await finishExport(ctx, exportId, failures);
     } catch (err) {
       if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) {
-        await failExport(ctx, exportId, 'the export failed while assembling its last part or manifest');
+        await failExport(ctx, exportId, `the export failed while assembling its last part or manifest: ${String((err as Error).message).slice(0, 300)}`);
       }
       throw err;
     }

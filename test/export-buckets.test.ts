@@ -31,7 +31,7 @@ const callbacks: unknown[] = [];
 let scratch: string;
 
 beforeAll(async () => {
-  [env, s3, gcs] = await Promise.all([createTestEnv({ EXPORT_SHARD_BUCKETS: '5000', CALLBACK_ALLOW_PRIVATE: 'true' }), startS3rver(), startGcsEmulator()]);
+  [env, s3, gcs] = await Promise.all([createTestEnv({ EXPORT_SHARD_BUCKETS: '5000', CALLBACK_ALLOW_PRIVATE: 'true', EXPORT_SHARD_ATTEMPTS: '2' }), startS3rver(), startGcsEmulator()]);
   scratch = await mkdtemp(path.join(tmpdir(), 'ces-bucket-parts-'));
   s3Ws = await seedWorkspace(env.ctx.pool);
   gcsWs = await seedWorkspace(env.ctx.pool);
@@ -150,5 +150,26 @@ describe('segment export to the workspace bucket', () => {
       '.zip',
       100_001,
     );
+  });
+
+  it('a bucket that refuses uploads fails the export: status failed with the reason, a failure callback, locks released', async () => {
+    const broken = await seedWorkspace(env.ctx.pool);
+    await env.ctx.pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [
+      broken.workspaceId,
+      JSON.stringify({ ...s3.destination, bucket: 'no-such-bucket' }),
+    ]);
+    await createSegment(env.ctx.pool, broken.workspaceId, 'seg-us');
+    await insertProfiles(env.ctx.pool, broken.workspaceId, 200_001, 50);
+    callbacks.length = 0;
+    const res = await requestExport(env, broken.apiKey, { segment_id: 'seg-us', fields_to_export: ['external_id'], callback_endpoint: receiverUrl });
+    expect(res.status).toBe(201);
+    const done = await waitForExport(env, broken.apiKey, String(res.body.object_prefix));
+    expect(done.status).toBe('failed');
+    expect(String(done.error)).toMatch(/failed while (reading or uploading users|assembling its last part or manifest): .*bucket/i);
+    const deadline = Date.now() + 10_000;
+    while (callbacks.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(callbacks).toEqual([{ success: false, error: done.error }]);
+    const again = await requestExport(env, broken.apiKey, { segment_id: 'seg-us', fields_to_export: ['external_id'] });
+    expect(again.status).toBe(201);
   });
 });

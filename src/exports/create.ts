@@ -42,8 +42,6 @@ export function shardRanges(bucketsPerShard: number): Array<[number, number]> {
   return out;
 }
 
-/** Shard jobs retry on their own; stalled-job recovery reschedules a shard whose worker died. */
-const SHARD_ATTEMPTS = 5;
 
 /**
  * Validates what the body cannot say by itself (the segment, the callback host), takes the segment lock and a
@@ -109,7 +107,7 @@ export async function createExport(
         opts: {
           ...DEFAULT_JOB_OPTIONS,
           jobId: `${exportId}.${shard}`,
-          attempts: SHARD_ATTEMPTS,
+          attempts: Math.max(1, config.EXPORT_SHARD_ATTEMPTS),
           // A shard that fails for good still lets the finishing job run, which then fails the export cleanly.
           ignoreDependencyOnFailure: true,
         },

@@ -1,0 +1,101 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exportCallbackJob } from '../jobs/export-callback.js';
+import { exportShardJob } from '../jobs/export-shard.js';
+import { segmentExportJob } from '../jobs/segment-export.js';
+import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { createSegment, exportStatus, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+// Four shards of about 15,000 members, run one at a time by the child worker: plenty of time to kill it mid-export.
+const MEMBERS = 60_000;
+
+let env: TestEnv;
+let ws: SeededWorkspace;
+let child: ChildProcess | undefined;
+
+beforeAll(async () => {
+  env = await createTestEnv({ EXPORT_SHARD_BUCKETS: '2500' });
+  ws = await seedWorkspace(env.ctx.pool);
+  await createSegment(env.ctx.pool, ws.workspaceId, 'big');
+  await insertProfiles(env.ctx.pool, ws.workspaceId, 1, MEMBERS);
+  await insertProfiles(env.ctx.pool, ws.workspaceId, 500_001, 2_000, false);
+}, 120_000);
+afterAll(async () => {
+  if (child && child.exitCode === null) child.kill('SIGKILL');
+  await env?.close();
+});
+
+/** `ces worker` as a real process over this test's schema, Redis prefix and local store. */
+function startChildWorker(): ChildProcess {
+  const c = env.config;
+  return spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'worker', '--queues', 'export-shard,segment-export'], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      NODE_ENV: 'test',
+      LOG_LEVEL: 'silent',
+      DATABASE_URL: c.DATABASE_URL,
+      DATABASE_SCHEMA: c.DATABASE_SCHEMA,
+      REDIS_URL: c.REDIS_URL,
+      REDIS_PREFIX: c.REDIS_PREFIX,
+      LOCAL_STORE_DIR: c.LOCAL_STORE_DIR,
+      MIGRATE_ON_START: 'false',
+      WORKER_CONCURRENCY: '1',
+      WORKER_METRICS_PORT: '0',
+    },
+    stdio: 'ignore',
+  });
+}
+
+describe('a worker SIGKILLed in the middle of an export', () => {
+  it('loses nothing: another worker finishes the export with every member exactly once', async () => {
+    const res = await requestExport(env, ws.apiKey, { segment_id: 'big', fields_to_export: ['external_id', 'email', 'custom_attributes', 'custom_events'], output_format: 'gzip' });
+    expect(res.status).toBe(201);
+    const prefix = String(res.body.object_prefix);
+
+    child = startChildWorker();
+    // Wait until the child has uploaded some parts but not all, then kill it without warning.
+    const deadline = Date.now() + 60_000;
+    let atKill: Record<string, unknown> = {};
+    for (;;) {
+      atKill = (await exportStatus(env, ws.apiKey, prefix)).body;
+      if (Number(atKill.parts_done) >= 2) break;
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`child worker made no progress: ${JSON.stringify(atKill)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    child.kill('SIGKILL');
+    await new Promise((r) => child!.once('exit', r));
+    expect(atKill.status).toBe('running');
+    const afterKill = (await exportStatus(env, ws.apiKey, prefix)).body;
+    expect(afterKill.status).toBe('running');
+    expect(Number(afterKill.users_done)).toBeLessThan(MEMBERS);
+
+    // A fresh worker: BullMQ's stalled-job check hands it the dead worker's shard once that job's lock lapses.
+    env.startWorkers([segmentExportJob, exportShardJob, exportCallbackJob]);
+    const done = await waitForExport(env, ws.apiKey, prefix, 90_000);
+    expect(done).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 12 });
+
+    const keyPrefix = String(done.key_prefix);
+    const dir = path.join(env.config.LOCAL_STORE_DIR, 'local', keyPrefix);
+    const manifest = JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8'));
+    expect(manifest.parts.map((p: { users: number }) => p.users)).toEqual([...Array(12).fill(5000)]);
+    // Nothing the killed attempt wrote is left beside the parts: only the manifest's files and the manifest.
+    const files = (await readdir(dir)).sort();
+    expect(files).toEqual([...manifest.parts.map((p: { file: string }) => p.file), 'manifest.json'].sort());
+
+    const count = new Map<string, number>();
+    for (const p of manifest.parts) {
+      for (const line of await readPartFile(path.join(dir, p.file))) {
+        const id = JSON.parse(line).external_id as string;
+        count.set(id, (count.get(id) ?? 0) + 1);
+      }
+    }
+    expect(count.size).toBe(MEMBERS);
+    expect([...count.values()].filter((n) => n !== 1)).toEqual([]);
+    expect([...count.keys()].filter((id) => Number(id.slice(4)) > MEMBERS)).toEqual([]);
+  }, 150_000);
+});
