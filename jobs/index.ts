@@ -3,8 +3,9 @@ import { exportCallbackJob } from './export-callback.js';
 import { exportShardJob } from './export-shard.js';
 import { scheduledExportJob } from './scheduled-export.js';
 import { segmentExportJob } from './segment-export.js';
+import { liveActivityPushJob, liveActivityRemovalJob } from './live-activity-push.js';
 import { catalogBatchJob } from './catalog-batch.js';
 import { trackIngestJob } from './track-ingest.js';
 
 /** Every queue processor, one file each. `ces worker` runs them all (or those named by --queues). */
-export const jobs: JobDefinition[] = [segmentExportJob, exportShardJob, exportCallbackJob, scheduledExportJob, catalogBatchJob, trackIngestJob];
+export const jobs: JobDefinition[] = [segmentExportJob, exportShardJob, exportCallbackJob, scheduledExportJob, catalogBatchJob, trackIngestJob, liveActivityPushJob, liveActivityRemovalJob];

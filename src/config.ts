@@ -54,6 +54,7 @@ export const ConfigSchema = z.object({
   CALLBACK_ALLOWED_HOSTS: z.string().default('').describe('Comma-separated host names that callbacks may reach even when private.'),
   CALLBACK_MAX_ATTEMPTS: int(8).describe('Attempts per export callback before giving up (exponential backoff).'),
 
+  LIVE_ACTIVITY_DELIVERY: z.enum(['record']).default('record').describe('Delivery adapter of live activity pushes; `record` keeps them in live_activity_pushes (no APNs adapter yet).'),
   WORKER_CONCURRENCY: int(2).describe('Jobs one worker process runs at once per queue.'),
   INGEST_BATCH_MAX_JOBS: int(200).describe('Track requests an ingestion worker coalesces into one transaction.'),
 });

@@ -1,6 +1,7 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import type { z } from 'zod';
 import type { Redis } from './redis.js';
+import { LIVE_ACTIVITY_PUSH_QUEUE, LIVE_ACTIVITY_REMOVAL_QUEUE, LiveActivityPushPayload, LiveActivityRemovalPayload } from './live-activities/push.js';
 import {
   EXPORT_CALLBACK_QUEUE,
   EXPORT_SHARD_QUEUE,
@@ -27,6 +28,8 @@ export const QUEUE_PAYLOADS = {
   [CATALOG_BATCH_QUEUE]: CatalogBatchPayload,
   [TRACK_INGEST_QUEUE]: TrackIngestPayload,
   [BULK_IMPORT_QUEUE]: BulkImportPayload,
+  [LIVE_ACTIVITY_PUSH_QUEUE]: LiveActivityPushPayload,
+  [LIVE_ACTIVITY_REMOVAL_QUEUE]: LiveActivityRemovalPayload,
 } satisfies Record<string, z.ZodType>;
 
 export type QueueName = keyof typeof QUEUE_PAYLOADS;

@@ -7,6 +7,7 @@ import emailStatusRoutes from './email-status.js';
 import scimRoutes from './scim.js';
 import catalogsRoutes from './catalogs.js';
 import emailTemplatesRoutes from './email-templates.js';
+import liveActivitiesRoutes from './live-activities.js';
 import preferenceCenterRoutes from './preference-centers.js';
 import canvasListRoutes from './canvas-list.js';
 import feedRoutes from './feed.js';
@@ -15,4 +16,4 @@ import deliverabilityRoutes from './deliverability.js';
 import recordsRoutes from './records.js';
 
 /** Every endpoint family, one plugin each. */
-export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, emailStatusRoutes, catalogsRoutes, emailTemplatesRoutes, scimRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes];
+export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, emailStatusRoutes, catalogsRoutes, emailTemplatesRoutes, liveActivitiesRoutes, scimRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes];
