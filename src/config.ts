@@ -57,6 +57,7 @@ export const ConfigSchema = z.object({
   LIVE_ACTIVITY_DELIVERY: z.enum(['record']).default('record').describe('Delivery adapter of live activity pushes; `record` keeps them in live_activity_pushes (no APNs adapter yet).'),
   WORKER_CONCURRENCY: int(2).describe('Jobs one worker process runs at once per queue.'),
   INGEST_BATCH_MAX_JOBS: int(200).describe('Track requests an ingestion worker coalesces into one transaction.'),
+  INGEST_IMPORT_BATCH: int(20_000).describe('Events a bulk import applies (and commits its position with) per transaction.'),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

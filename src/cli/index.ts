@@ -1,5 +1,8 @@
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
+import { registerImportCommand } from './import.js';
 
 /** Commands beyond serve/worker/start/migrate, one module each under src/cli/. */
-export function registerCommands(_program: Command, _config: () => Config): void {}
+export function registerCommands(program: Command, config: () => Config): void {
+  registerImportCommand(program, config);
+}

@@ -1,0 +1,402 @@
+import { once } from 'node:events';
+import path from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import streamArray from 'stream-json/streamers/stream-array.js';
+import { z } from 'zod';
+import type { Config } from '../config.js';
+import { withTransaction, type Pool } from '../db/pool.js';
+import { AppError, badRequest, notFound } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { ObjectNotFoundError, type ObjectStore } from '../storage/object-store.js';
+import { storeFor, workspaceDestination, type WorkspaceStore } from '../storage/stores.js';
+import { applyObjects, lockWorkspaces } from './apply.js';
+import { ingestMetrics } from './metrics.js';
+import type { TrackEvent } from './types.js';
+import { validateEvent } from './validate.js';
+
+/**
+ * Bulk imports: a file of event objects (NDJSON, or one JSON array; optionally gzipped) read as a stream from the
+ * local store or the workspace's S3/GCS bucket, validated object by object with the /users/track rules, applied in
+ * batches by the same set-based code. Each batch commits the import's position (records handled) in the same
+ * transaction as its profile updates, so an import restarted after a crash resumes at the last commit and never
+ * applies a record twice. Refused records go to `<key>.rejects.ndjson` beside the file as {line, reason, object}.
+ */
+
+export const IMPORT_FORMATS = ['ndjson', 'json'] as const;
+export type ImportFormat = (typeof IMPORT_FORMATS)[number];
+
+/** What starts an import (HTTP body and CLI options alike). */
+export const ImportRequest = z
+  .object({
+    source: z.enum(['local', 'bucket'], { error: "source must be 'local' (the built-in store) or 'bucket' (the workspace's S3/GCS bucket)" }).default('local'),
+    key: z
+      .string({ error: 'key is required: the object key of the file to import' })
+      .min(1, 'key must not be empty')
+      .max(1024, 'key may be at most 1024 characters')
+      .refine((k) => !k.split('/').includes('..') && !k.startsWith('/'), 'key must be a relative object key without ..'),
+    format: z.enum(IMPORT_FORMATS, { error: "format must be 'ndjson' or 'json'" }).optional(),
+  })
+  .strict();
+export type ImportRequest = z.infer<typeof ImportRequest>;
+
+export interface ImportStatus {
+  import_id: string;
+  status: 'queued' | 'running' | 'completed' | 'failed';
+  store: 'local' | 's3' | 'gcs';
+  key: string;
+  format: ImportFormat;
+  records_handled: number;
+  events_applied: number;
+  events_unmatched: number;
+  rejected: number;
+  rejects_key: string;
+  bytes_total: number | null;
+  error: string | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+}
+
+interface ImportRow {
+  id: string;
+  workspace_id: string;
+  store: 'local' | 's3' | 'gcs';
+  object_key: string;
+  format: ImportFormat;
+  status: ImportStatus['status'];
+  position: number;
+  events_applied: number;
+  events_unmatched: number;
+  rejected: number;
+  bytes_total: number | null;
+  rejects_key: string;
+  error: string | null;
+  created_at: Date;
+  started_at: Date | null;
+  finished_at: Date | null;
+}
+
+const toStatus = (r: ImportRow): ImportStatus => ({
+  import_id: r.id,
+  status: r.status,
+  store: r.store,
+  key: r.object_key,
+  format: r.format,
+  records_handled: r.position,
+  events_applied: r.events_applied,
+  events_unmatched: r.events_unmatched,
+  rejected: r.rejected,
+  rejects_key: r.rejects_key,
+  bytes_total: r.bytes_total,
+  error: r.error,
+  created_at: r.created_at.toISOString(),
+  started_at: r.started_at?.toISOString() ?? null,
+  finished_at: r.finished_at?.toISOString() ?? null,
+});
+
+/** The store an import reads: the built-in local store, or the workspace's bucket. */
+async function openStore(config: Pick<Config, 'LOCAL_STORE_DIR'>, pool: Pool, workspaceId: string, source: 'local' | 'bucket'): Promise<WorkspaceStore> {
+  if (source === 'local') return storeFor(config, null);
+  const destination = await workspaceDestination(pool, workspaceId);
+  if (!destination) throw badRequest("source 'bucket' needs a bucket declared for this workspace (export_destination); none is");
+  return storeFor(config, destination);
+}
+
+const formatOf = (key: string, given?: ImportFormat): ImportFormat => given ?? (/\.json(\.gz)?$/i.test(key) ? 'json' : 'ndjson');
+
+/** Records an import after checking its file exists; the caller runs or enqueues it. */
+export async function createImport(
+  deps: { pool: Pool; config: Pick<Config, 'LOCAL_STORE_DIR'> },
+  workspaceId: string,
+  request: ImportRequest,
+  requestedBy: string,
+): Promise<ImportStatus> {
+  const opened = await openStore(deps.config, deps.pool, workspaceId, request.source);
+  try {
+    const size = await opened.store.head(request.key);
+    if (size === null) throw notFound(`No object ${request.key} in the ${request.source === 'local' ? 'local store' : `${opened.store.kind} bucket ${opened.store.bucket}`}`);
+    const rejectsKey = `${request.key.replace(/\.gz$/i, '')}.rejects.ndjson`;
+    const { rows } = await deps.pool.query<ImportRow>(
+      `INSERT INTO imports (workspace_id, store, object_key, format, bytes_total, rejects_key, requested_by)
+       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *`,
+      [workspaceId, opened.store.kind, request.key, formatOf(request.key, request.format), size, rejectsKey, requestedBy],
+    );
+    return toStatus(rows[0]!);
+  } finally {
+    opened.close();
+  }
+}
+
+/** The status of one import of the workspace, or a 404. */
+export async function readImport(pool: Pool, workspaceId: string, importId: string): Promise<ImportStatus> {
+  const { rows } = await pool.query<ImportRow>('SELECT * FROM imports WHERE id = $1 AND workspace_id = $2', [importId, workspaceId]);
+  if (!rows[0]) throw notFound(`No import ${importId}`);
+  return toStatus(rows[0]);
+}
+
+/** Marks an import failed for good (its job ran out of attempts, or the file cannot be read as its format). */
+export async function failImport(pool: Pool, importId: string, message: string): Promise<void> {
+  await pool.query(`UPDATE imports SET status = 'failed', error = $2, finished_at = now(), updated_at = now() WHERE id = $1 AND status <> 'completed'`, [
+    importId,
+    message.slice(0, 1000),
+  ]);
+}
+
+/** A record of the file: its 1-based line (NDJSON) or element position (JSON array), and its parsed value or why not. */
+interface FileRecord {
+  line: number;
+  value?: unknown;
+  /** Raw text of a line that is not JSON. */
+  raw?: string;
+  reason?: string;
+}
+
+const MAX_LINE_BYTES = 1024 * 1024;
+
+/** NDJSON lines, split on bytes so that multi-byte characters never straddle a chunk; blank lines are skipped. */
+async function* ndjsonRecords(source: Readable): AsyncGenerator<FileRecord> {
+  let carry: Buffer = Buffer.alloc(0);
+  let line = 0;
+  let skipping = false;
+  const parse = (buf: Buffer, from: number, to: number): FileRecord | null => {
+    line++;
+    if (skipping) {
+      skipping = false;
+      return { line, reason: `line longer than ${MAX_LINE_BYTES} bytes`, raw: '' };
+    }
+    const text = buf.toString('utf8', from, to).trim();
+    if (text === '') return null;
+    try {
+      return { line, value: JSON.parse(text) };
+    } catch (err) {
+      return { line, reason: `malformed JSON: ${(err as Error).message}`, raw: text.length > 1000 ? `${text.slice(0, 1000)}...` : text };
+    }
+  };
+  for await (const chunk of source as AsyncIterable<Buffer>) {
+    const buf = carry.length ? Buffer.concat([carry, chunk]) : chunk;
+    let start = 0;
+    let nl: number;
+    while ((nl = buf.indexOf(10, start)) !== -1) {
+      const rec = parse(buf, start, nl);
+      if (rec) yield rec;
+      start = nl + 1;
+    }
+    carry = buf.subarray(start);
+    if (carry.length > MAX_LINE_BYTES) {
+      // Drop the rest of an overlong line rather than hold it: the record is refused when its end arrives.
+      skipping = true;
+      carry = Buffer.alloc(0);
+    }
+  }
+  if (carry.length > 0 || skipping) {
+    const rec = parse(carry, 0, carry.length);
+    if (rec) yield rec;
+  }
+}
+
+/** Elements of one top-level JSON array, streamed with stream-json (never the whole document in memory). */
+async function* jsonArrayRecords(source: Readable): AsyncGenerator<FileRecord> {
+  const items = streamArray.withParserAsStream();
+  source.on('error', (err) => items.destroy(err));
+  source.pipe(items);
+  for await (const item of items as AsyncIterable<{ key: number; value: unknown }>) {
+    yield { line: item.key + 1, value: item.value };
+  }
+}
+
+export interface ImportProgress {
+  bytesRead: number;
+  bytesTotal: number | null;
+  recordsHandled: number;
+  eventsApplied: number;
+  rejected: number;
+}
+
+export interface RunImportDeps {
+  pool: Pool;
+  config: Pick<Config, 'LOCAL_STORE_DIR' | 'INGEST_IMPORT_BATCH'>;
+  log: Logger;
+  metrics: Metrics;
+}
+
+export interface RunImportOptions {
+  onProgress?: (p: ImportProgress) => void;
+}
+
+/** The file cannot be imported at all (not an array, malformed document...): retrying will not help. */
+export class ImportFileError extends Error {}
+
+/**
+ * Runs (or resumes) an import to completion. Holds a session advisory lock on the import for the whole run, so two
+ * runners (a stalled job retried while the first still works) never interleave; the lock goes with the connection
+ * if the process dies.
+ */
+export async function runImport(deps: RunImportDeps, importId: string, options: RunImportOptions = {}): Promise<ImportStatus> {
+  const lockClient = await deps.pool.connect();
+  let opened: WorkspaceStore | undefined;
+  const metrics = ingestMetrics(deps.metrics);
+  try {
+    const got = await lockClient.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [`ces-import:${importId}`]);
+    if (!got.rows[0]!.ok) throw new Error(`import ${importId} is being run by another process`);
+    const { rows } = await deps.pool.query<ImportRow>(
+      `UPDATE imports SET status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1, error = NULL, updated_at = now()
+        WHERE id = $1 AND status IN ('queued', 'running') RETURNING *`,
+      [importId],
+    );
+    const row = rows[0];
+    if (!row) {
+      const done = await deps.pool.query<ImportRow>('SELECT * FROM imports WHERE id = $1', [importId]);
+      if (!done.rows[0]) throw new ImportFileError(`No import ${importId}`);
+      return toStatus(done.rows[0]);
+    }
+    const log = deps.log.child({ importId, resumeAt: row.position });
+    opened = await openStore(deps.config, deps.pool, row.workspace_id, row.store === 'local' ? 'local' : 'bucket');
+    const result = await importFile(deps, opened.store, row, log, options);
+    metrics.importPosition.remove(importId);
+    return result;
+  } catch (err) {
+    metrics.importPosition.remove(importId);
+    if (err instanceof ObjectNotFoundError) throw new ImportFileError(`the file ${err.key} is no longer in the store`);
+    throw err;
+  } finally {
+    opened?.close();
+    await lockClient.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [`ces-import:${importId}`]).catch(() => {});
+    lockClient.release();
+  }
+}
+
+async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRow, log: Logger, options: RunImportOptions): Promise<ImportStatus> {
+  const batchSize = Math.max(1, deps.config.INGEST_IMPORT_BATCH);
+  const metrics = ingestMetrics(deps.metrics);
+  const progress: ImportProgress = {
+    bytesRead: 0,
+    bytesTotal: row.bytes_total,
+    recordsHandled: row.position,
+    eventsApplied: row.events_applied,
+    rejected: row.rejected,
+  };
+
+  const body = await store.get(row.object_key);
+  body.on('data', (chunk: Buffer) => (progress.bytesRead += chunk.length));
+  const source = /\.gz$/i.test(row.object_key) ? body.pipe(createGunzip()) : body;
+  body.on('error', (err) => source.destroy(err));
+
+  // Rejects stream to the store while the import runs; a crash leaves no partial object (stores write atomically),
+  // and a resumed run writes the whole file again (records before the position are re-validated, not re-applied).
+  const rejects = new PassThrough();
+  const uploaded = store.put(row.rejects_key, rejects, { contentType: 'application/x-ndjson' });
+  uploaded.catch(() => {});
+  let rejectBuffer = '';
+  const flushRejects = async (force: boolean) => {
+    if (rejectBuffer.length === 0 || (!force && rejectBuffer.length < 64 * 1024)) return;
+    const chunk = rejectBuffer;
+    rejectBuffer = '';
+    if (!rejects.write(chunk)) await once(rejects, 'drain');
+  };
+
+  let batch: TrackEvent[] = [];
+  let batchRejected = 0;
+  let inflight: Promise<void> | undefined;
+  const commit = async (events: TrackEvent[], upTo: number, rejected: number) => {
+    const r = await withTransaction(deps.pool, async (client) => {
+      await lockWorkspaces(client, [row.workspace_id]);
+      const applied = await applyObjects(client, [{ workspaceId: row.workspace_id, objects: { events, purchases: [], attributes: [] } }]);
+      await client.query(
+        `UPDATE imports SET position = $2, events_applied = events_applied + $3, events_unmatched = events_unmatched + $4,
+                rejected = rejected + $5, updated_at = now() WHERE id = $1`,
+        [row.id, upTo, applied.events, applied.unmatched, rejected],
+      );
+      return applied;
+    });
+    progress.recordsHandled = upTo;
+    progress.eventsApplied += r.events;
+    progress.rejected += rejected;
+    deps.metrics.ingestObjects.inc({ kind: 'events', source: 'import' }, r.events);
+    metrics.importPosition.set({ import_id: row.id }, upTo);
+    options.onProgress?.(progress);
+  };
+  // One batch commits while the next is read and validated: PostgreSQL and Node work at once.
+  const flush = async (upTo: number) => {
+    if (inflight) await inflight;
+    const events = batch;
+    const rejected = batchRejected;
+    batch = [];
+    batchRejected = 0;
+    inflight = commit(events, upTo, rejected);
+    // Surfaced by the next await of `inflight`; avoid an unhandled rejection meanwhile.
+    inflight.catch(() => {});
+  };
+
+  let lastLine = row.position;
+  try {
+    const records = row.format === 'json' ? jsonArrayRecords(source) : ndjsonRecords(source);
+    try {
+      for await (const rec of records) {
+        lastLine = Math.max(lastLine, rec.line);
+        const resumed = rec.line <= row.position;
+        let reason = rec.reason;
+        let object: unknown = rec.raw;
+        if (reason === undefined) {
+          const v = validateEvent(rec.value);
+          if (v.ok) {
+            if (!resumed) batch.push(v.value);
+          } else {
+            reason = v.type;
+            object = rec.value;
+          }
+        }
+        if (reason !== undefined) {
+          rejectBuffer += `${JSON.stringify({ line: rec.line, reason, object })}\n`;
+          if (!resumed) {
+            batchRejected++;
+            deps.metrics.ingestRejected.inc({ kind: 'events', source: 'import' });
+          }
+          await flushRejects(false);
+        }
+        if (batch.length >= batchSize) await flush(rec.line);
+      }
+    } catch (err) {
+      // The parser's own errors (no system error code) mean the document itself is unreadable: no retry helps.
+      if (row.format === 'json' && !(err as NodeJS.ErrnoException).code) throw new ImportFileError(`the file is not a readable JSON array: ${(err as Error).message}`);
+      throw err;
+    }
+    await flush(lastLine);
+    await inflight;
+    await flushRejects(true);
+    rejects.end();
+    await uploaded;
+  } catch (err) {
+    await inflight?.catch(() => {});
+    rejects.destroy(err as Error);
+    body.destroy();
+    throw err;
+  }
+
+  const { rows } = await deps.pool.query<ImportRow>(
+    `UPDATE imports SET status = 'completed', finished_at = now(), updated_at = now() WHERE id = $1 RETURNING *`,
+    [row.id],
+  );
+  const status = toStatus(rows[0]!);
+  log.info({ records: status.records_handled, applied: status.events_applied, rejected: status.rejected, file: path.basename(row.object_key) }, 'import completed');
+  return status;
+}
+
+export interface StartImportDeps {
+  pool: Pool;
+  config: Pick<Config, 'LOCAL_STORE_DIR'>;
+  enqueue: (importId: string) => Promise<void>;
+}
+
+/** Records an import and hands it to the bulk-import workers. */
+export async function startImport(deps: StartImportDeps, workspaceId: string, request: ImportRequest, requestedBy: string): Promise<ImportStatus> {
+  const status = await createImport(deps, workspaceId, request, requestedBy);
+  try {
+    await deps.enqueue(status.import_id);
+  } catch (err) {
+    await failImport(deps.pool, status.import_id, 'the import could not be queued');
+    throw new AppError('unavailable', 'The import could not be queued; retry shortly', { cause: err });
+  }
+  return status;
+}

@@ -1,0 +1,189 @@
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bulkImportJob } from '../jobs/bulk-import.js';
+import { createImport, runImport } from '../src/ingest/imports.js';
+import { LocalStore } from '../src/storage/local-store.js';
+import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { runCli, waitFor } from './helpers/cli.js';
+import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+
+let env: TestEnv;
+let ws: SeededWorkspace;
+let store: LocalStore;
+
+beforeAll(async () => {
+  env = await createTestEnv({ INGEST_IMPORT_BATCH: '3' });
+  ws = await seedWorkspace(env.ctx.pool);
+  store = new LocalStore(env.config.LOCAL_STORE_DIR);
+});
+afterAll(async () => env?.close());
+
+const line = (external_id: string, name: string, time: string) => JSON.stringify({ external_id, name, time });
+
+async function api(method: 'GET' | 'POST', url: string, body?: unknown, key = ws.apiKey) {
+  const res = await env.app.inject({ method, url, headers: { ...bearer(key), 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
+  return { status: res.statusCode, body: res.json() };
+}
+
+async function eventsOf(externalId: string) {
+  const { rows } = await env.ctx.pool.query('SELECT custom_events FROM profiles WHERE workspace_id = $1 AND external_id = $2', [ws.workspaceId, externalId]);
+  return rows[0]?.custom_events;
+}
+
+async function readRejects(key: string) {
+  const text = (await (await store.get(key)).toArray()).map(String).join('');
+  return text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+}
+
+const deps = () => ({ pool: env.ctx.pool, config: env.config, log: env.ctx.log, metrics: env.ctx.metrics });
+
+describe('bulk import of an NDJSON file', () => {
+  it('is started over HTTP, applied by a worker, with bad lines written to a rejects file beside it', async () => {
+    const file = [
+      line('i1', 'open', '2024-01-02T00:00:00Z'),
+      '{"external_id": "i1", "name": "open", "time": "2024-01-01T00:00:00Z"}',
+      '',
+      '{not json',
+      line('i2', 'open', 'yesterday'),
+      JSON.stringify({ external_id: 'i2', name: 'buy', time: '2024-03-01', properties: { $bad: 1 } }),
+      line('i2', 'open', '2024-01-05T00:00:00Z'),
+      JSON.stringify({ external_id: 'i3', name: 'open', time: '2024-01-05', _update_existing_only: true }),
+      line('i1', 'close', '2024-02-01T00:00:00Z'),
+    ].join('\n');
+    await store.put('imports/day1.ndjson', Buffer.from(`${file}\n`));
+    const started = await api('POST', '/users/import', { key: 'imports/day1.ndjson' });
+    expect(started.status).toBe(201);
+    expect(started.body).toMatchObject({ message: 'success', status: 'queued', format: 'ndjson', store: 'local', rejects_key: 'imports/day1.ndjson.rejects.ndjson' });
+    env.startWorkers([bulkImportJob]);
+    let status: { status: string } = started.body;
+    await waitFor(async () => {
+      status = (await api('GET', `/users/import/${started.body.import_id}`)).body;
+      return status.status === 'completed' || status.status === 'failed';
+    });
+    expect(status).toMatchObject({ status: 'completed', records_handled: 9, events_applied: 4, events_unmatched: 1, rejected: 3, error: null });
+    expect(await eventsOf('i1')).toEqual([
+      { name: 'close', first: '2024-02-01T00:00:00.000Z', last: '2024-02-01T00:00:00.000Z', count: 1 },
+      { name: 'open', first: '2024-01-01T00:00:00.000Z', last: '2024-01-02T00:00:00.000Z', count: 2 },
+    ]);
+    expect(await eventsOf('i2')).toEqual([{ name: 'open', first: '2024-01-05T00:00:00.000Z', last: '2024-01-05T00:00:00.000Z', count: 1 }]);
+    expect(await eventsOf('i3')).toBeUndefined();
+    const rejects = await readRejects('imports/day1.ndjson.rejects.ndjson');
+    expect(rejects.map((r) => r.line)).toEqual([4, 5, 6]);
+    expect(rejects[0]).toMatchObject({ line: 4, reason: expect.stringMatching(/^malformed JSON/), object: '{not json' });
+    expect(rejects[1]).toMatchObject({ reason: expect.stringMatching(/'time' must be ISO 8601/), object: { external_id: 'i2', name: 'open', time: 'yesterday' } });
+    expect(rejects[2].reason).toMatch(/must not begin with '\$'/);
+  });
+
+  it('resumes an interrupted import at its last committed position, applying nothing twice', async () => {
+    const lines = Array.from({ length: 20 }, (_, i) => (i === 7 ? 'oops' : line(`r${i % 4}`, 'tick', `2024-01-01T00:00:${String(i).padStart(2, '0')}Z`)));
+    await store.put('imports/resume.ndjson', Buffer.from(lines.join('\n')));
+    const created = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/resume.ndjson' }, 'test');
+    let commits = 0;
+    await expect(
+      runImport(deps(), created.import_id, {
+        onProgress: () => {
+          // The process "dies" after its second committed batch (batches of 3 events).
+          if (++commits === 2) throw new Error('simulated crash');
+        },
+      }),
+    ).rejects.toThrow('simulated crash');
+    const mid = (await api('GET', `/users/import/${created.import_id}`)).body;
+    expect(mid).toMatchObject({ status: 'running', records_handled: 6, events_applied: 6, rejected: 0 });
+    const done = await runImport(deps(), created.import_id);
+    expect(done).toMatchObject({ status: 'completed', records_handled: 20, events_applied: 19, rejected: 1 });
+    const total = (
+      await env.ctx.pool.query<{ n: number }>(
+        `SELECT sum((e->>'count')::int)::int AS n FROM profiles p, jsonb_array_elements(p.custom_events) e WHERE p.workspace_id = $1 AND p.external_id LIKE 'r_'`,
+        [ws.workspaceId],
+      )
+    ).rows[0]!.n;
+    expect(total).toBe(19);
+    expect(await readRejects('imports/resume.ndjson.rejects.ndjson')).toEqual([{ line: 8, reason: expect.stringMatching(/malformed JSON/), object: 'oops' }]);
+    // Running a completed import again changes nothing.
+    expect((await runImport(deps(), created.import_id)).events_applied).toBe(19);
+  });
+
+  it('reads gzipped NDJSON and one streamed JSON array', async () => {
+    await store.put('imports/z.ndjson.gz', gzipSync(Buffer.from([line('gz', 'a', '2024-01-01'), line('gz', 'a', '2024-01-02')].join('\n'))));
+    const gz = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/z.ndjson.gz' }, 'test');
+    expect(await runImport(deps(), gz.import_id)).toMatchObject({ status: 'completed', events_applied: 2, rejects_key: 'imports/z.ndjson.rejects.ndjson' });
+    const array = [
+      { external_id: 'arr', name: 'a', time: '2024-01-01' },
+      { external_id: 'arr', name: 'a', time: 'bad' },
+      { external_id: 'arr', name: 'b', time: '2024-01-03' },
+      { external_id: 'arr', name: 'a', time: '2024-01-09' },
+    ];
+    await store.put('imports/list.json', Buffer.from(JSON.stringify(array, null, 2)));
+    const js = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/list.json' }, 'test');
+    expect(js.format).toBe('json');
+    expect(await runImport(deps(), js.import_id)).toMatchObject({ status: 'completed', records_handled: 4, events_applied: 3, rejected: 1 });
+    expect(await readRejects('imports/list.json.rejects.ndjson')).toEqual([{ line: 2, reason: expect.stringMatching(/'time'/), object: array[1] }]);
+    expect(await eventsOf('arr')).toEqual([
+      { name: 'a', first: '2024-01-01T00:00:00.000Z', last: '2024-01-09T00:00:00.000Z', count: 2 },
+      { name: 'b', first: '2024-01-03T00:00:00.000Z', last: '2024-01-03T00:00:00.000Z', count: 1 },
+    ]);
+  });
+
+  it('fails an unreadable JSON document with a clear error and no retry', async () => {
+    await store.put('imports/broken.json', Buffer.from('{"not": "an array"}'));
+    const started = await api('POST', '/users/import', { key: 'imports/broken.json' });
+    expect(started.status).toBe(201);
+    let status: { status: string; error: string | null } = started.body;
+    await waitFor(async () => {
+      status = (await api('GET', `/users/import/${started.body.import_id}`)).body;
+      return status.status === 'failed' || status.status === 'completed';
+    });
+    expect(status.status).toBe('failed');
+    expect(status.error).toMatch(/not a readable JSON array/);
+  });
+
+  it('refuses bad requests and unknown ids, and changes nothing', async () => {
+    const count = async () => (await env.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM imports')).rows[0]!.n;
+    const before = await count();
+    const cases: [unknown, number, RegExp][] = [
+      [{}, 400, /key is required/],
+      [{ key: '' }, 400, /key must not be empty/],
+      [{ key: '../etc/passwd' }, 400, /without \.\./],
+      [{ key: 'imports/missing.ndjson' }, 404, /No object imports\/missing\.ndjson/],
+      [{ key: 'imports/day1.ndjson', source: 'ftp' }, 400, /source/],
+      [{ key: 'imports/day1.ndjson', format: 'csv' }, 400, /format/],
+      [{ key: 'imports/day1.ndjson', source: 'bucket' }, 400, /needs a bucket/],
+      [{ key: 'imports/day1.ndjson', extra: 1 }, 400, /extra|Unrecognized/i],
+    ];
+    for (const [body, status, message] of cases) {
+      const r = await api('POST', '/users/import', body);
+      expect(r.status, JSON.stringify(body)).toBe(status);
+      expect(r.body.message).toMatch(message);
+    }
+    expect((await api('POST', '/users/import', { key: 'imports/day1.ndjson' }, ws.bareKey)).status).toBe(401);
+    expect((await api('POST', '/users/import', { key: 'imports/day1.ndjson' }, 'nope')).status).toBe(401);
+    expect(await count()).toBe(before);
+    expect((await api('GET', '/users/import/00000000-0000-4000-8000-000000000000')).status).toBe(404);
+    expect((await api('GET', '/users/import/not-a-uuid')).status).toBe(400);
+    expect((await api('GET', '/users/import/00000000-0000-4000-8000-000000000000', undefined, ws.bareKey)).status).toBe(401);
+  });
+});
+
+describe('ces import', () => {
+  it('imports a file from the command line and prints a summary', async () => {
+    await store.put('imports/cli.ndjson', Buffer.from([line('cli', 'run', '2024-01-01'), 'nope', line('cli', 'run', '2024-01-02')].join('\n')));
+    const name = (await env.ctx.pool.query<{ name: string }>('SELECT name FROM workspaces WHERE id = $1', [ws.workspaceId])).rows[0]!.name;
+    const cliEnv = {
+      DATABASE_URL: env.config.DATABASE_URL,
+      DATABASE_SCHEMA: env.config.DATABASE_SCHEMA,
+      REDIS_URL: env.config.REDIS_URL,
+      REDIS_PREFIX: env.config.REDIS_PREFIX,
+      LOCAL_STORE_DIR: env.config.LOCAL_STORE_DIR,
+      LOG_LEVEL: 'warn',
+    };
+    const r = await runCli(['import', 'imports/cli.ndjson', '--workspace', name], cliEnv);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/completed/);
+    expect(r.stdout).toMatch(/events applied:\s+2/);
+    expect(r.stdout).toMatch(/rejected:\s+1/);
+    expect(await eventsOf('cli')).toEqual([{ name: 'run', first: '2024-01-01T00:00:00.000Z', last: '2024-01-02T00:00:00.000Z', count: 2 }]);
+    const missing = await runCli(['import', 'imports/none.ndjson', '--workspace', name], cliEnv);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/No object imports\/none\.ndjson/);
+  });
+});
