@@ -10,6 +10,8 @@ export interface JobDefinition {
   concurrency?: (ctx: AppContext) => number;
   workerOptions?: Partial<Omit<WorkerOptions, 'connection' | 'prefix' | 'concurrency'>>;
   process: (job: Job, ctx: AppContext) => Promise<unknown>;
+  /** Runs once when this process starts the queue's worker (e.g. re-arming delayed jobs from the store); must be idempotent. */
+  onStart?: (ctx: AppContext) => Promise<void>;
 }
 
 export const defineJob = (definition: JobDefinition): JobDefinition => definition;
@@ -48,6 +50,7 @@ export function startWorkers(ctx: AppContext, definitions: JobDefinition[]): Run
       },
     );
     worker.on('error', (err) => ctx.log.error({ err, queue: def.queue }, 'worker error'));
+    def.onStart?.(ctx).catch((err: unknown) => ctx.log.error({ err, queue: def.queue }, 'worker start hook failed'));
     return { worker, connection };
   });
 

@@ -1,0 +1,35 @@
+import type { Job } from 'bullmq';
+import { fireSchedule } from '../src/canvases/fire.js';
+import { CANVAS_SCHEDULE_QUEUE, CanvasSchedulePayload, SWEEP_SCHEDULER_ID } from '../src/canvases/schedule-time.js';
+import { rearmSchedules } from '../src/canvases/schedules.js';
+import { defineJob } from '../src/worker.js';
+
+/**
+ * Fires one instant of a scheduled canvas trigger. At worker start it arms every schedule still to send, and a
+ * periodic sweep arms those the workspace file writes or changes while the worker runs.
+ */
+export const canvasScheduleJob = defineJob({
+  queue: CANVAS_SCHEDULE_QUEUE,
+  async process(job: Job, ctx) {
+    const payload = CanvasSchedulePayload.parse(job.data);
+    if ('sweep' in payload) return rearmSchedules(ctx.pool, ctx.queues, ctx.log, { onlyUnarmed: true });
+    const result = await fireSchedule(ctx.pool, payload, {
+      maxLatenessMs: ctx.config.CANVAS_SCHEDULE_MAX_LATENESS_SECONDS * 1000,
+      batchSize: Math.max(1, ctx.config.CANVAS_ENTRY_BATCH_SIZE),
+      log: ctx.log,
+    });
+    if (result.outcome !== 'done') ctx.log.info({ scheduleRowId: payload.scheduleRowId, outcome: result.outcome }, 'canvas schedule firing did nothing');
+    return result;
+  },
+  async onStart(ctx) {
+    const queue = ctx.queues.get(CANVAS_SCHEDULE_QUEUE);
+    const every = ctx.config.CANVAS_SCHEDULE_SWEEP_SECONDS * 1000;
+    if (every > 0) {
+      await queue.upsertJobScheduler(SWEEP_SCHEDULER_ID, { every }, { name: 'sweep', data: { sweep: true }, opts: { removeOnComplete: { count: 10 }, removeOnFail: { count: 50 } } });
+    } else {
+      await queue.removeJobScheduler(SWEEP_SCHEDULER_ID);
+    }
+    const armed = await rearmSchedules(ctx.pool, ctx.queues, ctx.log);
+    ctx.log.info(armed, 'canvas schedules armed');
+  },
+});

@@ -1,0 +1,234 @@
+import { withTransaction, type Pool } from '../db/pool.js';
+import type { Logger } from '../logger.js';
+import { audiencePredicate } from './audience.js';
+import { parseScheduleTime, type CanvasFirePayload } from './schedule-time.js';
+
+export interface FireOptions {
+  now?: Date;
+  /** A firing this late (the worker was down) is recorded as missed rather than sent. */
+  maxLatenessMs: number;
+  /** Profiles entered per statement. */
+  batchSize: number;
+  /** How long to wait for the row of a job queued just before its request committed. */
+  waitVisibleMs?: number;
+  log: Logger;
+}
+
+export type FireOutcome = 'gone' | 'stale' | 'already' | 'skipped' | 'done';
+
+interface Claimed {
+  dispatchRowId: number;
+  workspaceId: string;
+  canvasApiId: string;
+  canvasName: string;
+  recipients: unknown;
+  audience: unknown;
+  /** Zones this firing enters (local mode); null for every zone. */
+  zones: string[] | null;
+  /** Zones already entered by an earlier firing of this schedule. */
+  covered: string[];
+}
+
+interface Row {
+  id: string;
+  canvas_id: string;
+  dispatch_id: string;
+  version: number;
+  state: string;
+  schedule: { time: string; in_local_time?: boolean };
+  recipients: unknown;
+  audience: unknown;
+  trigger_properties: unknown;
+  canvas_entry_properties: unknown;
+  workspace_id: string;
+  canvas_api_id: string;
+  canvas_name: string;
+  canvas_status: string;
+  canvas_archived: boolean;
+}
+
+/**
+ * Fires one instant of a schedule: claims a dispatch row (so it happens once), then enters the targeted users into
+ * the canvas in batches. Each batch is one statement that skips users already entered by this firing, so a retry
+ * after a crash resumes without double counting.
+ */
+export async function fireSchedule(pool: Pool, job: CanvasFirePayload, opts: FireOptions): Promise<{ outcome: FireOutcome; usersEntered: number }> {
+  const now = opts.now ?? new Date();
+  const fireAt = new Date(job.fireAt);
+  let claimed: Claimed | FireOutcome | 'invisible' = 'invisible';
+  for (const until = Date.now() + (opts.waitVisibleMs ?? 2000); ; ) {
+    claimed = await claim(pool, job, fireAt, now, opts.maxLatenessMs);
+    if (claimed !== 'invisible' || Date.now() >= until) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  // Never visible: its request rolled back (or the canvas was deleted).
+  if (claimed === 'invisible') return { outcome: 'gone', usersEntered: 0 };
+  if (typeof claimed === 'string') return { outcome: claimed, usersEntered: 0 };
+
+  const c = claimed;
+  let usersEntered = 0;
+  if (!(c.zones !== null && c.zones.length === 0)) {
+    const predicate = await audiencePredicate(pool, c.workspaceId, c.recipients, c.audience, 1);
+    if ('unresolved' in predicate) {
+      await finish(pool, job, c.dispatchRowId, 'skipped', predicate.unresolved);
+      return { outcome: 'skipped', usersEntered: 0 };
+    }
+    usersEntered = await enterUsers(pool, c, predicate, fireAt, opts.batchSize);
+  }
+  await finish(pool, job, c.dispatchRowId, 'done', null);
+  opts.log.info({ scheduleRowId: job.scheduleRowId, fireAt: job.fireAt, usersEntered }, 'canvas schedule fired');
+  return { outcome: 'done', usersEntered };
+}
+
+async function claim(pool: Pool, job: CanvasFirePayload, fireAt: Date, now: Date, maxLatenessMs: number): Promise<Claimed | FireOutcome | 'invisible'> {
+  return withTransaction(pool, async (client) => {
+    const { rows } = await client.query<Row>(
+      `SELECT s.id, s.canvas_id, s.dispatch_id, s.version, s.state, s.schedule, s.recipients, s.audience, s.trigger_properties,
+              s.canvas_entry_properties, c.workspace_id, c.api_id AS canvas_api_id, c.name AS canvas_name, c.status AS canvas_status,
+              c.archived AS canvas_archived
+         FROM canvas_schedules s JOIN canvases c ON c.id = s.canvas_id
+        WHERE s.id = $1 FOR UPDATE OF s`,
+      [job.scheduleRowId],
+    );
+    const row = rows[0];
+    // A job armed by an update that has not committed yet sees the older version: wait for it like a missing row.
+    if (!row || row.version < job.version) return 'invisible';
+    if (row.state === 'cancelled') return 'gone';
+    if (row.version > job.version) return 'stale';
+
+    const inserted = await client.query<{ id: number }>(
+      `INSERT INTO canvas_dispatches (schedule_row_id, canvas_id, dispatch_id, version, fire_at, trigger_properties, canvas_entry_properties)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)
+       ON CONFLICT (schedule_row_id, version, fire_at) DO NOTHING RETURNING id`,
+      [row.id, row.canvas_id, row.dispatch_id, row.version, fireAt, row.trigger_properties, row.canvas_entry_properties],
+    );
+    let dispatchRowId = inserted.rows[0]?.id;
+    if (dispatchRowId === undefined) {
+      const existing = await client.query<{ id: number; status: string }>(
+        `SELECT id, status FROM canvas_dispatches WHERE schedule_row_id = $1 AND version = $2 AND fire_at = $3`,
+        [row.id, row.version, fireAt],
+      );
+      if (existing.rows[0]!.status !== 'running') return 'already';
+      dispatchRowId = existing.rows[0]!.id; // resuming after a crash
+    }
+
+    const skip = async (note: string) => {
+      await client.query(`UPDATE canvas_dispatches SET status = 'skipped', note = $2, finished_at = now() WHERE id = $1`, [dispatchRowId, note]);
+      await markSentIfComplete(client, row.id);
+      return 'skipped' as const;
+    };
+    const lateMs = now.getTime() - fireAt.getTime();
+    if (lateMs > maxLatenessMs) return skip(`missed: the firing ran ${Math.round(lateMs / 1000)} s after its time`);
+    if (row.canvas_archived || row.canvas_status !== 'active') return skip(`canvas is ${row.canvas_archived ? 'archived' : row.canvas_status}`);
+
+    let zones: string[] | null = null;
+    if (row.schedule.in_local_time === true) {
+      const t = parseScheduleTime(row.schedule.time, true);
+      if (!t) return skip('schedule.time is not a valid time');
+      const z = await client.query<{ zones: string[] }>(
+        `SELECT COALESCE(array_agg(name ORDER BY name), '{}') AS zones FROM pg_timezone_names WHERE ($1::timestamp AT TIME ZONE name) = $2`,
+        [t.wallClock, fireAt],
+      );
+      zones = z.rows[0]!.zones;
+    }
+    const cov = await client.query<{ all_covered: boolean | null; zones: string[] }>(
+      `SELECT bool_or(d.time_zones IS NULL) AS all_covered,
+              COALESCE(array_agg(DISTINCT z) FILTER (WHERE z IS NOT NULL), '{}') AS zones
+         FROM canvas_dispatches d LEFT JOIN LATERAL unnest(d.time_zones) z ON TRUE
+        WHERE d.schedule_row_id = $1 AND d.id <> $2 AND d.status <> 'skipped'`,
+      [row.id, dispatchRowId],
+    );
+    await client.query(`UPDATE canvas_dispatches SET time_zones = $2 WHERE id = $1`, [dispatchRowId, zones]);
+    await client.query(`UPDATE canvas_schedules SET state = 'sending', updated_at = now() WHERE id = $1 AND state = 'scheduled'`, [row.id]);
+    return {
+      dispatchRowId,
+      workspaceId: row.workspace_id,
+      canvasApiId: row.canvas_api_id,
+      canvasName: row.canvas_name,
+      recipients: row.recipients,
+      audience: row.audience,
+      // Everyone was entered by an earlier firing (a UTC send before an update): nothing left to enter.
+      zones: cov.rows[0]!.all_covered ? [] : zones,
+      covered: cov.rows[0]!.zones,
+    };
+  });
+}
+
+/**
+ * Enters the audience into the canvas: each user's canvases_received gets (or updates) the canvas's entry, in the
+ * export record's shape, with last_entered and last_received_message at the fire time. The step engine is not part
+ * of this service, so steps_received keeps what it had (empty for a first entry).
+ */
+async function enterUsers(pool: Pool, c: Claimed, predicate: { sql: string; params: unknown[] }, fireAt: Date, batchSize: number): Promise<number> {
+  const params: unknown[] = [...predicate.params];
+  const p = (v: unknown) => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const after = p(0);
+  const limit = p(batchSize);
+  const canvas = p(c.canvasApiId);
+  const name = p(c.canvasName);
+  const at = p(fireAt.toISOString());
+  const dispatch = p(c.dispatchRowId);
+  const needZones = c.zones !== null || c.covered.length > 0;
+  const zone = `COALESCE(z.name, 'UTC')`;
+  const conditions = [`(${predicate.sql})`, `p.id > ${after}`];
+  if (c.zones !== null) conditions.push(`${zone} = ANY(${p(c.zones)}::text[])`);
+  if (c.covered.length > 0) conditions.push(`NOT (${zone} = ANY(${p(c.covered)}::text[]))`);
+  const sql = `
+    WITH ${needZones ? 'zones AS MATERIALIZED (SELECT name FROM pg_timezone_names),' : ''}
+    batch AS (
+      SELECT p.id FROM profiles p ${needZones ? 'LEFT JOIN zones z ON z.name = p.time_zone' : ''}
+       WHERE ${conditions.join(' AND ')}
+       ORDER BY p.id LIMIT ${limit}
+    ),
+    upd AS (
+      UPDATE profiles p SET
+        canvases_received =
+          COALESCE((SELECT jsonb_agg(x.e ORDER BY x.i) FROM jsonb_array_elements(p.canvases_received) WITH ORDINALITY AS x(e, i)
+                     WHERE x.e->>'api_canvas_id' IS DISTINCT FROM ${canvas}::text), '[]'::jsonb)
+          || jsonb_build_array(
+               '{"in_control": false, "last_entered_control_at": null, "steps_received": []}'::jsonb
+               || COALESCE((SELECT e FROM jsonb_array_elements(p.canvases_received) e WHERE e->>'api_canvas_id' = ${canvas}::text LIMIT 1), '{}'::jsonb)
+               || jsonb_build_object('name', ${name}::text, 'api_canvas_id', ${canvas}::text, 'last_entered', ${at}::text, 'last_received_message', ${at}::text)),
+        updated_at = now()
+      FROM batch b
+      WHERE p.id = b.id
+        AND NOT p.canvases_received @> jsonb_build_array(jsonb_build_object('api_canvas_id', ${canvas}::text, 'last_entered', ${at}::text))
+      RETURNING 1
+    ),
+    counted AS (
+      UPDATE canvas_dispatches SET users_entered = users_entered + (SELECT count(*) FROM upd) WHERE id = ${dispatch}::bigint
+    )
+    SELECT (SELECT max(id) FROM batch) AS last_id, (SELECT count(*) FROM upd)::int AS entered`;
+  const afterIndex = predicate.params.length;
+  let total = 0;
+  for (;;) {
+    const { rows } = await pool.query<{ last_id: number | null; entered: number }>(sql, params);
+    total += rows[0]!.entered;
+    if (rows[0]!.last_id === null) return total;
+    params[afterIndex] = rows[0]!.last_id;
+  }
+}
+
+async function finish(pool: Pool, job: CanvasFirePayload, dispatchRowId: number, status: 'done' | 'skipped', note: string | null): Promise<void> {
+  await withTransaction(pool, async (client) => {
+    await client.query(`SELECT 1 FROM canvas_schedules WHERE id = $1 FOR UPDATE`, [job.scheduleRowId]);
+    await client.query(`UPDATE canvas_dispatches SET status = $2, note = $3, finished_at = now() WHERE id = $1`, [dispatchRowId, status, note]);
+    await markSentIfComplete(client, job.scheduleRowId);
+  });
+}
+
+/** A schedule is sent once every instant of its current version has a finished dispatch. */
+async function markSentIfComplete(client: { query: Pool['query'] }, scheduleRowId: string): Promise<void> {
+  await client.query(
+    `UPDATE canvas_schedules s SET state = 'sent', updated_at = now()
+      WHERE s.id = $1 AND s.state IN ('scheduled', 'sending') AND s.fire_times IS NOT NULL
+        AND NOT EXISTS (
+          SELECT 1 FROM unnest(s.fire_times) t
+           WHERE NOT EXISTS (SELECT 1 FROM canvas_dispatches d
+                              WHERE d.schedule_row_id = s.id AND d.version = s.version AND d.fire_at = t AND d.status IN ('done', 'skipped')))`,
+    [scheduleRowId],
+  );
+}
