@@ -4,10 +4,10 @@ import { exportShardJob } from './export-shard.js';
 import { scheduledExportJob } from './scheduled-export.js';
 import { segmentExportJob } from './segment-export.js';
 import { liveActivityPushJob, liveActivityRemovalJob } from './live-activity-push.js';
+import { canvasScheduleJob } from './canvas-schedule.js';
 import { catalogBatchJob } from './catalog-batch.js';
 import { trackIngestJob } from './track-ingest.js';
 import { bulkImportJob } from './bulk-import.js';
-import { trackIngestJob } from './track-ingest.js';
 
 /** Every queue processor, one file each. `ces worker` runs them all (or those named by --queues). */
-export const jobs: JobDefinition[] = [segmentExportJob, exportShardJob, exportCallbackJob, scheduledExportJob, catalogBatchJob, trackIngestJob, bulkImportJob, trackIngestJob, liveActivityPushJob, liveActivityRemovalJob];
+export const jobs: JobDefinition[] = [segmentExportJob, exportShardJob, exportCallbackJob, scheduledExportJob, catalogBatchJob, trackIngestJob, bulkImportJob, liveActivityPushJob, liveActivityRemovalJob, canvasScheduleJob];

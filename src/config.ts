@@ -55,6 +55,9 @@ export const ConfigSchema = z.object({
   CALLBACK_MAX_ATTEMPTS: int(8).describe('Attempts per export callback before giving up (exponential backoff).'),
 
   LIVE_ACTIVITY_DELIVERY: z.enum(['record']).default('record').describe('Delivery adapter of live activity pushes; `record` keeps them in live_activity_pushes (no APNs adapter yet).'),
+  CANVAS_SCHEDULE_MAX_LATENESS_SECONDS: int(6 * 3600).describe('A scheduled canvas firing that runs later than this (workers were down) is recorded as missed instead of sent.'),
+  CANVAS_SCHEDULE_SWEEP_SECONDS: int(60).describe('How often the canvas-schedule worker arms schedules the workspace file added or changed (0: only at worker start).'),
+  CANVAS_ENTRY_BATCH_SIZE: int(5_000).describe('Profiles entered into a canvas per statement when a schedule fires.'),
   WORKER_CONCURRENCY: int(2).describe('Jobs one worker process runs at once per queue.'),
   INGEST_BATCH_MAX_JOBS: int(200).describe('Track requests an ingestion worker coalesces into one transaction.'),
   INGEST_IMPORT_BATCH: int(20_000).describe('Events a bulk import applies (and commits its position with) per transaction.'),

@@ -1,6 +1,7 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import type { z } from 'zod';
 import type { Redis } from './redis.js';
+import { CANVAS_SCHEDULE_QUEUE, CanvasSchedulePayload } from './canvases/schedule-time.js';
 import { LIVE_ACTIVITY_PUSH_QUEUE, LIVE_ACTIVITY_REMOVAL_QUEUE, LiveActivityPushPayload, LiveActivityRemovalPayload } from './live-activities/push.js';
 import {
   EXPORT_CALLBACK_QUEUE,
@@ -30,6 +31,7 @@ export const QUEUE_PAYLOADS = {
   [BULK_IMPORT_QUEUE]: BulkImportPayload,
   [LIVE_ACTIVITY_PUSH_QUEUE]: LiveActivityPushPayload,
   [LIVE_ACTIVITY_REMOVAL_QUEUE]: LiveActivityRemovalPayload,
+  [CANVAS_SCHEDULE_QUEUE]: CanvasSchedulePayload,
 } satisfies Record<string, z.ZodType>;
 
 export type QueueName = keyof typeof QUEUE_PAYLOADS;

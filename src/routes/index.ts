@@ -5,13 +5,11 @@ import usersTrackRoutes from './users-track.js';
 import usersAliasRoutes from './users-alias.js';
 import emailStatusRoutes from './email-status.js';
 import importsRoutes from './imports.js';
-import usersTrackRoutes from './users-track.js';
-import usersAliasRoutes from './users-alias.js';
-import emailStatusRoutes from './email-status.js';
 import scimRoutes from './scim.js';
 import catalogsRoutes from './catalogs.js';
 import emailTemplatesRoutes from './email-templates.js';
 import liveActivitiesRoutes from './live-activities.js';
+import canvasSchedulesRoutes from './canvas-schedules.js';
 import preferenceCenterRoutes from './preference-centers.js';
 import canvasListRoutes from './canvas-list.js';
 import feedRoutes from './feed.js';
@@ -20,4 +18,4 @@ import deliverabilityRoutes from './deliverability.js';
 import recordsRoutes from './records.js';
 
 /** Every endpoint family, one plugin each. */
-export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, emailStatusRoutes, importsRoutes, usersTrackRoutes, usersAliasRoutes, emailStatusRoutes, catalogsRoutes, emailTemplatesRoutes, liveActivitiesRoutes, scimRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes];
+export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, emailStatusRoutes, importsRoutes, catalogsRoutes, emailTemplatesRoutes, liveActivitiesRoutes, canvasSchedulesRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes, scimRoutes];
