@@ -35,6 +35,9 @@ interface ProfileChange {
   attributes?: TrackAttributes[];
 }
 
+const YIELD_EVERY = 500;
+export const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /** What the merge needs of a profile, read while resolving identities. */
 interface CurrentRow {
   id: number;
@@ -315,9 +318,16 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
   }
   if (changes.size === 0) return result;
 
-  const rows: UpdateRow[] = [];
+  // The merge runs in the process that also answers /users/track (`ces start`): it yields every few hundred
+  // profiles so that acknowledgements are not held behind a whole batch, and serializes row by row for the same reason.
+  const parts: string[] = [];
   const tied: number[] = [];
+  let sinceYield = 0;
   for (const [id, c] of changes) {
+    if (++sinceYield === YIELD_EVERY) {
+      sinceYield = 0;
+      await yieldToEventLoop();
+    }
     const cur = current.get(id)!;
     const row: UpdateRow = { id: cur.id };
     if (c.events) row.ev = mergeCounts(cur.ce === null ? [] : JSON.parse(cur.ce), c.events);
@@ -327,9 +337,9 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
     }
     if (c.attributes && decideAttributes(c.attributes, cur, row)) tied.push(cur.id);
     // Attributes that all lost to newer stored values leave nothing to write.
-    if (row.ev || row.pu || row.times) rows.push(row);
+    if (row.ev || row.pu || row.times) parts.push(JSON.stringify(row));
   }
-  if (rows.length > 0) await client.query(UPDATE_SQL, [JSON.stringify(rows)]);
+  if (parts.length > 0) await client.query(UPDATE_SQL, [`[${parts.join(',')}]`]);
   if (tied.length > 0) {
     await client.query(
       `UPDATE profiles p SET email_subscribe = s.state

@@ -1,7 +1,7 @@
 import { withTransaction, type Pool } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import { applyObjects, lockWorkspaces, type ApplyResult, type WorkspaceObjects } from './apply.js';
+import { applyObjects, lockWorkspaces, yieldToEventLoop, type ApplyResult, type WorkspaceObjects } from './apply.js';
 import { ingestMetrics } from './metrics.js';
 import type { TrackObjects } from './types.js';
 
@@ -46,7 +46,12 @@ export async function applyNextBatch(pool: Pool, options: DrainOptions, total?: 
       [options.maxRows],
     );
     if (rows.length === 0) return 0;
-    const batches: WorkspaceObjects[] = rows.map((r) => ({ workspaceId: r.workspace_id, objects: JSON.parse(r.payload) as TrackObjects }));
+    const batches: WorkspaceObjects[] = [];
+    for (const [i, r] of rows.entries()) {
+      // Parsing a few megabytes of payloads in one go would hold up the API sharing this process.
+      if (i > 0 && i % 25 === 0) await yieldToEventLoop();
+      batches.push({ workspaceId: r.workspace_id, objects: JSON.parse(r.payload) as TrackObjects });
+    }
     await lockWorkspaces(client, batches.map((b) => b.workspaceId));
     const result = await applyObjects(client, batches);
     const m = ingestMetrics(options.metrics);

@@ -1,0 +1,365 @@
+/**
+ * Ingestion benchmark (`npm run bench:ingest`).
+ *
+ * Against `ces start` as a real process (API and workers in one process, as a small install runs it), with Redis and
+ * PostgreSQL on the same machine, in the schema `bench_ingest` of DATABASE_URL's database (recreated each run):
+ *  0. loads BENCH_USERS (100,000) profiles of about 1.5 KB (attributes, custom attributes, ten event aggregates);
+ *  1. latency: POST /users/track at a fixed BENCH_RATE (250) requests/s for BENCH_SECONDS, 75 events a request over
+ *     the users and 20 event names, uniformly at random; p50/p99 of the acknowledgement, and the queue lag;
+ *  2. throughput: as many requests as BENCH_CONNECTIONS connections carry for BENCH_SECONDS; events/s accepted, and
+ *     events/s applied end to end (from the first request until every accepted event is visible in the profiles);
+ *  3. bulk import of a BENCH_IMPORT_EVENTS (1,000,000) event NDJSON file through POST /users/import.
+ * After each phase the events visible in the profiles are counted and compared with the events accepted.
+ * Nothing here is a test: figures depend on the machine and on what else runs on it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { mkdir, rm, stat } from 'node:fs/promises';
+import http from 'node:http';
+import path from 'node:path';
+import { once } from 'node:events';
+import { hashSecret, secretPrefix } from '../src/auth/secrets.js';
+import { createPool, type Pool } from '../src/db/pool.js';
+import { migrate } from '../src/db/migrate.js';
+import { createRedis } from '../src/redis.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const USERS = Number(process.env.BENCH_USERS ?? 100_000);
+const NAMES = 20;
+const RATE = Number(process.env.BENCH_RATE ?? 250);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+const IMPORT_EVENTS = Number(process.env.BENCH_IMPORT_EVENTS ?? 1_000_000);
+const PHASES = (process.env.BENCH_PHASES ?? 'latency,throughput,import').split(',');
+const SCHEMA = process.env.BENCH_SCHEMA ?? 'bench_ingest';
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/ces';
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PORT = Number(process.env.BENCH_PORT ?? 3917);
+const WORK_DIR = process.env.BENCH_DIR ?? '/tmp/ces-bench-ingest';
+const API_KEY = 'ces_key_bench-ingest-0000000000000000000000000';
+
+const config = { DATABASE_URL, DATABASE_SCHEMA: SCHEMA, DATABASE_POOL_SIZE: 4 };
+
+function log(line: string) {
+  console.log(`[bench:ingest] ${line}`);
+}
+
+async function prepare(pool: Pool): Promise<string> {
+  await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+  await migrate(pool, SCHEMA);
+  const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') RETURNING id`)).rows[0]!.id;
+  const ws = (await pool.query<{ id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, 'bench-ingest') RETURNING id`, [company])).rows[0]!.id;
+  await pool.query(`INSERT INTO api_keys (workspace_id, name, key_hash, key_prefix, permissions) VALUES ($1, 'bench', $2, $3, $4)`, [
+    ws,
+    hashSecret(API_KEY),
+    secretPrefix(API_KEY),
+    ['users.track', 'users.import'],
+  ]);
+  const started = Date.now();
+  // Realistic rows: standard attributes, a few custom attributes, ten event aggregates (about 1.5 KB each).
+  await pool.query(
+    `INSERT INTO profiles (workspace_id, service_id, external_id, random_bucket, first_name, last_name, email, country, language,
+                           time_zone, home_city, phone, custom_attributes, custom_events, attribute_times)
+     SELECT $1, md5('s' || g), 'user-' || g, g % 10000, 'First' || g, 'Last' || g, 'user' || g || '@example.com', 'GB', 'en',
+            'Europe/London', 'London', '+4470000' || lpad(g::text, 5, '0'),
+            jsonb_build_object('plan', 'gold', 'score', g % 100, 'signup_source', 'organic-search-campaign-' || (g % 50),
+                               'favourite_colour', 'blue', 'tags', jsonb_build_array('a', 'b', 'c')),
+            (SELECT jsonb_agg(jsonb_build_object('name', 'event-' || e, 'first', '2023-01-01T00:00:00.000Z',
+                                                 'last', '2023-06-01T00:00:00.000Z', 'count', 3) ORDER BY e)
+               FROM generate_series(0, 9) e),
+            '{"first_name": "2023-01-01T00:00:00.000Z"}'
+       FROM generate_series(0, $2 - 1) g`,
+    [ws, USERS],
+  );
+  await pool.query('VACUUM ANALYZE profiles');
+  const size = (await pool.query<{ s: number }>('SELECT avg(pg_column_size(p.*))::int AS s FROM profiles p')).rows[0]!.s;
+  log(`loaded ${USERS.toLocaleString('en-US')} profiles of ${size} bytes on average in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  return ws;
+}
+
+async function eventsVisible(pool: Pool): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>(`SELECT coalesce(sum((e->>'count')::bigint), 0)::bigint AS n FROM profiles p, jsonb_array_elements(p.custom_events) e`);
+  return rows[0]!.n;
+}
+
+async function backlog(pool: Pool): Promise<{ requests: number; lag: number }> {
+  const { rows } = await pool.query<{ n: number; lag: number | null }>(`SELECT count(*)::int AS n, extract(epoch FROM now() - min(accepted_at))::float8 AS lag FROM ingest_staging`);
+  return { requests: rows[0]!.n, lag: rows[0]!.lag ?? 0 };
+}
+
+function startServer(): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli.ts'), 'start'], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      NODE_ENV: 'production',
+      DOWNLOAD_URL_SECRET: 'bench-only-download-url-secret',
+      DATABASE_URL,
+      DATABASE_SCHEMA: SCHEMA,
+      REDIS_URL,
+      REDIS_PREFIX: 'ces-bench-ingest',
+      PORT: String(PORT),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      LOCAL_STORE_DIR: path.join(WORK_DIR, 'bucket'),
+      MIGRATE_ON_START: 'false',
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  return child;
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+
+function post(pathname: string, body: string): Promise<{ status: number; ms: number; text: string }> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: '127.0.0.1', port: PORT, path: pathname, method: 'POST', agent, headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}`, 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - started, text: Buffer.concat(chunks).toString() }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function get(pathname: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`http://127.0.0.1:${PORT}${pathname}`, { headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' } });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const base = Date.UTC(2024, 0, 1);
+function trackBody(): string {
+  const events = [];
+  for (let i = 0; i < 75; i++) {
+    events.push({
+      external_id: `user-${Math.floor(Math.random() * USERS)}`,
+      name: `event-${Math.floor(Math.random() * NAMES)}`,
+      time: new Date(base + Math.floor(Math.random() * 180 * 86_400_000)).toISOString(),
+      properties: { source: 'bench', amount: Math.round(Math.random() * 1000) / 10 },
+    });
+  }
+  return JSON.stringify({ events });
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** Samples the staging backlog until stopped; returns the largest lag seen. */
+function lagSampler(pool: Pool) {
+  let max = 0;
+  let running = true;
+  const done = (async () => {
+    while (running) {
+      const b = await backlog(pool);
+      max = Math.max(max, b.lag);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await done;
+      return max;
+    },
+  };
+}
+
+async function drained(pool: Pool, timeoutMs = 600_000): Promise<number> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const b = await backlog(pool);
+    if (b.requests === 0) return performance.now();
+    if (Date.now() > end) throw new Error(`staging not drained after ${timeoutMs} ms (${b.requests} requests left)`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface Figures {
+  [k: string]: string | number;
+}
+
+async function latencyPhase(pool: Pool): Promise<Figures> {
+  const before = await eventsVisible(pool);
+  const latencies: number[] = [];
+  let failures = 0;
+  const sampler = lagSampler(pool);
+  const total = RATE * SECONDS;
+  const started = performance.now();
+  const inflight: Promise<void>[] = [];
+  // Open loop: requests leave on schedule whether or not earlier ones have been answered.
+  for (let i = 0; i < total; i++) {
+    const due = started + (i * 1000) / RATE;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    inflight.push(
+      post('/users/track', trackBody()).then(
+        (r) => {
+          if (r.status === 201) latencies.push(r.ms);
+          else failures++;
+        },
+        () => void failures++,
+      ),
+    );
+  }
+  await Promise.all(inflight);
+  const sendSeconds = (performance.now() - started) / 1000;
+  const end = await drained(pool);
+  const maxLag = await sampler.stop();
+  const after = await eventsVisible(pool);
+  latencies.sort((a, b) => a - b);
+  return {
+    requests: total,
+    'offered req/s': Math.round(total / sendSeconds),
+    failures,
+    'ack p50 ms': percentile(latencies, 50).toFixed(1),
+    'ack p99 ms': percentile(latencies, 99).toFixed(1),
+    'ack max ms': percentile(latencies, 100).toFixed(1),
+    'max queue lag s': maxLag.toFixed(2),
+    'events accepted': latencies.length * 75,
+    'events visible': after - before,
+    'applied events/s (end to end)': Math.round((latencies.length * 75) / ((end - started) / 1000)),
+  };
+}
+
+async function throughputPhase(pool: Pool): Promise<Figures> {
+  const before = await eventsVisible(pool);
+  let accepted = 0;
+  let failures = 0;
+  const latencies: number[] = [];
+  const sampler = lagSampler(pool);
+  const started = performance.now();
+  const stopAt = started + SECONDS * 1000;
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (performance.now() < stopAt) {
+        const r = await post('/users/track', trackBody()).catch(() => null);
+        if (r?.status === 201) {
+          accepted += 75;
+          latencies.push(r.ms);
+        } else failures++;
+      }
+    }),
+  );
+  const sent = performance.now();
+  const end = await drained(pool);
+  const maxLag = await sampler.stop();
+  const after = await eventsVisible(pool);
+  latencies.sort((a, b) => a - b);
+  return {
+    connections: CONNECTIONS,
+    'requests/s': Math.round(latencies.length / ((sent - started) / 1000)),
+    failures,
+    'accepted events/s': Math.round(accepted / ((sent - started) / 1000)),
+    'ack p50 ms': percentile(latencies, 50).toFixed(1),
+    'ack p99 ms': percentile(latencies, 99).toFixed(1),
+    'max queue lag s': maxLag.toFixed(2),
+    'drain after load s': ((end - sent) / 1000).toFixed(1),
+    'events accepted': accepted,
+    'events visible': after - before,
+    'applied events/s (end to end)': Math.round(accepted / ((end - started) / 1000)),
+  };
+}
+
+async function importPhase(pool: Pool): Promise<Figures> {
+  const dir = path.join(WORK_DIR, 'bucket', 'local', 'imports');
+  await mkdir(dir, { recursive: true });
+  const file = path.join(dir, 'bench.ndjson');
+  const out = createWriteStream(file);
+  let chunk = '';
+  for (let i = 0; i < IMPORT_EVENTS; i++) {
+    chunk += `{"external_id":"user-${Math.floor(Math.random() * USERS)}","name":"event-${Math.floor(Math.random() * NAMES)}","time":"${new Date(base + Math.floor(Math.random() * 180 * 86_400_000)).toISOString()}"}\n`;
+    if (chunk.length > 256 * 1024) {
+      if (!out.write(chunk)) await once(out, 'drain');
+      chunk = '';
+    }
+  }
+  out.end(chunk);
+  await once(out, 'finish');
+  const bytes = (await stat(file)).size;
+  const before = await eventsVisible(pool);
+  const started = performance.now();
+  const res = await post('/users/import', JSON.stringify({ key: 'imports/bench.ndjson' }));
+  if (res.status !== 201) throw new Error(`import refused: ${res.status} ${res.text}`);
+  const id = (JSON.parse(res.text) as { import_id: string }).import_id;
+  let status: Record<string, unknown> = {};
+  for (;;) {
+    status = (await get(`/users/import/${id}`)).body;
+    if (status.status === 'completed' || status.status === 'failed') break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const after = await eventsVisible(pool);
+  return {
+    'file MB': (bytes / 1e6).toFixed(1),
+    status: String(status.status),
+    'events applied': Number(status.events_applied),
+    'events visible': after - before,
+    seconds: seconds.toFixed(1),
+    'events/s': Math.round(Number(status.events_applied) / seconds),
+  };
+}
+
+async function main() {
+  await rm(WORK_DIR, { recursive: true, force: true });
+  await mkdir(WORK_DIR, { recursive: true });
+  const pool = createPool(config);
+  const server: { child?: ChildProcess } = {};
+  try {
+    await prepare(pool);
+    server.child = startServer();
+    const ready = Date.now() + 60_000;
+    for (;;) {
+      const ok = await fetch(`http://127.0.0.1:${PORT}/readyz`).then((r) => r.ok).catch(() => false);
+      if (ok) break;
+      if (Date.now() > ready) throw new Error('ces start did not become ready');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    log(`ces start is up on :${PORT}; phases: ${PHASES.join(', ')}`);
+    const results: Record<string, Figures> = {};
+    if (PHASES.includes('latency')) {
+      log(`latency: ${RATE} requests/s of 75 events for ${SECONDS} s`);
+      results.latency = await latencyPhase(pool);
+      console.table(results.latency);
+    }
+    if (PHASES.includes('throughput')) {
+      log(`throughput: ${CONNECTIONS} connections for ${SECONDS} s`);
+      results.throughput = await throughputPhase(pool);
+      console.table(results.throughput);
+    }
+    if (PHASES.includes('import')) {
+      log(`bulk import: ${IMPORT_EVENTS.toLocaleString('en-US')} events (NDJSON)`);
+      results.import = await importPhase(pool);
+      console.table(results.import);
+    }
+    console.log(JSON.stringify({ users: USERS, names: NAMES, ...results }));
+  } finally {
+    if (server.child && server.child.exitCode === null) {
+      server.child.kill('SIGTERM');
+      await once(server.child, 'exit');
+    }
+    agent.destroy();
+    if (!process.env.BENCH_KEEP) await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`).catch(() => {});
+    await pool.end();
+    if (!process.env.BENCH_KEEP) await rm(WORK_DIR, { recursive: true, force: true });
+    const redis = createRedis(REDIS_URL, 'producer', { enableOfflineQueue: true });
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', 'ces-bench-ingest:*', 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) await redis.unlink(...keys);
+    } while (cursor !== '0');
+    await redis.quit();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
