@@ -27,6 +27,8 @@ interface Claimed {
   zones: string[] | null;
   /** Zones already entered by an earlier firing of this schedule. */
   covered: string[];
+  /** Every zone name PostgreSQL knows (when zones matter): a user's zone outside it counts as UTC. */
+  knownZones: string[];
 }
 
 interface Row {
@@ -139,6 +141,10 @@ async function claim(pool: Pool, job: CanvasFirePayload, fireAt: Date, now: Date
       [row.id, dispatchRowId],
     );
     await client.query(`UPDATE canvas_dispatches SET time_zones = $2 WHERE id = $1`, [dispatchRowId, zones]);
+    const known =
+      zones !== null || cov.rows[0]!.zones.length > 0
+        ? (await client.query<{ names: string[] }>(`SELECT array_agg(name) AS names FROM pg_timezone_names`)).rows[0]!.names
+        : [];
     await client.query(`UPDATE canvas_schedules SET state = 'sending', updated_at = now() WHERE id = $1 AND state = 'scheduled'`, [row.id]);
     return {
       dispatchRowId,
@@ -150,6 +156,7 @@ async function claim(pool: Pool, job: CanvasFirePayload, fireAt: Date, now: Date
       // Everyone was entered by an earlier firing (a UTC send before an update): nothing left to enter.
       zones: cov.rows[0]!.all_covered ? [] : zones,
       covered: cov.rows[0]!.zones,
+      knownZones: known,
     };
   });
 }
@@ -171,15 +178,14 @@ async function enterUsers(pool: Pool, c: Claimed, predicate: { sql: string; para
   const name = p(c.canvasName);
   const at = p(fireAt.toISOString());
   const dispatch = p(c.dispatchRowId);
-  const needZones = c.zones !== null || c.covered.length > 0;
-  const zone = `COALESCE(z.name, 'UTC')`;
+  // Zone lists are bound as constant arrays, which PostgreSQL hashes, so the scan stays in id order and stops at LIMIT.
+  const zone = c.knownZones.length > 0 ? `(CASE WHEN p.time_zone = ANY(${p(c.knownZones)}::text[]) THEN p.time_zone ELSE 'UTC' END)` : `'UTC'`;
   const conditions = [`(${predicate.sql})`, `p.id > ${after}`];
   if (c.zones !== null) conditions.push(`${zone} = ANY(${p(c.zones)}::text[])`);
   if (c.covered.length > 0) conditions.push(`NOT (${zone} = ANY(${p(c.covered)}::text[]))`);
   const sql = `
-    WITH ${needZones ? 'zones AS MATERIALIZED (SELECT name FROM pg_timezone_names),' : ''}
-    batch AS (
-      SELECT p.id FROM profiles p ${needZones ? 'LEFT JOIN zones z ON z.name = p.time_zone' : ''}
+    WITH batch AS (
+      SELECT p.id FROM profiles p
        WHERE ${conditions.join(' AND ')}
        ORDER BY p.id LIMIT ${limit}
     ),
