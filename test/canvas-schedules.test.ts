@@ -420,6 +420,13 @@ describe('POST /canvas/trigger/schedule/delete', () => {
     const scheduleId = String(body.schedule_id);
     const row = await scheduleRow(scheduleId);
     expect((await remove({ canvas_id: 'welcome', schedule_id: 5 })).status).toBe(400);
+    const missing = await remove({ canvas_id: 'welcome' });
+    expect(missing.status).toBe(400);
+    expect(missing.body.message).toMatch(/schedule_id is required/);
+    expect((await post('/canvas/trigger/schedule/delete', '{"canvas_id"', ws.apiKey, true)).status).toBe(400);
+    const none = await env.app.inject({ method: 'POST', url: '/canvas/trigger/schedule/delete', headers: { 'content-type': 'application/json' }, payload: '{}' });
+    expect(none.statusCode).toBe(401);
+    expect((await scheduleRow(scheduleId)).state).toBe('scheduled');
     expect((await remove({ canvas_id: 'welcome', schedule_id: 'nope' })).status).toBe(404);
     expect((await remove({ canvas_id: 'welcome', schedule_id: scheduleId }, ws.bareKey)).status).toBe(401);
     const res = await remove({ canvas_id: 'welcome', schedule_id: scheduleId });
