@@ -5,44 +5,49 @@ import type { ExportField, ExportSpec } from './request.js';
 /** Days of custom_events, purchases, campaigns_received and canvases_received an export covers (spec). */
 export const EXPORT_WINDOW_DAYS = 90;
 
+// Each field becomes `"name":<json>` text, or NULL when absent (concat_ws then leaves it out). Building the line as
+// text is about four times faster than jsonb_build_object, which re-encodes every nested value into a new jsonb.
+const key = (name: string) => `'"${name}":'`;
+const text = (name: string, expr: string) => `${key(name)} || to_json(${expr})::text`;
+const quoted = (name: string, expr: string) => `'"${name}":"' || ${expr} || '"'`;
+const jsonb = (name: string, expr: string) => `${key(name)} || (${expr})::text`;
 const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 const nonEmpty = (expr: string) => `NULLIF(${expr}, '[]'::jsonb)`;
 /** Keeps the array elements whose time field is within the window; the stored strings compare as times. */
 const windowed = (column: string, condition: string, since: string) =>
   nonEmpty(`jsonb_path_query_array(${column}, '$[*] ? (${condition})', ${escapeLiteral(JSON.stringify({ since }))}::jsonb)`);
 
-/** The SQL value of one export field over `p`; NULL when the field is absent (then it is left out of the line). */
-function fieldExpression(field: ExportField, spec: ExportSpec, since: string): string {
+/** `"field":<value>` of one export field over `p`, or NULL when the field is absent (then the line omits it). */
+function fieldText(field: ExportField, spec: ExportSpec, since: string): string {
   switch (field) {
     case 'created_at':
     case 'push_opted_in_at':
     case 'uninstalled_at':
-      return iso(`p.${field}`);
+      return quoted(field, iso(`p.${field}`));
     case 'dob':
-      return `to_char(p.dob, 'YYYY-MM-DD')`;
-    case 'last_coordinates':
-      return `to_jsonb(p.last_coordinates)`;
+      return quoted(field, `to_char(p.dob, 'YYYY-MM-DD')`);
     case 'custom_attributes': {
-      if (!spec.customAttributes) return `NULLIF(p.custom_attributes, '{}'::jsonb)`;
+      if (!spec.customAttributes) return jsonb(field, `NULLIF(p.custom_attributes, '{}'::jsonb)`);
       const names = `ARRAY[${spec.customAttributes.map(escapeLiteral).join(', ')}]::text[]`;
-      return `(SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(p.custom_attributes) e WHERE e.key = ANY(${names}))`;
+      return jsonb(field, `SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(p.custom_attributes) e WHERE e.key = ANY(${names})`);
     }
     case 'custom_events':
     case 'purchases':
       // first and count stay as stored: they cover all history, as the spec asks.
-      return windowed(`p.${field}`, '@.last >= $since', since);
+      return jsonb(field, windowed(`p.${field}`, '@.last >= $since', since));
     case 'campaigns_received':
-      return windowed('p.campaigns_received', '@.last_received >= $since', since);
+      return jsonb(field, windowed('p.campaigns_received', '@.last_received >= $since', since));
     case 'canvases_received':
-      return windowed('p.canvases_received', '@.last_received_message >= $since || @.last_entered >= $since || @.last_exited >= $since', since);
+      return jsonb(field, windowed('p.canvases_received', '@.last_received_message >= $since || @.last_entered >= $since || @.last_exited >= $since', since));
     case 'user_aliases':
     case 'devices':
     case 'push_tokens':
     case 'apps':
     case 'cards_clicked':
-      return nonEmpty(`p.${field}`);
+      return jsonb(field, nonEmpty(`p.${field}`));
     default:
-      return `p.${field}`;
+      // Text, numbers and the coordinates array: to_json gives valid JSON for each (quoted, escaped strings).
+      return text(field, `p.${field}`);
   }
 }
 
@@ -83,24 +88,18 @@ export interface ShardQuery {
 
 /**
  * One SELECT whose every row is one finished NDJSON line (without the newline): PostgreSQL builds the JSON, so the
- * worker only frames, compresses and uploads. Absent values are dropped at the top level only (jsonb_strip_nulls
- * would also strip nulls inside nested values such as a device's carrier).
+ * worker only frames, compresses and uploads. Absent values are left out at the top level only; nested nulls (a
+ * device's carrier) stay as stored. Rows come in (random_bucket, id) order along the profiles_bucket index.
  */
 export function exportLineSelect(q: ShardQuery): string {
   const compiled = compileFilter(q.filter, 1);
   const predicate = inlineParams(compiled.sql, compiled.params);
   const fields = q.spec.customAttributes && !q.spec.fields.includes('custom_attributes') ? [...q.spec.fields, 'custom_attributes' as const] : q.spec.fields;
-  const exprs = fields.map((f) => ({ name: f, expr: fieldExpression(f, q.spec, q.since) }));
-  // Field values are computed once in the subquery; the outer level drops the keys whose value is null.
-  const col = (name: string) => `j."f_${name}"`;
-  const nullKeys = `ARRAY[${exprs.map((e) => `CASE WHEN ${col(e.name)} IS NULL THEN '${e.name}' END`).join(', ')}]::text[]`;
-  const object = `jsonb_build_object(${exprs.map((e) => `'${e.name}', ${col(e.name)}`).join(', ')})`;
-  const inner = exprs.map((e) => `${e.expr} AS "f_${e.name}"`).join(', ');
-  return `SELECT (${object} - ${nullKeys})::text
-    FROM (SELECT ${inner}
-            FROM profiles p
-           WHERE p.workspace_id = ${escapeLiteral(q.workspaceId)}::uuid
-             AND p.random_bucket >= ${Math.trunc(q.bucketFrom)} AND p.random_bucket < ${Math.trunc(q.bucketTo)}
-             AND (${predicate})
-           ORDER BY p.random_bucket, p.id) j`;
+  const parts = fields.map((f) => fieldText(f, q.spec, q.since));
+  return `SELECT '{' || concat_ws(',', ${parts.join(', ')}) || '}'
+    FROM profiles p
+   WHERE p.workspace_id = ${escapeLiteral(q.workspaceId)}::uuid
+     AND p.random_bucket >= ${Math.trunc(q.bucketFrom)} AND p.random_bucket < ${Math.trunc(q.bucketTo)}
+     AND (${predicate})
+   ORDER BY p.random_bucket, p.id`;
 }
