@@ -17,8 +17,8 @@ export const ExportCallbackBody = z.object({ success: z.boolean(), url: z.string
 
 export const ExportCallbackPayload = z.object({ exportId: z.uuid(), endpoint: z.string(), body: ExportCallbackBody });
 
-/** A run of a scheduled export declared in the workspace file. */
-export const ScheduledExportPayload = z.object({ scheduledExportId: z.uuid() });
+/** A run of a scheduled export declared in the workspace file, or the periodic re-sync of the schedulers. */
+export const ScheduledExportPayload = z.union([z.object({ scheduledExportId: z.uuid() }), z.object({ sync: z.literal(true) })]);
 
 export const SEGMENT_EXPORT_QUEUE = 'segment-export' as const;
 export const EXPORT_SHARD_QUEUE = 'export-shard' as const;

@@ -8,7 +8,7 @@ import { createExport } from './create.js';
 import { SCHEDULED_EXPORT_QUEUE } from './payloads.js';
 import { ExportRequestSchema } from './request.js';
 
-const SCHEDULER_PREFIX = 'scheduled-export-';
+const SCHEDULER_PREFIX = 'export-schedule-';
 
 /**
  * Makes the BullMQ job schedulers match the enabled rows of scheduled_exports (declared in the workspace file):
