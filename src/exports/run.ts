@@ -1,3 +1,5 @@
+import { readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
@@ -9,6 +11,7 @@ import type { Metrics } from '../metrics.js';
 import type { Queues } from '../queues.js';
 import type { Redis } from '../redis.js';
 import { SegmentFilterSchema } from '../segments/filter.js';
+import { LocalStore } from '../storage/local-store.js';
 import { storeFor, workspaceDestination, type WorkspaceStore } from '../storage/stores.js';
 import { downloadUrl } from './download.js';
 import { CopyBinaryLines, NdjsonLines, type LineBatch } from './lines.js';
@@ -186,6 +189,17 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
   }
 }
 
+/**
+ * The local store writes through `<key>.<random>.partial` files that it renames into place; a worker killed during a
+ * write leaves one behind, which its listing hides. Nothing writes under a finishing export's prefix any more.
+ */
+async function removePartialFiles(ws: WorkspaceStore, keyPrefix: string): Promise<void> {
+  if (!(ws.store instanceof LocalStore)) return;
+  const dir = ws.store.pathOf(`${keyPrefix}/${MANIFEST_FILE}`).slice(0, -MANIFEST_FILE.length - 1);
+  const names = await readdir(dir).catch(() => [] as string[]);
+  await Promise.all(names.filter((n) => n.endsWith('.partial')).map((n) => rm(path.join(dir, n), { force: true })));
+}
+
 async function* tailBytes(pool: Pool, exportId: string): AsyncGenerator<Buffer> {
   const { rows } = await pool.query<{ shard: number }>(`SELECT shard FROM export_tails WHERE export_id = $1 ORDER BY shard`, [exportId]);
   for (const { shard } of rows) {
@@ -246,6 +260,7 @@ export async function finishExport(deps: ExportJobDeps, exportId: string, shardF
           log.info({ exportId, strays: strays.length }, 'removing files left by interrupted attempts');
           await ws.store.delete(strays);
         }
+        await removePartialFiles(ws, keyPrefix);
         const total = rows.reduce((n, r) => n + r.users, 0);
         const manifest = buildManifest({
           objectPrefix: exp.object_prefix,
@@ -321,6 +336,7 @@ export async function failExport(deps: ExportJobDeps, exportId: string, reason: 
       const keys = (await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1`, [exportId])).rows.map((r) => r.object_key);
       if (exp.key_prefix) for (const o of await ws.store.list(`${exp.key_prefix}/`)) if (!keys.includes(o.key)) keys.push(o.key);
       if (keys.length > 0) await ws.store.delete(keys);
+      if (exp.key_prefix) await removePartialFiles(ws, exp.key_prefix);
     } finally {
       ws.close();
     }
