@@ -1,8 +1,12 @@
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import { registerImportCommand } from './import.js';
+import { registerUsersCommands } from './users.js';
+import { registerWorkspaceCommands } from './workspace.js';
 
 /** Commands beyond serve/worker/start/migrate, one module each under src/cli/. */
 export function registerCommands(program: Command, config: () => Config): void {
+  registerWorkspaceCommands(program, config);
+  registerUsersCommands(program, config);
   registerImportCommand(program, config);
 }

@@ -1,0 +1,347 @@
+import { z } from 'zod';
+import { isPermission, PERMISSIONS } from '../auth/permissions.js';
+import { SegmentFilterSchema } from '../segments/filter.js';
+import { Destination } from '../storage/destination.js';
+
+/**
+ * The declarative workspace file (`ces workspace apply FILE`, JSON or YAML): one company, its SCIM tokens and
+ * permission sets, and its workspaces with everything they hold. Every object is strict, so a misspelt key is an
+ * error naming its path rather than a silently ignored setting. docs/workspace.md documents every key.
+ */
+
+export const APP_PLATFORMS = ['ios', 'android', 'web', 'tvos', 'android_tv', 'roku', 'kindle', 'windows', 'macos', 'unity'] as const;
+export const CATALOG_FIELD_TYPES = ['string', 'number', 'boolean', 'time', 'object', 'array'] as const;
+export const LIVE_ACTIVITY_VALUE_TYPES = ['string', 'number', 'boolean', 'object', 'array'] as const;
+/** The names the spec allows in `fields_to_export`. */
+export const EXPORT_FIELDS = [
+  'apps',
+  'attributed_campaign',
+  'attributed_source',
+  'attributed_adgroup',
+  'attributed_ad',
+  'service_id',
+  'country',
+  'created_at',
+  'custom_attributes',
+  'custom_events',
+  'devices',
+  'dob',
+  'email',
+  'external_id',
+  'first_name',
+  'gender',
+  'home_city',
+  'language',
+  'last_coordinates',
+  'last_name',
+  'phone',
+  'purchases',
+  'push_tokens',
+  'random_bucket',
+  'time_zone',
+  'total_revenue',
+  'uninstalled_at',
+  'user_aliases',
+] as const;
+
+const MAX_ITEMS = 10_000;
+
+const Name = z.string().trim().min(1, 'must not be empty').max(255, 'must be at most 255 characters');
+/** Identifiers the API exposes (segment, canvas, card, preference center ids): no spaces, so they survive URLs. */
+const ApiId = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(255, 'must be at most 255 characters')
+  .regex(/^[A-Za-z0-9._:~-]+$/, 'may contain only letters, digits and . _ : ~ -');
+const CatalogName = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(250, 'must be at most 250 characters')
+  .regex(/^[A-Za-z0-9_-]+$/, 'may contain only letters, digits, hyphens and underscores');
+const Tag = Name;
+const Tags = z.array(Tag).max(100).default([]);
+const IsoTime = z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time, e.g. 2026-01-31T09:00:00Z' });
+const Secret = z
+  .string()
+  .min(20, 'must be at least 20 characters')
+  .max(200, 'must be at most 200 characters')
+  .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces (it travels in an Authorization header)');
+const E164 = z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 phone number, e.g. +14155550100');
+
+const RELATIVE_TIME = /^today(?:-(\d{1,4})d)?(?:T([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?Z?)?$/;
+/**
+ * A record's time: an ISO 8601 date-time, or `today`, `today-3d`, `today-3dT14:30` (UTC, relative to the day the
+ * file is applied), so that demo data stays recent.
+ */
+const RecordTime = z.string().refine((v) => RELATIVE_TIME.test(v) || IsoTime.safeParse(v).success, {
+  error: 'must be an ISO 8601 date-time or today[-<days>d][T<HH:MM>]',
+});
+
+/** Resolves a record time (see RecordTime) to an ISO string, relative times against `now`'s UTC day. */
+export function resolveRecordTime(value: string, now: Date): string {
+  const m = RELATIVE_TIME.exec(value);
+  if (!m) return new Date(value).toISOString();
+  const day = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
+  const [days, hours, minutes, seconds] = [m[1], m[2], m[3], m[4]].map((x) => Number(x ?? 0)) as [number, number, number, number];
+  return new Date(day - days * 86_400_000 + ((hours * 60 + minutes) * 60 + seconds) * 1000).toISOString();
+}
+
+const Permission = z.string().superRefine((v, ctx) => {
+  if (!isPermission(v)) ctx.addIssue({ code: 'custom', message: `unknown permission "${v}"` });
+});
+
+const Cron = z
+  .string()
+  .trim()
+  .refine((v) => /^(\S+\s+){4}\S+$/.test(v) || /^(\S+\s+){5}\S+$/.test(v), {
+    error: 'must be a cron expression of 5 fields (minute hour day month weekday) or 6 (with seconds first)',
+  });
+const TimeZone = z.string().refine(
+  (tz) => {
+    try {
+      new Intl.DateTimeFormat('en-US', { timeZone: tz });
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  { error: 'must be an IANA time zone, e.g. Europe/Paris' },
+);
+
+const JsonObject = z.record(z.string(), z.unknown());
+
+export const AppSchema = z.strictObject({
+  name: Name,
+  /** The id clients send as app_id; generated on first apply when not given. */
+  api_id: ApiId.optional(),
+  platform: z.enum(APP_PLATFORMS),
+});
+
+export const ApiKeySchema = z.strictObject({
+  name: Name,
+  /** Stored hashed; without it a secret is generated once, when the key is created, and printed. */
+  secret: Secret.optional(),
+  /** Permission strings, or `all` for every permission this version knows (re-applying picks up new ones). */
+  permissions: z
+    .union([z.literal('all'), z.array(Permission).max(200)])
+    .default([])
+    .transform((p): string[] => (p === 'all' ? [...PERMISSIONS] : p)),
+});
+
+export const ScimTokenSchema = z.strictObject({ name: Name, secret: Secret.optional() });
+
+export const SegmentSchema = z.strictObject({
+  id: ApiId,
+  name: Name,
+  tags: Tags,
+  analytics_tracking_enabled: z.boolean().default(false),
+  archived: z.boolean().default(false),
+  filter: SegmentFilterSchema.default({ all: [] }),
+  created_at: IsoTime.optional(),
+});
+
+export const CatalogSchema = z.strictObject({
+  name: CatalogName,
+  description: z.string().max(1000).optional(),
+  fields: z
+    .array(
+      z.strictObject({
+        name: CatalogName.refine((n) => n !== 'id', { error: '"id" is implicit in every catalog; do not declare it' }),
+        type: z.enum(CATALOG_FIELD_TYPES),
+      }),
+    )
+    .max(500)
+    .default([]),
+});
+
+const UserAlias = z.strictObject({ alias_name: Name, alias_label: Name });
+const Recipient = z.strictObject({
+  external_user_id: Name.optional(),
+  user_alias: UserAlias.optional(),
+  trigger_properties: JsonObject.optional(),
+  canvas_entry_properties: JsonObject.optional(),
+  send_to_existing_only: z.boolean().optional(),
+  attributes: JsonObject.optional(),
+});
+
+export const CanvasScheduleSchema = z.strictObject({
+  /** Without one, an id derived from the workspace, canvas and position is used, so re-applying updates it. */
+  schedule_id: ApiId.optional(),
+  schedule: z.strictObject({
+    time: IsoTime,
+    in_local_time: z.boolean().default(false),
+    at_optimal_time: z.boolean().optional(),
+  }),
+  trigger_properties: JsonObject.optional(),
+  canvas_entry_properties: JsonObject.optional(),
+  /** Send to the canvas's whole audience rather than to `recipients`. */
+  broadcast: z.boolean().default(false),
+  recipients: z.array(Recipient).max(50).optional(),
+  audience: JsonObject.optional(),
+});
+
+export const CanvasSchema = z.strictObject({
+  id: ApiId,
+  name: Name,
+  tags: Tags,
+  status: z.enum(['draft', 'active', 'stopped']).default('active'),
+  archived: z.boolean().default(false),
+  created_at: IsoTime.optional(),
+  last_edited: IsoTime.optional(),
+  schedules: z.array(CanvasScheduleSchema).max(100).default([]),
+});
+
+export const FeedCardSchema = z.strictObject({
+  id: ApiId,
+  type: z.enum(['NewsItem', 'CaptionedImage', 'Banner']),
+  title: Name,
+  tags: Tags,
+  archived: z.boolean().default(false),
+  created_at: IsoTime.optional(),
+});
+
+export const PreferenceCenterSchema = z.strictObject({
+  id: ApiId,
+  name: Name,
+  title: z.string().max(1000).default(''),
+  page_html: z.string().max(500_000).default(''),
+  confirmation_page_html: z.string().max(500_000).default(''),
+  redirect_page_html: z.string().max(500_000).optional(),
+  options: z.strictObject({ 'meta-viewport-content': z.string().max(1000).optional() }).default({}),
+  state: z.string().min(1).max(50).default('active'),
+  created_at: IsoTime.optional(),
+});
+
+export const LiveActivitySchema = z.strictObject({
+  /** The app's name or api id, in this workspace. */
+  app: Name,
+  activity_id: Name,
+  content_state_shape: z.record(Name, z.enum(LIVE_ACTIVITY_VALUE_TYPES)).default({}),
+});
+
+export const ScheduledExportSchema = z.strictObject({
+  name: Name,
+  /** The segment's api id, in this workspace. */
+  segment: ApiId,
+  cron: Cron,
+  time_zone: TimeZone.default('UTC'),
+  fields_to_export: z.array(z.enum(EXPORT_FIELDS)).min(1, 'must list at least one field'),
+  custom_attributes_to_export: z.array(Name).max(500).optional(),
+  output_format: z.enum(['zip', 'gzip']).default('zip'),
+  callback_endpoint: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+  enabled: z.boolean().default(true),
+});
+
+export const RecordsSchema = z.strictObject({
+  uninstalls: z
+    .array(z.strictObject({ app: Name, at: RecordTime, count: z.number().int().min(1).max(100_000).default(1) }))
+    .max(MAX_ITEMS)
+    .default([]),
+  hard_bounces: z.array(z.strictObject({ email: z.email(), at: RecordTime })).max(MAX_ITEMS).default([]),
+  invalid_phone_numbers: z
+    .array(z.strictObject({ phone: E164, reason: z.enum(['provider_error', 'deactivated']), at: RecordTime }))
+    .max(MAX_ITEMS)
+    .default([]),
+});
+
+export const WorkspaceSchema = z.strictObject({
+  name: Name,
+  settings: z.strictObject({ should_inline_css: z.boolean().optional() }).default({}),
+  apps: z.array(AppSchema).max(100).default([]),
+  teams: z.array(z.strictObject({ name: Name })).max(1000).default([]),
+  api_keys: z.array(ApiKeySchema).max(1000).default([]),
+  /** Absent means none: exports go to the built-in local bucket. */
+  export_destination: Destination.optional(),
+  tags: z.array(Tag).max(MAX_ITEMS).default([]),
+  content_blocks: z.array(z.strictObject({ name: Name, content: z.string().max(500_000) })).max(MAX_ITEMS).default([]),
+  segments: z.array(SegmentSchema).max(MAX_ITEMS).default([]),
+  catalogs: z.array(CatalogSchema).max(1000).default([]),
+  canvases: z.array(CanvasSchema).max(MAX_ITEMS).default([]),
+  feed_cards: z.array(FeedCardSchema).max(MAX_ITEMS).default([]),
+  preference_centers: z.array(PreferenceCenterSchema).max(1000).default([]),
+  live_activities: z.array(LiveActivitySchema).max(MAX_ITEMS).default([]),
+  scheduled_exports: z.array(ScheduledExportSchema).max(1000).default([]),
+  records: RecordsSchema.optional(),
+});
+
+export const WorkspaceFileSchema = z
+  .strictObject({
+    company: z.strictObject({
+      name: Name,
+      settings: z
+        .strictObject({
+          /** Extend the built-in SCIM department and permission lists. */
+          scim: z
+            .strictObject({
+              departments: z.array(Name).max(1000).optional(),
+              // A plain list extends every level; an object extends each level (company, workspace, team) apart.
+              permissions: z
+                .union([
+                  z.array(Name).max(1000),
+                  z.strictObject({ company: z.array(Name).max(1000).optional(), workspace: z.array(Name).max(1000).optional(), team: z.array(Name).max(1000).optional() }),
+                ])
+                .optional(),
+            })
+            .optional(),
+        })
+        .default({}),
+    }),
+    scim_tokens: z.array(ScimTokenSchema).max(100).default([]),
+    permission_sets: z.array(z.strictObject({ name: Name, permissions: z.array(Name).max(500).default([]) })).max(1000).default([]),
+    workspaces: z.array(WorkspaceSchema).max(100).default([]),
+  })
+  .superRefine((file, ctx) => {
+    const unique = <T>(items: T[], key: (t: T) => string | undefined, path: (i: number) => (string | number)[], what: string) => {
+      const seen = new Map<string, number>();
+      items.forEach((item, i) => {
+        const k = key(item);
+        if (k === undefined) return;
+        const first = seen.get(k);
+        if (first === undefined) seen.set(k, i);
+        else ctx.addIssue({ code: 'custom', path: path(i), message: `duplicate ${what} "${k}" (first at index ${first})` });
+      });
+    };
+    unique(file.scim_tokens, (t) => t.name, (i) => ['scim_tokens', i, 'name'], 'SCIM token name');
+    unique(file.permission_sets, (p) => p.name, (i) => ['permission_sets', i, 'name'], 'permission set name');
+    unique(file.workspaces, (w) => w.name, (i) => ['workspaces', i, 'name'], 'workspace name');
+
+    // Secrets and app ids are unique across the whole store, so across the whole file too.
+    const secrets = [
+      ...file.scim_tokens.map((t, i) => ({ v: t.secret, path: ['scim_tokens', i, 'secret'] })),
+      ...file.workspaces.flatMap((w, wi) => w.api_keys.map((k, ki) => ({ v: k.secret, path: ['workspaces', wi, 'api_keys', ki, 'secret'] }))),
+    ];
+    const seenSecret = new Set<string>();
+    for (const s of secrets) {
+      if (s.v === undefined) continue;
+      if (seenSecret.has(s.v)) ctx.addIssue({ code: 'custom', path: s.path, message: 'this secret is already used by another key or token in the file' });
+      seenSecret.add(s.v);
+    }
+    const appIds = file.workspaces.flatMap((w, wi) => w.apps.map((a, ai) => ({ id: a.api_id, path: ['workspaces', wi, 'apps', ai, 'api_id'] })));
+    unique(appIds, (a) => a.id, (i) => appIds[i]!.path, 'app api_id');
+    const scheduleIds = file.workspaces.flatMap((w, wi) =>
+      w.canvases.flatMap((c, ci) => c.schedules.map((s, si) => ({ id: s.schedule_id, path: ['workspaces', wi, 'canvases', ci, 'schedules', si, 'schedule_id'] }))),
+    );
+    unique(scheduleIds, (s) => s.id, (i) => scheduleIds[i]!.path, 'schedule_id');
+
+    file.workspaces.forEach((w, wi) => {
+      const at = (list: string) => (i: number) => ['workspaces', wi, list, i];
+      unique(w.apps, (a) => a.name, (i) => [...at('apps')(i), 'name'], 'app name');
+      unique(w.teams, (t) => t.name, (i) => [...at('teams')(i), 'name'], 'team name');
+      unique(w.api_keys, (k) => k.name, (i) => [...at('api_keys')(i), 'name'], 'API key name');
+      unique(w.content_blocks, (c) => c.name, (i) => [...at('content_blocks')(i), 'name'], 'content block name');
+      unique(w.segments, (s) => s.id, (i) => [...at('segments')(i), 'id'], 'segment id');
+      unique(w.catalogs, (c) => c.name, (i) => [...at('catalogs')(i), 'name'], 'catalog name');
+      unique(w.canvases, (c) => c.id, (i) => [...at('canvases')(i), 'id'], 'canvas id');
+      unique(w.feed_cards, (c) => c.id, (i) => [...at('feed_cards')(i), 'id'], 'feed card id');
+      unique(w.preference_centers, (p) => p.id, (i) => [...at('preference_centers')(i), 'id'], 'preference center id');
+      unique(w.scheduled_exports, (s) => s.name, (i) => [...at('scheduled_exports')(i), 'name'], 'scheduled export name');
+      w.catalogs.forEach((c, ci) =>
+        unique(c.fields, (f) => f.name, (i) => ['workspaces', wi, 'catalogs', ci, 'fields', i, 'name'], 'field name'),
+      );
+      // Two declarations of one live activity would fight over its shape.
+      unique(w.live_activities, (l) => `${l.app}/${l.activity_id}`, (i) => [...at('live_activities')(i), 'activity_id'], 'live activity (app/activity_id)');
+    });
+  });
+
+export type WorkspaceFile = z.infer<typeof WorkspaceFileSchema>;
+export type WorkspaceDecl = WorkspaceFile['workspaces'][number];
