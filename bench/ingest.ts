@@ -29,6 +29,8 @@ const NAMES = 20;
 const RATE = Number(process.env.BENCH_RATE ?? 250);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+/** Users a request's 75 events belong to: 75 = every event a random user (the worst case for aggregation). */
+const USERS_PER_REQUEST = Math.min(75, Math.max(1, Number(process.env.BENCH_USERS_PER_REQUEST ?? 75)));
 const IMPORT_EVENTS = Number(process.env.BENCH_IMPORT_EVENTS ?? 1_000_000);
 const PHASES = (process.env.BENCH_PHASES ?? 'latency,throughput,import').split(',');
 const SCHEMA = process.env.BENCH_SCHEMA ?? 'bench_ingest';
@@ -135,9 +137,10 @@ async function get(pathname: string): Promise<{ status: number; body: Record<str
 const base = Date.UTC(2024, 0, 1);
 function trackBody(): string {
   const events = [];
+  const users = Array.from({ length: USERS_PER_REQUEST }, () => `user-${Math.floor(Math.random() * USERS)}`);
   for (let i = 0; i < 75; i++) {
     events.push({
-      external_id: `user-${Math.floor(Math.random() * USERS)}`,
+      external_id: users[i % USERS_PER_REQUEST],
       name: `event-${Math.floor(Math.random() * NAMES)}`,
       time: new Date(base + Math.floor(Math.random() * 180 * 86_400_000)).toISOString(),
       properties: { source: 'bench', amount: Math.round(Math.random() * 1000) / 10 },
@@ -321,7 +324,7 @@ async function main() {
       if (Date.now() > ready) throw new Error('ces start did not become ready');
       await new Promise((r) => setTimeout(r, 200));
     }
-    log(`ces start is up on :${PORT}; phases: ${PHASES.join(', ')}`);
+    log(`ces start is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request`);
     const results: Record<string, Figures> = {};
     if (PHASES.includes('latency')) {
       log(`latency: ${RATE} requests/s of 75 events for ${SECONDS} s`);
@@ -338,7 +341,7 @@ async function main() {
       results.import = await importPhase(pool);
       console.table(results.import);
     }
-    console.log(JSON.stringify({ users: USERS, names: NAMES, ...results }));
+    console.log(JSON.stringify({ users: USERS, names: NAMES, usersPerRequest: USERS_PER_REQUEST, ...results }));
   } finally {
     if (server.child && server.child.exitCode === null) {
       server.child.kill('SIGTERM');

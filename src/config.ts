@@ -59,7 +59,7 @@ export const ConfigSchema = z.object({
   CANVAS_SCHEDULE_SWEEP_SECONDS: int(60).describe('How often the canvas-schedule worker arms schedules the workspace file added or changed (0: only at worker start).'),
   CANVAS_ENTRY_BATCH_SIZE: int(5_000).describe('Profiles entered into a canvas per statement when a schedule fires.'),
   WORKER_CONCURRENCY: int(2).describe('Jobs one worker process runs at once per queue.'),
-  INGEST_BATCH_MAX_JOBS: int(200).describe('Track requests an ingestion worker coalesces into one transaction.'),
+  INGEST_BATCH_MAX_JOBS: int(1000).describe('Track requests (of up to 225 objects each) an ingestion worker coalesces into one transaction; more means fewer, larger profile writes under load.'),
   INGEST_IMPORT_BATCH: int(20_000).describe('Events a bulk import applies (and commits its position with) per transaction.'),
 });
 

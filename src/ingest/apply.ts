@@ -151,26 +151,29 @@ function addCount(map: Map<string, Counts>, name: string, time: string, n: numbe
 }
 
 /** Stored aggregates merged with a batch's: first is the earliest, last the latest, counts add; sorted by name. */
-function mergeCounts(stored: unknown, batch: Map<string, Counts>): { name: string; first: string; last: string; count: number }[] {
-  const merged = new Map<string, Counts>();
-  if (Array.isArray(stored)) {
-    for (const e of stored as { name?: unknown; first?: unknown; last?: unknown; count?: unknown }[]) {
-      if (typeof e?.name !== 'string') continue;
-      merged.set(e.name, { first: String(e.first ?? ''), last: String(e.last ?? ''), count: Number(e.count ?? 0) });
-    }
-  }
+type Aggregate = { name: string; first: string; last: string; count: number };
+
+/**
+ * Stored aggregates merged with a batch's, in place: first is the earliest, last the latest, counts add; new
+ * names are added and the list kept sorted by name. Stored lists are short (one entry per name), so a scan per
+ * batch entry beats building a map (this runs for every profile of every batch).
+ */
+function mergeCounts(stored: unknown, batch: Map<string, Counts>): Aggregate[] {
+  const list = (Array.isArray(stored) ? stored : []) as Aggregate[];
+  let added = false;
   for (const [name, c] of batch) {
-    const m = merged.get(name);
-    if (!m) merged.set(name, { ...c });
-    else {
-      if (!m.first || c.first < m.first) m.first = c.first;
-      if (c.last > m.last) m.last = c.last;
-      m.count += c.count;
+    const m = list.find((e) => e?.name === name);
+    if (!m) {
+      list.push({ name, first: c.first, last: c.last, count: c.count });
+      added = true;
+    } else {
+      if (typeof m.first !== 'string' || c.first < m.first) m.first = c.first;
+      if (typeof m.last !== 'string' || c.last > m.last) m.last = c.last;
+      m.count = Number(m.count ?? 0) + c.count;
     }
   }
-  return [...merged]
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([name, c]) => ({ name, first: c.first, last: c.last, count: c.count }));
+  if (added) list.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return list;
 }
 
 /** Standard columns an attribute may set, with the SQL that reads the value from the `std` object. */
