@@ -1,0 +1,307 @@
+/**
+ * Segment export benchmark (`npm run bench:export`).
+ *
+ * Generates BENCH_USERS (default 1,000,000) synthetic users once into the schema `bench_export` of DATABASE_URL's
+ * database and reuses them on later runs. Then, in one run:
+ *  1. measures this machine's raw ceilings: `psql COPY (...) TO STDOUT | gzip -1 > file` of the stored profiles'
+ *     exported columns, and of the very NDJSON lines the export builds;
+ *  2. exports a segment of every user with a typical field list as gzip and as zip, to the built-in store and to
+ *     S3 (s3rver in its own process), with BENCH_WORKERS real `ces worker` processes;
+ *  3. prints users/s, the workers' peak RSS (VmHWM), and the ratio to the ceilings.
+ * Nothing here is a test: figures depend on the machine and on what else runs on it.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, open, readFile, rm, stat } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { Queue } from 'bullmq';
+import { loadConfig, type Config } from '../src/config.js';
+import { createPool, type Pool } from '../src/db/pool.js';
+import { migrate } from '../src/db/migrate.js';
+import { createExport } from '../src/exports/create.js';
+import { EXPORT_SHARD_QUEUE } from '../src/exports/payloads.js';
+import { ExportSpecSchema } from '../src/exports/request.js';
+import { exportLineSelect, windowStart } from '../src/exports/sql.js';
+import { generateUsers } from '../src/profiles/generate.js';
+import { bullPrefix } from '../src/queues.js';
+import { createRedis, type Redis } from '../src/redis.js';
+
+const run = promisify(execFile);
+const ROOT = path.resolve(import.meta.dirname, '..');
+
+const USERS = Number(process.env.BENCH_USERS ?? 1_000_000);
+const WORKERS = Number(process.env.BENCH_WORKERS ?? 2);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 1);
+const SHARD_BUCKETS = Number(process.env.BENCH_SHARD_BUCKETS ?? 1250);
+const SCHEMA = process.env.BENCH_SCHEMA ?? 'bench_export';
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/ces';
+const WORK_DIR = process.env.BENCH_DIR ?? '/tmp/ces-bench-export';
+const ONLY = (process.env.BENCH_RUNS ?? 'gzip-local,zip-local,gzip-s3,zip-s3').split(',');
+const WORKSPACE = 'bench-export';
+const SEGMENT = 'all-users';
+/** identity, attributes, custom attributes, custom_events, purchases, devices. */
+const FIELDS = [
+  'external_id',
+  'service_id',
+  'user_aliases',
+  'first_name',
+  'last_name',
+  'email',
+  'phone',
+  'country',
+  'home_city',
+  'language',
+  'time_zone',
+  'dob',
+  'gender',
+  'created_at',
+  'total_revenue',
+  'custom_attributes',
+  'custom_events',
+  'purchases',
+  'devices',
+];
+
+function benchConfig(extra: Record<string, string> = {}): Config {
+  return loadConfig({
+    ...process.env,
+    DATABASE_URL,
+    DATABASE_SCHEMA: SCHEMA,
+    REDIS_PREFIX: 'ces-bench-export',
+    LOCAL_STORE_DIR: path.join(WORK_DIR, 'bucket'),
+    EXPORT_SHARD_BUCKETS: String(SHARD_BUCKETS),
+    LOG_LEVEL: 'warn',
+    ...extra,
+  });
+}
+
+async function ensureUsers(pool: Pool): Promise<{ workspaceId: string; companyId: string }> {
+  await migrate(pool, SCHEMA);
+  let ws = (await pool.query<{ id: string; company_id: string }>(`SELECT id, company_id FROM workspaces WHERE name = $1`, [WORKSPACE])).rows[0];
+  if (!ws) {
+    const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`)).rows[0]!.id;
+    ws = (await pool.query<{ id: string; company_id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, $2) RETURNING id, company_id`, [company, WORKSPACE])).rows[0]!;
+  }
+  await pool.query(`INSERT INTO segments (workspace_id, api_id, name) VALUES ($1, $2, 'Everyone') ON CONFLICT (workspace_id, api_id) DO NOTHING`, [ws.id, SEGMENT]);
+  const have = Number((await pool.query(`SELECT count(*) AS n FROM profiles WHERE workspace_id = $1`, [ws.id])).rows[0].n);
+  if (have !== USERS) {
+    console.log(`generating ${USERS.toLocaleString()} users into schema ${SCHEMA} (once; later runs reuse them)...`);
+    await pool.query(`DELETE FROM profiles WHERE workspace_id = $1`, [ws.id]);
+    const t = Date.now();
+    await generateUsers(pool, {
+      workspaceId: ws.id,
+      count: USERS,
+      seed: 1,
+      onProgress: (done, total) => process.stdout.write(`\r  ${done.toLocaleString()} / ${total.toLocaleString()}`),
+    });
+    console.log(`\n  generated in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    await pool.query(`VACUUM ANALYZE profiles`);
+  } else {
+    console.log(`reusing ${USERS.toLocaleString()} users in schema ${SCHEMA}`);
+  }
+  return { workspaceId: ws.id, companyId: ws.company_id };
+}
+
+/** psql COPY of the given SELECT through `gzip -1` to a file: what the machine does with no service in the way. */
+async function ceiling(select: string, file: string): Promise<{ seconds: number; bytes: number }> {
+  const out = await open(file, 'w');
+  const t = performance.now();
+  const psql = spawn('psql', ['-X', '-q', DATABASE_URL, '-c', `COPY (${select}) TO STDOUT`], {
+    env: { ...process.env, PGOPTIONS: `-c search_path=${SCHEMA},public` },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const gzip = spawn('gzip', ['-1'], { stdio: [psql.stdout!, out.fd, 'inherit'] });
+  const exited = (c: ChildProcess, what: string) =>
+    new Promise<void>((resolve, reject) => c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${what} exited with ${code}`)))));
+  await Promise.all([exited(psql, 'psql'), exited(gzip, 'gzip')]);
+  const seconds = (performance.now() - t) / 1000;
+  await out.close();
+  const bytes = (await stat(file)).size;
+  await rm(file, { force: true });
+  return { seconds, bytes };
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function startS3rver(): Promise<{ endpoint: string; child: ChildProcess; dir: string }> {
+  const port = await freePort();
+  const dir = path.join(WORK_DIR, 's3rver');
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  const child = spawn(path.join(ROOT, 'node_modules/.bin/s3rver'), ['-d', dir, '-a', '127.0.0.1', '-p', String(port), '--silent', '--configure-bucket', 'bench'], {
+    stdio: 'ignore',
+  });
+  await new Promise((r) => setTimeout(r, 1500));
+  return { endpoint: `http://127.0.0.1:${port}`, child, dir };
+}
+
+/** Peak resident set (VmHWM) of a live process, in MB. */
+async function peakRssMb(pid: number): Promise<number> {
+  try {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    const kb = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    return kb / 1024;
+  } catch {
+    return 0;
+  }
+}
+
+async function startWorkers(config: Config, redis: Redis): Promise<ChildProcess[]> {
+  const children = Array.from({ length: WORKERS }, () =>
+    spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'worker', '--queues', 'export-shard,segment-export'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        NODE_ENV: 'production',
+        DOWNLOAD_URL_SECRET: 'bench-only-download-url-secret',
+        LOG_LEVEL: 'warn',
+        DATABASE_URL,
+        DATABASE_SCHEMA: SCHEMA,
+        REDIS_PREFIX: config.REDIS_PREFIX,
+        LOCAL_STORE_DIR: config.LOCAL_STORE_DIR,
+        MIGRATE_ON_START: 'false',
+        WORKER_CONCURRENCY: String(CONCURRENCY),
+        WORKER_METRICS_PORT: '0',
+        EXPORT_GZIP_LEVEL: '1',
+      },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    }),
+  );
+  const queue = new Queue(EXPORT_SHARD_QUEUE, { connection: redis, prefix: bullPrefix(config.REDIS_PREFIX) });
+  const deadline = Date.now() + 60_000;
+  while ((await queue.getWorkers()).length < WORKERS) {
+    if (Date.now() > deadline) throw new Error('workers did not start');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await queue.close();
+  return children;
+}
+
+async function stopWorkers(children: ChildProcess[]): Promise<void> {
+  await Promise.all(
+    children.map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.exitCode !== null) return resolve();
+          c.once('exit', () => resolve());
+          c.kill('SIGTERM');
+        }),
+    ),
+  );
+}
+
+interface RunResult {
+  name: string;
+  seconds: number;
+  usersPerSecond: number;
+  parts: number;
+  bytes: number;
+  peakRssMb: number;
+}
+
+async function exportRun(name: string, format: 'zip' | 'gzip', target: 'local' | 's3', pool: Pool, redis: Redis, ws: { workspaceId: string; companyId: string }): Promise<RunResult> {
+  let s3: Awaited<ReturnType<typeof startS3rver>> | undefined;
+  if (target === 's3') {
+    s3 = await startS3rver();
+    const destination = { provider: 's3', bucket: 'bench', region: 'us-east-1', endpoint: s3.endpoint, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } };
+    await pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [ws.workspaceId, JSON.stringify(destination)]);
+  } else {
+    await pool.query(`UPDATE workspaces SET export_destination = NULL WHERE id = $1`, [ws.workspaceId]);
+  }
+  const config = benchConfig({ NODE_ENV: 'production', DOWNLOAD_URL_SECRET: 'bench-only-download-url-secret' });
+  await rm(config.LOCAL_STORE_DIR, { recursive: true, force: true });
+  const workers = await startWorkers(config, redis);
+  const peaks = new Map<number, number>();
+  const sampler = setInterval(() => {
+    for (const w of workers) if (w.pid) void peakRssMb(w.pid).then((mb) => peaks.set(w.pid!, Math.max(peaks.get(w.pid!) ?? 0, mb)));
+  }, 250);
+  try {
+    const t = performance.now();
+    const created = await createExport({ config, pool, redis }, ws, { segment_id: SEGMENT, fields_to_export: FIELDS, output_format: format });
+    for (;;) {
+      const row = (await pool.query(`SELECT status, error FROM exports WHERE id = $1`, [created.exportId])).rows[0];
+      if (row.status === 'ready') break;
+      if (row.status === 'failed') throw new Error(`export failed: ${row.error}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const seconds = (performance.now() - t) / 1000;
+    for (const w of workers) if (w.pid) peaks.set(w.pid, Math.max(peaks.get(w.pid) ?? 0, await peakRssMb(w.pid)));
+    const stats = (await pool.query(`SELECT count(*) AS parts, sum(users) AS users, sum(bytes) AS bytes FROM export_parts WHERE export_id = $1`, [created.exportId])).rows[0];
+    if (Number(stats.users) !== USERS) throw new Error(`exported ${stats.users} users, expected ${USERS}`);
+    return { name, seconds, usersPerSecond: USERS / seconds, parts: Number(stats.parts), bytes: Number(stats.bytes), peakRssMb: Math.max(...peaks.values()) };
+  } finally {
+    clearInterval(sampler);
+    await stopWorkers(workers);
+    await rm(config.LOCAL_STORE_DIR, { recursive: true, force: true });
+    if (s3) {
+      s3.child.kill('SIGTERM');
+      await rm(s3.dir, { recursive: true, force: true });
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  await mkdir(WORK_DIR, { recursive: true });
+  const config = benchConfig();
+  const pool = createPool(config, 4);
+  const redis = createRedis(config.REDIS_URL, 'producer', { enableOfflineQueue: true });
+  try {
+    const ws = await ensureUsers(pool);
+    // No export of an earlier, interrupted run may hold the segment lock.
+    const stale = await redis.keys(`${config.REDIS_PREFIX}:*`);
+    if (stale.length > 0) await redis.del(...stale);
+    await pool.query(`DELETE FROM exports WHERE workspace_id = $1`, [ws.workspaceId]);
+
+    const cpus = (await run('nproc')).stdout.trim();
+    console.log(`\nmachine: ${cpus} cores; ${WORKERS} worker process(es) x concurrency ${CONCURRENCY}; shards of ${SHARD_BUCKETS} buckets; gzip level 1`);
+    console.log(`fields: ${FIELDS.join(', ')}\n`);
+
+    const columns = FIELDS.map((f) => `p.${f}`).join(', ');
+    const raw = await ceiling(`SELECT ${columns} FROM profiles p WHERE p.workspace_id = '${ws.workspaceId}'`, path.join(WORK_DIR, 'ceiling-raw.gz'));
+    const spec = ExportSpecSchema.parse({ fields: FIELDS, customAttributes: null, outputFormat: 'gzip', callbackEndpoint: null });
+    const lines = exportLineSelect({ workspaceId: ws.workspaceId, filter: { all: [] }, spec, bucketFrom: 0, bucketTo: 10_000, since: windowStart(new Date()) });
+    const built = await ceiling(lines, path.join(WORK_DIR, 'ceiling-lines.gz'));
+    const rawRate = USERS / raw.seconds;
+    const builtRate = USERS / built.seconds;
+    console.log(`ceiling, stored columns:  psql COPY | gzip -1 > file   ${raw.seconds.toFixed(1)} s  ${Math.round(rawRate).toLocaleString()} users/s  (${(raw.bytes / 1e6).toFixed(0)} MB)`);
+    console.log(`ceiling, NDJSON lines:    psql COPY | gzip -1 > file   ${built.seconds.toFixed(1)} s  ${Math.round(builtRate).toLocaleString()} users/s  (${(built.bytes / 1e6).toFixed(0)} MB)\n`);
+
+    const results: RunResult[] = [];
+    const runs: Array<[string, 'zip' | 'gzip', 'local' | 's3']> = [
+      ['gzip-local', 'gzip', 'local'],
+      ['zip-local', 'zip', 'local'],
+      ['gzip-s3', 'gzip', 's3'],
+      ['zip-s3', 'zip', 's3'],
+    ];
+    for (const [name, format, target] of runs.filter(([n]) => ONLY.includes(n))) {
+      const r = await exportRun(name, format, target, pool, redis, ws);
+      results.push(r);
+      console.log(
+        `${name.padEnd(11)} ${r.seconds.toFixed(1).padStart(6)} s  ${Math.round(r.usersPerSecond).toLocaleString().padStart(8)} users/s  ` +
+          `${String(r.parts).padStart(4)} parts  ${(r.bytes / 1e6).toFixed(0).padStart(5)} MB  worker peak RSS ${r.peakRssMb.toFixed(0)} MB  ` +
+          `ratio ${(r.usersPerSecond / rawRate).toFixed(2)} of stored-columns ceiling, ${(r.usersPerSecond / builtRate).toFixed(2)} of NDJSON ceiling`,
+      );
+    }
+    await pool.query(`UPDATE workspaces SET export_destination = NULL WHERE id = $1`, [ws.workspaceId]);
+    console.log(
+      `\n${JSON.stringify({ users: USERS, workers: WORKERS, concurrency: CONCURRENCY, shardBuckets: SHARD_BUCKETS, ceilingRaw: rawRate, ceilingLines: builtRate, results })}`,
+    );
+  } finally {
+    redis.disconnect();
+    await pool.end();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
