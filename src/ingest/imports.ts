@@ -314,6 +314,7 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
     progress.eventsApplied += r.events;
     progress.rejected += rejected;
     deps.metrics.ingestObjects.inc({ kind: 'events', source: 'import' }, r.events);
+    metrics.unmatched.inc({ source: 'import' }, r.unmatched);
     metrics.importPosition.set({ import_id: row.id }, upTo);
     options.onProgress?.(progress);
   };

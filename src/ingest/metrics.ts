@@ -1,4 +1,4 @@
-import { Gauge, Histogram } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Metrics } from '../metrics.js';
 
 /** Ingestion's own metrics, registered once per process registry beside the shared ones (ces_ingest_objects_total...). */
@@ -6,6 +6,7 @@ export interface IngestMetrics {
   lag: Gauge;
   batchObjects: Histogram;
   importPosition: Gauge<'import_id'>;
+  unmatched: Counter<'source'>;
 }
 
 const byRegistry = new WeakMap<Metrics, IngestMetrics>();
@@ -30,6 +31,12 @@ export function ingestMetrics(metrics: Metrics): IngestMetrics {
         name: 'ces_import_records',
         help: 'Records handled and committed so far by a running bulk import',
         labelNames: ['import_id'] as const,
+        registers,
+      }),
+      unmatched: new Counter({
+        name: 'ces_ingest_unmatched_total',
+        help: 'Accepted objects whose user did not exist and could not be created (user_alias, service_id, email or _update_existing_only)',
+        labelNames: ['source'] as const,
         registers,
       }),
     };

@@ -60,6 +60,7 @@ export async function applyNextBatch(pool: Pool, options: DrainOptions, total?: 
     options.metrics.ingestObjects.inc({ kind: 'events', source: 'track' }, result.events);
     options.metrics.ingestObjects.inc({ kind: 'purchases', source: 'track' }, result.purchases);
     options.metrics.ingestObjects.inc({ kind: 'attributes', source: 'track' }, result.attributes);
+    m.unmatched.inc({ source: 'track' }, result.unmatched);
     if (total) {
       for (const k of ['events', 'purchases', 'attributes', 'unmatched', 'profilesCreated'] as const) total[k] += result[k];
       total.batches++;
