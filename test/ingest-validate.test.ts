@@ -59,6 +59,11 @@ describe('event name, time and fields', () => {
     }
     expect(refused({ ...base, time: 1700000000 })).toMatch(/'time'/);
     expect(parseEventTime('2024-02-29T00:00:00Z')).toBe(Date.UTC(2024, 1, 29));
+    // The canonical form (what toISOString writes) is taken as it is, still only for real times.
+    expect(ok({ ...base, time: '2024-02-29T23:59:59.999Z' }).time).toBe('2024-02-29T23:59:59.999Z');
+    for (const bad of ['2023-02-29T00:00:00.000Z', '2024-04-31T00:00:00.000Z', '2024-01-01T24:00:00.000Z', '2024-00-10T00:00:00.000Z', '2024-01-01T00:60:00.000Z']) {
+      expect(refused({ ...base, time: bad }), bad).toMatch(/'time'/);
+    }
   });
 
   it('refuses unknown fields and non-objects, with the offending name', () => {

@@ -45,6 +45,23 @@ export function parseEventTime(text: string): number | null {
   return null;
 }
 
+// What JavaScript's toISOString writes, and what most clients send: already canonical when it names a real time.
+const CANONICAL = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{3}Z$/;
+const DAYS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/** The canonical form of an event time (see toIso), or null when the text is in neither accepted format. */
+export function canonicalEventTime(text: string): string | null {
+  const m = CANONICAL.exec(text);
+  if (m) {
+    const [y, mo, d, h, mi, s] = [Number(m[1]), Number(m[2]), Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6])];
+    const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
+    if (mo >= 1 && mo <= 12 && d >= 1 && d <= (mo === 2 && !leap ? 28 : DAYS[mo - 1]!) && h <= 23 && mi <= 59 && s <= 59) return text;
+    return null;
+  }
+  const ms = parseEventTime(text);
+  return ms === null ? null : toIso(ms);
+}
+
 /** True when a string property value is a date in either accepted format (the spec treats those as dates). */
 export function isDateString(text: string): boolean {
   // Cheap pre-check: every accepted form starts with YYYY-MM-DD.

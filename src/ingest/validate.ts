@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isDateString, parseEventTime, toIso } from './time.js';
+import { canonicalEventTime, isDateString, parseEventTime } from './time.js';
 import type { Identity, ObjectError, StandardValues, TrackArray, TrackAttributes, TrackEvent, TrackObjects, TrackPurchase } from './types.js';
 
 /**
@@ -17,6 +17,8 @@ const MAX_IDENTIFIER_CHARS = 512;
 export const FATAL_NOTHING_VALID = "Valid data must be provided in the 'attributes', 'events', or 'purchases' fields.";
 
 type Result<T> = { ok: true; value: T } | { ok: false; type: string };
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Characters, not UTF-16 units: an emoji is one character, as a client counts it. */
 function charLength(s: string): number {
@@ -55,14 +57,15 @@ const identifierFields = {
   _update_existing_only: z.boolean({ error: "'_update_existing_only' must be a boolean" }).optional(),
 };
 
-const NameString = (field: string) =>
-  z
-    .string({ error: `'${field}' is required and must be a string` })
-    .min(1, `'${field}' must not be empty`)
-    .refine((s) => charLength(s) <= MAX_STRING_CHARS, `'${field}' may be at most ${MAX_STRING_CHARS} characters`);
+// The character limit of names is checked after parsing (tooLong): a zod refinement costs more than the rest of the
+// event's shape, and this runs for every object of every request.
+const NameString = (field: string) => z.string({ error: `'${field}' is required and must be a string` }).min(1, `'${field}' must not be empty`);
+const tooLong = (value: string, field: string): Result<never> | null =>
+  charLength(value) > MAX_STRING_CHARS ? { ok: false, type: `'${field}' may be at most ${MAX_STRING_CHARS} characters` } : null;
 
 const TimeString = z.string({ error: "'time' is required and must be a string" });
-const PropertiesObject = z.record(z.string(), z.unknown(), { error: "'properties' must be an object" });
+// Checked by hand below (checkProperties); z.record would copy every object just to say it is one.
+const PropertiesObject = z.custom<Record<string, unknown>>((v) => isPlainObject(v), { error: "'properties' must be an object" });
 const AppId = z.string({ error: "'app_id' must be a string" }).min(1, "'app_id' must not be empty").max(MAX_STRING_CHARS, `'app_id' may be at most ${MAX_STRING_CHARS} characters`);
 
 const EventShape = z
@@ -175,20 +178,19 @@ function checkProperties(
   for (const [name, value] of Object.entries(props)) {
     const bad = checkName(name, what);
     if (bad) return { ok: false, type: bad };
-    const where = `${what} ${quote(name)}`;
     switch (typeof value) {
       case 'number':
       case 'boolean':
         break;
       case 'string':
-        if (charLength(value) > MAX_STRING_CHARS && !isDateString(value)) return { ok: false, type: `${where}: strings may be at most ${MAX_STRING_CHARS} characters` };
+        if (charLength(value) > MAX_STRING_CHARS && !isDateString(value)) return { ok: false, type: `${what} ${quote(name)}: strings may be at most ${MAX_STRING_CHARS} characters` };
         break;
       case 'object':
         if (value === null) {
-          if (!options.allowNull) return { ok: false, type: `${where}: null is not a valid value (number, boolean, date, string, array or object)` };
+          if (!options.allowNull) return { ok: false, type: `${what} ${quote(name)}: null is not a valid value (number, boolean, date, string, array or object)` };
         } else if (Array.isArray(value)) {
           nested = true;
-          const arr = checkArray(value, where);
+          const arr = checkArray(value, `${what} ${quote(name)}`);
           if (arr) return { ok: false, type: arr };
         } else {
           nested = true;
@@ -196,7 +198,7 @@ function checkProperties(
         }
         break;
       default:
-        return { ok: false, type: `${where}: not a valid value (number, boolean, date, string, array or object)` };
+        return { ok: false, type: `${what} ${quote(name)}: not a valid value (number, boolean, date, string, array or object)` };
     }
   }
   if (nested) {
@@ -209,13 +211,12 @@ function checkProperties(
 }
 
 function timeOf(text: string): Result<string> {
-  const ms = parseEventTime(text);
-  if (ms === null) return { ok: false, type: `'time' must be ISO 8601 or yyyy-MM-dd'T'HH:mm:ss:SSSZ; got ${quote(text)}` };
-  return { ok: true, value: toIso(ms) };
+  const iso = canonicalEventTime(text);
+  if (iso === null) return { ok: false, type: `'time' must be ISO 8601 or yyyy-MM-dd'T'HH:mm:ss:SSSZ; got ${quote(text)}` };
+  return { ok: true, value: iso };
 }
 
 const notAnObject = (kind: string): Result<never> => ({ ok: false, type: `each entry must be ${kind} (a JSON object)` });
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** One event object. */
 export function validateEvent(raw: unknown): Result<TrackEvent> {
@@ -223,6 +224,8 @@ export function validateEvent(raw: unknown): Result<TrackEvent> {
   const parsed = EventShape.safeParse(raw);
   if (!parsed.success) return { ok: false, type: describeIssue(parsed.error, 'an event object') };
   const e = parsed.data;
+  const long = tooLong(e.name, 'name');
+  if (long) return long;
   const id = identityOf(e, false);
   if (!id.ok) return id;
   const time = timeOf(e.time);
@@ -243,6 +246,8 @@ export function validatePurchase(raw: unknown): Result<TrackPurchase> {
   const parsed = PurchaseShape.safeParse(raw);
   if (!parsed.success) return { ok: false, type: describeIssue(parsed.error, 'a purchase object') };
   const p = parsed.data;
+  const long = tooLong(p.product_id, 'product_id');
+  if (long) return long;
   const id = identityOf(p, false);
   if (!id.ok) return id;
   const time = timeOf(p.time);
