@@ -118,7 +118,7 @@ describe('segment export to the workspace bucket', () => {
   });
 
   it('S3 store: a 12 MiB stream goes up as a multipart upload and comes back identical', async () => {
-    const store = new S3Store(s3.destination);
+    const store = new S3Store({ ...s3.destination, prefix: '' });
     const data = randomBytes(12 * 1024 * 1024);
     await store.put('multipart/big.bin', Readable.from([data.subarray(0, 5_000_000), data.subarray(5_000_000)]));
     expect(await store.head('multipart/big.bin')).toBe(data.length);
