@@ -69,6 +69,7 @@ describe('segment export to the built-in store', () => {
   let prefix: string;
   let url: string;
   let status: Record<string, unknown>;
+  let readyDownload: Awaited<ReturnType<TestEnv['app']['inject']>>;
 
   it('answers 201 before any worker runs; the link is 404 until ready', async () => {
     const res = await requestExport(env, ws.apiKey, {
@@ -87,6 +88,8 @@ describe('segment export to the built-in store', () => {
   it('runs to ready with every member once, in parts of exactly 5,000 lines but the last', async () => {
     env.startWorkers([segmentExportJob, exportShardJob, exportCallbackJob]);
     status = await waitForExport(env, ws.apiKey, prefix);
+    // Fetched at once, checked below: the link lives only TTL_SECONDS in this file.
+    readyDownload = await env.app.inject({ method: 'GET', url: url.replace('http://127.0.0.1:3000', '') });
     expect(status).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 6, destination: 'local' });
 
     const day = new Date().toISOString().slice(0, 10);
@@ -158,7 +161,7 @@ describe('segment export to the built-in store', () => {
   });
 
   it('serves one ZIP of all files at the link once ready, calls back after a failed first try, and 410 after expiry', async () => {
-    const res = await env.app.inject({ method: 'GET', url: url.replace('http://127.0.0.1:3000', '') });
+    const res = readyDownload;
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toBe('application/zip');
     const dir = await mkdtemp(path.join(tmpdir(), 'ces-dl-'));
