@@ -87,7 +87,8 @@ export const ExportRequestSchema = z.object({
           message: `unknown field${unknown.length > 1 ? 's' : ''} in fields_to_export: ${unknown.slice(0, 20).join(', ')} (allowed: ${EXPORT_FIELDS.join(', ')})`,
         });
       }
-    }),
+    })
+    .describe(`Fields of each exported user, from: ${EXPORT_FIELDS.join(', ')}`),
   custom_attributes_to_export: z
     .array(
       z.string({ error: 'custom_attributes_to_export must be an array of strings' }).min(1, 'custom attribute names must not be empty').max(255),
@@ -95,7 +96,7 @@ export const ExportRequestSchema = z.object({
     )
     .max(MAX_CUSTOM_ATTRIBUTES_TO_EXPORT, `custom_attributes_to_export may name at most ${MAX_CUSTOM_ATTRIBUTES_TO_EXPORT} custom attributes`)
     .nullish(),
-  output_format: z.enum(['zip', 'gzip'], { error: "output_format must be 'zip' or 'gzip'" }).nullish(),
+  output_format: z.enum(['zip', 'gzip'], { error: "output_format must be 'zip' or 'gzip'" }).nullish().describe('zip (the default) or gzip'),
 });
 export type ExportRequestBody = z.infer<typeof ExportRequestSchema>;
 
