@@ -252,8 +252,8 @@ export const COUNTRIES: Country[] = [
 
 export const EMAIL_DOMAINS = ['example.com', 'example.org', 'example.net', 'mail.example.com'];
 
-export const IOS_MODELS = ['iPhone 15', 'iPhone 15 Pro', 'iPhone 14', 'iPhone 13', 'iPhone SE', 'iPad Air', 'iPhone 16 Pro Max'];
-export const IOS_VERSIONS = ['iOS 16.7', 'iOS 17.4', 'iOS 17.6', 'iOS 18.1', 'iOS 18.3', 'iPadOS 17.5'];
+export const IOS_MODELS = ['iPhone 15', 'iPhone 15 Pro', 'iPhone 14', 'iPhone 13', 'iPhone SE', 'iPhone 16', 'iPhone 16 Pro Max'];
+export const IOS_VERSIONS = ['iOS 16.7', 'iOS 17.4', 'iOS 17.6', 'iOS 18.1', 'iOS 18.3', 'iOS 18.5'];
 export const ANDROID_MODELS = ['Pixel 8', 'Pixel 7a', 'Galaxy S24', 'Galaxy A54', 'Redmi Note 13', 'OnePlus 12', 'moto g84'];
 export const ANDROID_VERSIONS = ['Android 12', 'Android 13', 'Android 14', 'Android 15'];
 export const TV_MODELS = [
@@ -273,14 +273,14 @@ export const ATTRIBUTION = {
 export const CUSTOM_EVENTS: { name: string; p: number; rate: number }[] = [
   // p: share of users who ever did it; rate: mean occurrences per active week.
   { name: 'app_opened', p: 0.95, rate: 4 },
-  { name: 'viewed_product', p: 0.6, rate: 3 },
-  { name: 'searched', p: 0.4, rate: 2 },
-  { name: 'added_to_cart', p: 0.3, rate: 0.8 },
-  { name: 'completed_onboarding', p: 0.5, rate: 0 },
-  { name: 'shared_content', p: 0.12, rate: 0.2 },
-  { name: 'watched_video', p: 0.2, rate: 1 },
-  { name: 'rated_app', p: 0.06, rate: 0 },
-  { name: 'referred_friend', p: 0.04, rate: 0.05 },
+  { name: 'viewed_product', p: 0.45, rate: 3 },
+  { name: 'searched', p: 0.3, rate: 2 },
+  { name: 'added_to_cart', p: 0.25, rate: 0.8 },
+  { name: 'completed_onboarding', p: 0.35, rate: 0 },
+  { name: 'shared_content', p: 0.1, rate: 0.2 },
+  { name: 'watched_video', p: 0.15, rate: 1 },
+  { name: 'rated_app', p: 0.05, rate: 0 },
+  { name: 'referred_friend', p: 0.03, rate: 0.05 },
 ];
 
 export const PRODUCTS: { name: string; price: number; p: number; rate: number }[] = [
