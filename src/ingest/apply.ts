@@ -41,8 +41,6 @@ export const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediat
 /** What the merge needs of a profile, read while resolving identities. */
 interface CurrentRow {
   id: number;
-  ce: string | null;
-  pu: string | null;
   email: string | null;
   times: Record<string, string> | null;
 }
@@ -84,7 +82,7 @@ async function resolveIdentities(client: PoolClient, wanted: Map<string, Wanted>
     const values = (type: Identity['type']) => list.filter((w) => w.identity.type === type).map((w) => (w.identity as { value: string }).value);
     const aliases = list.flatMap((w) => (w.identity.type === 'user_alias' ? [w.identity] : []));
     // An email may be on several profiles: the most recently updated one is the user (as the public API does).
-    const cols = 'p.id, p.custom_events::text AS ce, p.purchases::text AS pu, p.email, p.attribute_times AS times';
+    const cols = 'p.id, p.email, p.attribute_times AS times';
     const { rows } = await client.query<CurrentRow & { t: string; k: string; l: string | null }>(
       `SELECT 'e' AS t, p.external_id AS k, NULL AS l, ${cols} FROM profiles p WHERE p.workspace_id = $1 AND p.external_id = ANY($2::text[])
        UNION ALL
@@ -106,7 +104,7 @@ async function resolveIdentities(client: PoolClient, wanted: Map<string, Wanted>
           : { type: r.t === 'e' ? 'external_id' : r.t === 's' ? 'service_id' : 'email', value: r.k };
       const w = wanted.get(identityKey(ws, identity));
       if (w) w.profileId = r.id;
-      current.set(r.id, { id: r.id, ce: r.ce, pu: r.pu, email: r.email, times: r.times });
+      current.set(r.id, { id: r.id, email: r.email, times: r.times });
     }
   }
 
@@ -116,7 +114,7 @@ async function resolveIdentities(client: PoolClient, wanted: Map<string, Wanted>
   const claim = (rows: (CurrentRow & { workspace_id: string; external_id: string })[]) => {
     for (const r of rows) {
       wanted.get(identityKey(r.workspace_id, { type: 'external_id', value: r.external_id }))!.profileId = r.id;
-      current.set(r.id, { id: r.id, ce: r.ce, pu: r.pu, email: r.email, times: r.times });
+      current.set(r.id, { id: r.id, email: r.email, times: r.times });
     }
   };
   // service_id: 24 hex digits of a random (v4) UUID; random_bucket uniform over 0..9999.
@@ -125,7 +123,7 @@ async function resolveIdentities(client: PoolClient, wanted: Map<string, Wanted>
      SELECT i.ws, left(replace(gen_random_uuid()::text, '-', ''), 24), i.v, floor(random() * 10000)::int
        FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
      ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
-     RETURNING id, workspace_id, external_id, '[]' AS ce, '[]' AS pu, NULL AS email, '{}'::jsonb AS times`,
+     RETURNING id, workspace_id, external_id, NULL AS email, '{}'::jsonb AS times`,
     [toCreate.map((w) => w.ws), toCreate.map(ext)],
   );
   claim(created.rows);
@@ -133,7 +131,7 @@ async function resolveIdentities(client: PoolClient, wanted: Map<string, Wanted>
   const raced = toCreate.filter((w) => w.profileId === undefined);
   if (raced.length > 0) {
     const again = await client.query<CurrentRow & { workspace_id: string; external_id: string }>(
-      `SELECT p.id, p.workspace_id, p.external_id, p.custom_events::text AS ce, p.purchases::text AS pu, p.email, p.attribute_times AS times FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
+      `SELECT p.id, p.workspace_id, p.external_id, p.email, p.attribute_times AS times FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
          JOIN profiles p ON p.workspace_id = i.ws AND p.external_id = i.v`,
       [raced.map((w) => w.ws), raced.map(ext)],
     );
@@ -153,30 +151,24 @@ function addCount(map: Map<string, Counts>, name: string, time: string, n: numbe
 }
 
 /** Stored aggregates merged with a batch's: first is the earliest, last the latest, counts add; sorted by name. */
-type Aggregate = { name: string; first: string; last: string; count: number };
+const countsJson = (map: Map<string, Counts>) => [...map].map(([name, c]) => ({ name, first: c.first, last: c.last, count: c.count }));
 
 /**
- * Stored aggregates merged with a batch's, in place: first is the earliest, last the latest, counts add; new
- * names are added and the list kept sorted by name. Stored lists are short (one entry per name), so a scan per
- * batch entry beats building a map (this runs for every profile of every batch).
+ * SQL merging stored {name, first, last, count} aggregates with a batch's: first is the earliest, last the latest,
+ * counts add, new names join, the list stays sorted by name. PostgreSQL does it (rather than Node) because the
+ * process applying batches may also be answering /users/track, and because the stored lists then never travel.
  */
-function mergeCounts(stored: unknown, batch: Map<string, Counts>): Aggregate[] {
-  const list = (Array.isArray(stored) ? stored : []) as Aggregate[];
-  let added = false;
-  for (const [name, c] of batch) {
-    const m = list.find((e) => e?.name === name);
-    if (!m) {
-      list.push({ name, first: c.first, last: c.last, count: c.count });
-      added = true;
-    } else {
-      if (typeof m.first !== 'string' || c.first < m.first) m.first = c.first;
-      if (typeof m.last !== 'string' || c.last > m.last) m.last = c.last;
-      m.count = Number(m.count ?? 0) + c.count;
-    }
-  }
-  if (added) list.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return list;
-}
+const mergeCounts = (stored: string, added: string) => `(
+    SELECT coalesce(jsonb_agg(
+             CASE WHEN n.e IS NULL THEN o.e
+                  WHEN o.e IS NULL THEN n.e
+                  ELSE jsonb_build_object('name', n.e->'name',
+                                          'first', LEAST(o.e->>'first' COLLATE "C", n.e->>'first' COLLATE "C"),
+                                          'last', GREATEST(o.e->>'last' COLLATE "C", n.e->>'last' COLLATE "C"),
+                                          'count', coalesce((o.e->>'count')::bigint, 0) + (n.e->>'count')::bigint) END
+             ORDER BY coalesce(n.e->>'name', o.e->>'name') COLLATE "C"), '[]'::jsonb)
+      FROM jsonb_array_elements(${stored}) AS o(e)
+      FULL JOIN jsonb_array_elements(${added}) AS n(e) ON o.e->>'name' = n.e->>'name')`;
 
 /** Standard columns an attribute may set, with the SQL that reads the value from the `std` object. */
 const STANDARD_COLUMNS: Record<string, string> = {
@@ -202,8 +194,8 @@ const STANDARD_COLUMNS: Record<string, string> = {
 
 const UPDATE_SQL = `
 UPDATE profiles p SET
-  custom_events = coalesce(u.ev, p.custom_events),
-  purchases = coalesce(u.pu, p.purchases),
+  custom_events = CASE WHEN u.ev IS NULL THEN p.custom_events ELSE ${mergeCounts('p.custom_events', 'u.ev')} END,
+  purchases = CASE WHEN u.pu IS NULL THEN p.purchases ELSE ${mergeCounts('p.purchases', 'u.pu')} END,
   total_revenue = CASE WHEN u.rev IS NULL THEN p.total_revenue ELSE coalesce(p.total_revenue, 0) + u.rev END,
   ${Object.entries(STANDARD_COLUMNS)
     .map(([col, expr]) => `${col} = CASE WHEN u.std ? '${col}' THEN ${expr} ELSE p.${col} END`)
@@ -267,8 +259,8 @@ function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: Upda
 
 /**
  * Applies validated objects to profiles inside the caller's transaction, which must hold `lockWorkspaces` for
- * every workspace of the batch. Under that lock only ingestion writes custom_events, purchases and
- * attribute_times, so they are read, merged here, and written back without row locks.
+ * every workspace of the batch. Under that lock only ingestion writes attribute_times, so the last-write-wins
+ * decisions made here from the values read while resolving identities still hold when the UPDATE runs.
  */
 export async function applyObjects(client: PoolClient, batches: WorkspaceObjects[]): Promise<ApplyResult> {
   const result: ApplyResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0 };
@@ -337,9 +329,9 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
     }
     const cur = current.get(id)!;
     const row: UpdateRow = { id: cur.id };
-    if (c.events) row.ev = mergeCounts(cur.ce === null ? [] : JSON.parse(cur.ce), c.events);
+    if (c.events) row.ev = countsJson(c.events);
     if (c.purchases) {
-      row.pu = mergeCounts(cur.pu === null ? [] : JSON.parse(cur.pu), c.purchases);
+      row.pu = countsJson(c.purchases);
       row.rev = c.revenue;
     }
     if (c.attributes && decideAttributes(c.attributes, cur, row)) tied.push(cur.id);

@@ -229,7 +229,8 @@ export interface RunImportOptions {
 export class ImportFileError extends Error {}
 
 /**
- * Runs (or resumes) an import to completion. Holds a session advisory lock on the import for the whole run, so two
+ * Runs (or resumes) an import to completion; a failed one resumes too (`ces import --resume`, once its cause is
+ * fixed), a completed one is left as it is. Holds a session advisory lock on the import for the whole run, so two
  * runners (a stalled job retried while the first still works) never interleave; the lock goes with the connection
  * if the process dies.
  */
@@ -242,7 +243,7 @@ export async function runImport(deps: RunImportDeps, importId: string, options: 
     if (!got.rows[0]!.ok) throw new Error(`import ${importId} is being run by another process`);
     const { rows } = await deps.pool.query<ImportRow>(
       `UPDATE imports SET status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1, error = NULL, updated_at = now()
-        WHERE id = $1 AND status IN ('queued', 'running') RETURNING *`,
+        WHERE id = $1 AND status IN ('queued', 'running', 'failed') RETURNING *`,
       [importId],
     );
     const row = rows[0];
