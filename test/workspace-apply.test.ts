@@ -270,6 +270,18 @@ describe('invalid workspace files', () => {
     );
   });
 
+  it('checks permission sets against the SCIM permissions, built in and declared', () => {
+    expectFileError(
+      () =>
+        parseWorkspaceFile(
+          `company: { name: S, settings: { scim: { permissions: { workspace: [view_reports] } } } }\n` +
+            `permission_sets:\n  - { name: ok, permissions: [basic_access, view_reports] }\n  - { name: bad, permissions: [basic_access, fly_rockets] }\n`,
+        ),
+      /^permission_sets\[1\]\.permissions\[1\]: unknown workspace permission "fly_rockets"/,
+    );
+    expect(() => parseWorkspaceFile(`company: { name: S, settings: { scim: { permissions: [view_reports] } } }\npermission_sets: [{ name: ok, permissions: [view_reports] }]\n`)).not.toThrow();
+  });
+
   it('reports YAML and JSON syntax errors with their line, and an empty file', () => {
     const yaml = expectFileError(() => parseWorkspaceFile('company: {name: [\n'), /Flow/);
     expect(yaml.issues[0]!.line).toBeGreaterThan(0);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isPermission, PERMISSIONS } from '../auth/permissions.js';
+import { allowedStrings } from '../scim/catalog.js';
 import { SegmentFilterSchema } from '../segments/filter.js';
 import { Destination } from '../storage/destination.js';
 
@@ -303,6 +304,19 @@ export const WorkspaceFileSchema = z
     };
     unique(file.scim_tokens, (t) => t.name, (i) => ['scim_tokens', i, 'name'], 'SCIM token name');
     unique(file.permission_sets, (p) => p.name, (i) => ['permission_sets', i, 'name'], 'permission set name');
+    // Permission sets stand for workspace-level SCIM permissions: the built-in ones plus this file's extensions.
+    const scimAllowed = allowedStrings({ scim: file.company.settings.scim }).workspace;
+    file.permission_sets.forEach((set, si) =>
+      set.permissions.forEach((perm, pi) => {
+        if (!scimAllowed.has(perm)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['permission_sets', si, 'permissions', pi],
+            message: `unknown workspace permission "${perm}" (neither built in nor listed in company.settings.scim.permissions)`,
+          });
+        }
+      }),
+    );
     unique(file.workspaces, (w) => w.name, (i) => ['workspaces', i, 'name'], 'workspace name');
 
     // Secrets and app ids are unique across the whole store, so across the whole file too.
