@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { trackIngestJob } from '../jobs/track-ingest.js';
-import { drainThrough } from '../src/ingest/staging.js';
+import { drainThrough, stageObjects } from '../src/ingest/staging.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
@@ -139,6 +139,25 @@ describe('POST /users/track: acceptance', () => {
     const r = await track({ events: [ev('rl', 'x', '2024-01-01')] });
     expect(Number(r.headers['x-ratelimit-limit'])).toBe(env.config.RATE_LIMIT_TRACK_PER_MINUTE);
     expect(Number(r.headers['x-ratelimit-remaining'])).toBeLessThan(env.config.RATE_LIMIT_TRACK_PER_MINUTE);
+    await drain();
+  });
+});
+
+describe('staging', () => {
+  it('group-commits concurrent requests and gives each its own row', async () => {
+    const ids = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        stageObjects(env.ctx.pool, ws.workspaceId, {
+          events: [{ identity: { type: 'external_id', value: `g${i}` }, create: true, name: `n${i}`, time: '2024-01-01T00:00:00.000Z' }],
+          attributes: [],
+          purchases: [],
+        }),
+      ),
+    );
+    expect(new Set(ids).size).toBe(60);
+    const { rows } = await env.ctx.pool.query<{ id: number; payload: string }>('SELECT id, payload FROM ingest_staging WHERE id = ANY($1::bigint[])', [ids]);
+    const byId = new Map(rows.map((r) => [r.id, JSON.parse(r.payload).events[0].name]));
+    ids.forEach((id, i) => expect(byId.get(id)).toBe(`n${i}`));
     await drain();
   });
 });

@@ -13,15 +13,72 @@ import type { TrackObjects } from './types.js';
  * every older row).
  */
 
-/** Commits one request's accepted objects; returns the staged row's id. */
+interface PendingStage {
+  workspaceId: string;
+  count: number;
+  payload: string;
+  resolve: (id: number) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * Group commit for staged requests: while an insert is in flight, the requests that arrive meanwhile wait and then
+ * go together in one multi-row INSERT and one commit. A commit waits for PostgreSQL to flush the log, which a
+ * concurrent batch of profile updates fills quickly; one commit per request would make every acknowledgement pay
+ * for that flush and hold a pool connection meanwhile.
+ */
+class StagingWriter {
+  private readonly pending: PendingStage[] = [];
+  private inflight = 0;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly maxInflight = 2,
+    private readonly maxRows = 500,
+  ) {}
+
+  stage(workspaceId: string, count: number, payload: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ workspaceId, count, payload, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.inflight < this.maxInflight && this.pending.length > 0) {
+      const group = this.pending.splice(0, this.maxRows);
+      this.inflight++;
+      this.insert(group)
+        .then(
+          (ids) => group.forEach((g, i) => g.resolve(ids[i]!)),
+          (err: unknown) => group.forEach((g) => g.reject(err)),
+        )
+        .finally(() => {
+          this.inflight--;
+          this.pump();
+        });
+    }
+  }
+
+  private async insert(group: PendingStage[]): Promise<number[]> {
+    const { rows } = await this.pool.query<{ id: number }>(
+      `INSERT INTO ingest_staging (workspace_id, objects, payload)
+       SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[]) RETURNING id`,
+      [group.map((g) => g.workspaceId), group.map((g) => g.count), group.map((g) => g.payload)],
+    );
+    // Identity values are drawn in insertion order, which is the order of the unnested arrays.
+    return rows.map((r) => r.id).sort((a, b) => a - b);
+  }
+}
+
+const writers = new WeakMap<Pool, StagingWriter>();
+
+/** Commits one request's accepted objects (possibly in one commit with other requests'); returns the staged row's id. */
 export async function stageObjects(pool: Pool, workspaceId: string, objects: TrackObjects): Promise<number> {
+  let writer = writers.get(pool);
+  if (!writer) writers.set(pool, (writer = new StagingWriter(pool)));
   const count = objects.events.length + objects.attributes.length + objects.purchases.length;
-  const { rows } = await pool.query<{ id: number }>('INSERT INTO ingest_staging (workspace_id, objects, payload) VALUES ($1, $2, $3) RETURNING id', [
-    workspaceId,
-    count,
-    JSON.stringify(objects),
-  ]);
-  return rows[0]!.id;
+  return writer.stage(workspaceId, count, JSON.stringify(objects));
 }
 
 export interface DrainOptions {
