@@ -2,7 +2,8 @@
  * Segment export benchmark (`npm run bench:export`).
  *
  * Generates BENCH_USERS (default 1,000,000) synthetic users once into the schema `bench_export` of DATABASE_URL's
- * database and reuses them on later runs. Then, in one run:
+ * database and reuses them on later runs (BENCH_REGENERATE=1 makes them anew, e.g. after the generator changed).
+ * Then, in one run:
  *  1. measures this machine's raw ceilings: `psql COPY (...) TO STDOUT | gzip -1 > file` of the stored profiles'
  *     exported columns, and of the very NDJSON lines the export builds;
  *  2. exports a segment of every user with a typical field list as gzip and as zip, to the built-in store and to
@@ -85,7 +86,7 @@ async function ensureUsers(pool: Pool): Promise<{ workspaceId: string; companyId
   }
   await pool.query(`INSERT INTO segments (workspace_id, api_id, name) VALUES ($1, $2, 'Everyone') ON CONFLICT (workspace_id, api_id) DO NOTHING`, [ws.id, SEGMENT]);
   const have = Number((await pool.query(`SELECT count(*) AS n FROM profiles WHERE workspace_id = $1`, [ws.id])).rows[0].n);
-  if (have !== USERS) {
+  if (have !== USERS || process.env.BENCH_REGENERATE === '1') {
     console.log(`generating ${USERS.toLocaleString()} users into schema ${SCHEMA} (once; later runs reuse them)...`);
     await pool.query(`DELETE FROM profiles WHERE workspace_id = $1`, [ws.id]);
     const t = Date.now();
