@@ -11,7 +11,6 @@ beforeAll(async () => {
   env = await createTestEnv({ RATE_LIMIT_DEFAULT_PER_HOUR: '3', BODY_LIMIT_BYTES: '2048', ADMIN_USER: 'ops', ADMIN_PASSWORD: 'correct-horse' });
   ws = await seedWorkspace(env.ctx.pool);
   other = await seedWorkspace(env.ctx.pool);
-  // A route that always fails inside, to prove 5xx bodies hide what went wrong.
 });
 afterAll(async () => env?.close());
 
@@ -71,14 +70,25 @@ describe('errors', () => {
     expect(res.json()).toEqual({ message: 'No route GET /nope' });
   });
 
-  it('refuses malformed JSON, a wrong content type and an oversized body with clear 4xx JSON', async () => {
-    // POST /internal/echo does not exist; use the OpenAPI-free route list: any POST route with a permission works.
-    const post = env.app.routeCatalog.find((r) => r.method === 'POST' && r.config.permission);
-    if (!post) return; // no POST route registered yet in this build: nothing to parse
-    const url = post.url.replace(/:([A-Za-z_]+)/g, 'x');
-    const malformed = await env.app.inject({ method: 'POST', url, headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' }, payload: '{"a":' });
-    expect([400, 429]).toContain(malformed.statusCode);
-    if (malformed.statusCode === 400) expect(malformed.json().message ?? malformed.json().error ?? malformed.json().errors).toBeTruthy();
+  it('refuses malformed JSON, a wrong content type and an oversized body with clear 4xx JSON, changing nothing', async () => {
+    const w = await seedWorkspace(env.ctx.pool);
+    const post = (payload: string, contentType = 'application/json') =>
+      env.app.inject({ method: 'POST', url: '/users/export/segment', headers: { ...bearer(w.apiKey), 'content-type': contentType }, payload });
+
+    const malformed = await post('{"segment_id": ');
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.json().message).toMatch(/^Malformed JSON body/);
+
+    const wrongType = await post('segment_id=x', 'application/x-www-form-urlencoded');
+    expect(wrongType.statusCode).toBe(415);
+    expect(wrongType.json().message).toMatch(/Content-Type/);
+
+    const oversized = await post(JSON.stringify({ segment_id: 'x'.repeat(4096), fields_to_export: ['email'] }));
+    expect(oversized.statusCode).toBe(413);
+    expect(oversized.json().message).toMatch(/too large/);
+
+    const { rows } = await env.ctx.pool.query('SELECT count(*)::int AS n FROM exports');
+    expect(rows[0].n).toBe(0);
   });
 
   it('hides the cause of a server fault: no stack, no SQL', async () => {
