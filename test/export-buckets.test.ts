@@ -1,7 +1,7 @@
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { Storage } from '@google-cloud/storage';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -58,6 +58,7 @@ afterAll(async () => {
   receiver?.close();
   await env?.close();
   await Promise.all([s3?.close(), gcs?.close()]);
+  if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
 interface Manifest {

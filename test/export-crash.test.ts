@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../jobs/export-callback.js';
@@ -16,9 +17,11 @@ const MEMBERS = 60_000;
 let env: TestEnv;
 let ws: SeededWorkspace;
 let child: ChildProcess | undefined;
+let childTmp: string;
 
 beforeAll(async () => {
   env = await createTestEnv({ EXPORT_SHARD_BUCKETS: '2500' });
+  childTmp = await mkdtemp(path.join(tmpdir(), 'ces-crash-worker-'));
   ws = await seedWorkspace(env.ctx.pool);
   await createSegment(env.ctx.pool, ws.workspaceId, 'big');
   await insertProfiles(env.ctx.pool, ws.workspaceId, 1, MEMBERS);
@@ -27,6 +30,7 @@ beforeAll(async () => {
 afterAll(async () => {
   if (child && child.exitCode === null) child.kill('SIGKILL');
   await env?.close();
+  if (childTmp) await rm(childTmp, { recursive: true, force: true });
 });
 
 /** `ces worker` as a real process over this test's schema, Redis prefix and local store. */
@@ -46,6 +50,8 @@ function startChildWorker(): ChildProcess {
       MIGRATE_ON_START: 'false',
       WORKER_CONCURRENCY: '1',
       WORKER_METRICS_PORT: '0',
+      // The killed worker's part spool stays behind in its temporary directory: keep it where afterAll removes it.
+      TMPDIR: childTmp,
     },
     stdio: 'ignore',
   });

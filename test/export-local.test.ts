@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -27,6 +27,7 @@ let receiver: Server;
 let receiverUrl: string;
 const callbacks: Array<{ body: Record<string, unknown>; answered: number }> = [];
 let failNextCallbacks = 1;
+const scratch: string[] = [];
 
 beforeAll(async () => {
   env = await createTestEnv({ EXPORT_SHARD_BUCKETS: '3334', DOWNLOAD_URL_TTL_SECONDS: String(TTL_SECONDS), CALLBACK_ALLOW_PRIVATE: 'true' });
@@ -54,6 +55,7 @@ beforeAll(async () => {
 afterAll(async () => {
   receiver?.close();
   await env?.close();
+  await Promise.all(scratch.map((d) => rm(d, { recursive: true, force: true })));
 });
 
 function localFile(key: string): string {
@@ -165,6 +167,7 @@ describe('segment export to the built-in store', () => {
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toBe('application/zip');
     const dir = await mkdtemp(path.join(tmpdir(), 'ces-dl-'));
+    scratch.push(dir);
     const zip = path.join(dir, 'all.zip');
     await writeFile(zip, res.rawPayload);
     const entries = await zipEntries(zip);
