@@ -175,9 +175,17 @@ describe('segment export to the built-in store', () => {
     expect(entries).toContain(`${prefix}/manifest.json`);
     await run('unzip', ['-q', zip, '-d', dir]);
     const manifest = JSON.parse(await readFile(path.join(dir, prefix, 'manifest.json'), 'utf8'));
-    let total = 0;
-    for (const p of manifest.parts) total += (await readPartFile(path.join(dir, prefix, p.file))).length;
-    expect(total).toBe(MEMBERS);
+    // One NDJSON file per part, named after it, holding exactly that part's users.
+    const ids = new Set<string>();
+    for (const p of manifest.parts as Array<{ file: string; users: number }>) {
+      const name = p.file.replace(/\.zip$/, '.json');
+      expect(entries).toContain(`${prefix}/${name}`);
+      const text = await readFile(path.join(dir, prefix, name), 'utf8');
+      const lines = text.split('\n').slice(0, -1);
+      expect(lines).toHaveLength(p.users);
+      for (const l of lines) ids.add(JSON.parse(l).external_id);
+    }
+    expect(ids.size).toBe(MEMBERS);
 
     // The callback answered 503 once, then 200: two deliveries of the same body.
     const deadline = Date.now() + 20_000;
@@ -203,6 +211,14 @@ describe('segment export to the built-in store', () => {
     expect(again.status).toBe(201);
     const done = await waitForExport(env, ws.apiKey, String(again.body.object_prefix));
     expect(done).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 6 });
+    // The download of gzip parts holds their NDJSON too.
+    const dl = await env.app.inject({ method: 'GET', url: String(again.body.url).replace('http://127.0.0.1:3000', '') });
+    expect(dl.statusCode).toBe(200);
+    const dir = await mkdtemp(path.join(tmpdir(), 'ces-dl-'));
+    scratch.push(dir);
+    await writeFile(path.join(dir, 'all.zip'), dl.rawPayload);
+    const { stdout } = await run('unzip', ['-p', path.join(dir, 'all.zip'), '*.json', '-x', '*/manifest.json'], { maxBuffer: 256 * 1024 * 1024 });
+    expect(stdout.split('\n').filter(Boolean)).toHaveLength(MEMBERS);
     const parts = await partsOf(String(done.key_prefix));
     for (const p of parts) expect(p).toMatch(/\.gz$/);
     const lines = await readPartFile(localFile(parts[0]!));

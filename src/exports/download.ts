@@ -1,6 +1,7 @@
 import { ZipArchive } from 'archiver';
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough, pipeline, Transform, type Readable, type TransformCallback } from 'node:stream';
+import { createGunzip, createInflateRaw } from 'node:zlib';
 import type { Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import { AppError, notFound } from '../errors.js';
@@ -56,8 +57,44 @@ export async function readyDownload(pool: Pool, objectPrefix: string, now = new 
 }
 
 /**
- * One ZIP of all the export's files, streamed: each part file as stored (already compressed, so stored without
- * recompression) and the manifest. Reads one object at a time.
+ * Removes the local file header of a single-entry zip as archiver writes it (signature, 30 fixed bytes, name, extra)
+ * and passes the deflated entry data on; the inflater stops at the end of the deflate stream, so the data
+ * descriptor and central directory after it are ignored.
+ */
+class ZipEntryData extends Transform {
+  private head: Buffer | null = Buffer.alloc(0);
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    if (this.head === null) return cb(null, chunk);
+    const buf = Buffer.concat([this.head, chunk]);
+    if (buf.length < 30) {
+      this.head = buf;
+      return cb();
+    }
+    if (buf.readUInt32LE(0) !== 0x04034b50) return cb(new Error('part is not a zip file'));
+    if (buf.readUInt16LE(8) !== 8) return cb(new Error('zip part entry is not deflated'));
+    const start = 30 + buf.readUInt16LE(26) + buf.readUInt16LE(28);
+    if (buf.length < start) {
+      this.head = buf;
+      return cb();
+    }
+    this.head = null;
+    cb(null, buf.subarray(start));
+  }
+}
+
+/** The NDJSON inside one stored part, as a stream. */
+function partNdjson(body: Readable, key: string): Readable {
+  const inflate = key.endsWith('.gz') ? createGunzip() : createInflateRaw();
+  const stages = key.endsWith('.gz') ? [body, inflate] : [body, new ZipEntryData(), inflate];
+  // Errors anywhere destroy the chain; the consumer sees them on the returned stream.
+  pipeline(stages as [Readable, ...Transform[]], () => {});
+  return inflate;
+}
+
+/**
+ * One ZIP of all the export's user files, streamed: each part's NDJSON as `<object_prefix>/<part name>.json`
+ * (decompressed from the stored part and deflated again at level 1) and the manifest. One part is read at a time.
  */
 export function downloadZip(store: ObjectStore, exp: DownloadableExport): Readable {
   const zip = new ZipArchive({ zlib: { level: 1 } });
@@ -66,12 +103,13 @@ export function downloadZip(store: ObjectStore, exp: DownloadableExport): Readab
   zip.pipe(out);
   void (async () => {
     for (const key of exp.parts) {
-      const body = await store.get(key);
-      zip.append(body, { name: `${exp.objectPrefix}/${key.slice(key.lastIndexOf('/') + 1)}`, store: true });
+      const lines = partNdjson(await store.get(key), key);
+      const file = key.slice(key.lastIndexOf('/') + 1).replace(/\.(zip|gz)$/, '.json');
+      zip.append(lines, { name: `${exp.objectPrefix}/${file}` });
       // archiver queues entries; waiting for each keeps only one object stream open.
       await new Promise<void>((resolve, reject) => {
-        body.once('end', resolve);
-        body.once('error', reject);
+        lines.once('end', resolve);
+        lines.once('error', reject);
       });
     }
     zip.append(await store.get(`${exp.keyPrefix}/${MANIFEST_FILE}`), { name: `${exp.objectPrefix}/${MANIFEST_FILE}` });
