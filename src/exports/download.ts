@@ -101,17 +101,30 @@ export function downloadZip(store: ObjectStore, exp: DownloadableExport): Readab
   const out = new PassThrough();
   zip.on('error', (err: Error) => out.destroy(err));
   zip.pipe(out);
+  let current: Readable | undefined;
+  let aborted = false;
+  // A client that goes away stops the reading too, rather than leaving it stalled on backpressure.
+  out.once('close', () => {
+    if (out.writableFinished) return;
+    aborted = true;
+    current?.destroy();
+    zip.abort();
+  });
   void (async () => {
     for (const key of exp.parts) {
+      if (aborted) return;
       const lines = partNdjson(await store.get(key), key);
+      current = lines;
       const file = key.slice(key.lastIndexOf('/') + 1).replace(/\.(zip|gz)$/, '.json');
       zip.append(lines, { name: `${exp.objectPrefix}/${file}` });
       // archiver queues entries; waiting for each keeps only one object stream open.
       await new Promise<void>((resolve, reject) => {
         lines.once('end', resolve);
+        lines.once('close', resolve);
         lines.once('error', reject);
       });
     }
+    if (aborted) return;
     zip.append(await store.get(`${exp.keyPrefix}/${MANIFEST_FILE}`), { name: `${exp.objectPrefix}/${MANIFEST_FILE}` });
     await zip.finalize();
   })().catch((err: unknown) => out.destroy(err as Error));
