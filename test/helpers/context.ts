@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
@@ -55,6 +56,7 @@ export async function createTestEnv(overrides: Record<string, string> = {}): Pro
       await ctx.pool.query(`DROP SCHEMA IF EXISTS "${config.DATABASE_SCHEMA}" CASCADE`).catch(() => {});
       await deleteKeys(ctx, `${config.REDIS_PREFIX}:*`);
       await closeContext(ctx);
+      await rm(`/tmp/ces-test/${id}`, { recursive: true, force: true });
     },
   };
 }

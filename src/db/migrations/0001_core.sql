@@ -1,7 +1,8 @@
 -- The data model of every resource in the spec. Forward-only: later changes go in new numbered files.
 -- Identifiers the API exposes ("api ids") are text so that ids from the hosted original can be imported unchanged.
 
-CREATE EXTENSION IF NOT EXISTS pgcrypto;
+-- gen_random_uuid() is built into PostgreSQL 13+; no extension (an extension would live in one schema and
+-- be dropped with it, and concurrent installs into several schemas collide).
 
 CREATE TABLE companies (
   id          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
