@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EXPORT_FIELDS } from '../exports/request.js';
 import { isPermission, PERMISSIONS } from '../auth/permissions.js';
 import { allowedStrings } from '../scim/catalog.js';
 import { SegmentFilterSchema } from '../segments/filter.js';
@@ -13,37 +14,6 @@ import { Destination } from '../storage/destination.js';
 export const APP_PLATFORMS = ['ios', 'android', 'web', 'tvos', 'android_tv', 'roku', 'kindle', 'windows', 'macos', 'unity'] as const;
 export const CATALOG_FIELD_TYPES = ['string', 'number', 'boolean', 'time', 'object', 'array'] as const;
 export const LIVE_ACTIVITY_VALUE_TYPES = ['string', 'number', 'boolean', 'object', 'array'] as const;
-/** The names the spec allows in `fields_to_export`. */
-export const EXPORT_FIELDS = [
-  'apps',
-  'attributed_campaign',
-  'attributed_source',
-  'attributed_adgroup',
-  'attributed_ad',
-  'service_id',
-  'country',
-  'created_at',
-  'custom_attributes',
-  'custom_events',
-  'devices',
-  'dob',
-  'email',
-  'external_id',
-  'first_name',
-  'gender',
-  'home_city',
-  'language',
-  'last_coordinates',
-  'last_name',
-  'phone',
-  'purchases',
-  'push_tokens',
-  'random_bucket',
-  'time_zone',
-  'total_revenue',
-  'uninstalled_at',
-  'user_aliases',
-] as const;
 
 const MAX_ITEMS = 10_000;
 
