@@ -12,7 +12,7 @@ import { routes } from './routes/index.js';
 import type { RouteEntry } from './http/route-config.js';
 
 /**
- * Builds the HTTP facade over a process context. It never listens: `src/server.ts` (and tests, with inject) do.
+ * Builds the HTTP facade over a process context. It never listens: `src/runtime.ts` (and tests, with inject) do.
  */
 export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   const app = Fastify({
