@@ -36,9 +36,17 @@ export async function createTestEnv(overrides: Record<string, string> = {}): Pro
     ...overrides,
   });
   const ctx = await createContext(config, { log: createLogger(config.LOG_LEVEL) });
-  await migrate(ctx.pool, config.DATABASE_SCHEMA);
-  const app = await buildApp(ctx);
-  await app.ready();
+  let app: FastifyInstance;
+  try {
+    await migrate(ctx.pool, config.DATABASE_SCHEMA);
+    app = await buildApp(ctx);
+    await app.ready();
+  } catch (err) {
+    // A half-made world must not outlive a failed set-up.
+    await ctx.pool.query(`DROP SCHEMA IF EXISTS "${config.DATABASE_SCHEMA}" CASCADE`).catch(() => {});
+    await closeContext(ctx);
+    throw err;
+  }
   const running: RunningWorkers[] = [];
 
   return {
