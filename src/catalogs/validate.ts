@@ -225,6 +225,36 @@ function startErrors(catalog: CatalogDefinition | undefined, catalogName: string
   return errors;
 }
 
+/** Calls `fn` with every element that is an object; reports each other element as item-array-invalid. */
+function forEachItemObject(items: unknown[], errors: CatalogErrors, fn: (item: ItemObject, index: number) => void): void {
+  items.forEach((item, index) => {
+    if (!isObject(item)) {
+      errors.add('item-array-invalid', `items must be an array of objects; the element at index ${index} is a ${kindOf(item)}`, ['index'], [index]);
+      return;
+    }
+    fn(item, index);
+  });
+}
+
+/** The id rules of a batch body: each item checked as it comes, then missing and repeated ids reported once. */
+function batchIds(errors: CatalogErrors) {
+  let missing = 0;
+  const ids: string[] = [];
+  return {
+    check(item: ItemObject, index: number): IdCheck {
+      const id = checkBodyId(item, index, errors);
+      if (id.missing) missing++;
+      if (id.valid !== undefined) ids.push(id.valid);
+      return id;
+    },
+    finish(): string[] {
+      if (missing > 0) errors.add('items-missing-ids', `There are ${missing} item(s) that do not have ids`);
+      checkUnique(ids, errors);
+      return ids;
+    },
+  };
+}
+
 /**
  * Checks a batch replace body against a catalog (undefined when it does not exist) and returns its items converted,
  * or throws one error listing every problem found. See docs/catalogs.md for the order and overlaps of error ids.
@@ -235,22 +265,14 @@ export function validateBatchReplace(body: unknown, catalog: CatalogDefinition |
   if (!items) throw errors.toAppError();
   checkCount(items, MAX_BATCH_ITEMS, errors);
 
-  let missing = 0;
-  const ids: string[] = [];
+  const ids = batchIds(errors);
   const valid: ValidItem[] = [];
-  items.forEach((item, index) => {
-    if (!isObject(item)) {
-      errors.add('item-array-invalid', `items must be an array of objects; the element at index ${index} is a ${kindOf(item)}`, ['index'], [index]);
-      return;
-    }
-    const id = checkBodyId(item, index, errors);
-    if (id.missing) missing++;
-    if (id.valid !== undefined) ids.push(id.valid);
+  forEachItemObject(items, errors, (item, index) => {
+    const id = ids.check(item, index);
     const data = checkFields(item, catalog, id.at, errors);
     if (data && id.valid !== undefined) valid.push({ id: id.valid, data });
   });
-  if (missing > 0) errors.add('items-missing-ids', `There are ${missing} item(s) that do not have ids`);
-  checkUnique(ids, errors);
+  ids.finish();
   errors.throwIfAny();
   return valid;
 }
@@ -264,11 +286,7 @@ export function validateSingle(body: unknown, itemId: string, catalog: CatalogDe
   checkCount(items, 1, errors);
 
   let result: ItemObject | undefined;
-  items.forEach((item, index) => {
-    if (!isObject(item)) {
-      errors.add('item-array-invalid', `items must be an array of objects; the element at index ${index} is a ${kindOf(item)}`, ['index'], [index]);
-      return;
-    }
+  forEachItemObject(items, errors, (item, index) => {
     const at: ItemLocator = items.length === 1 ? id.at : { index };
     if ('id' in item) errors.addForItem('id-in-body', 'Remove the id from the item object: the id is the one in the path', at);
     const data = checkFields(item, catalog, at, errors);
@@ -284,21 +302,11 @@ export function validateBatchDelete(body: unknown, catalog: CatalogDefinition | 
   const items = readItems(body, errors);
   if (!items) throw errors.toAppError();
   checkCount(items, MAX_BATCH_ITEMS, errors);
-  let missing = 0;
-  const ids: string[] = [];
-  items.forEach((item, index) => {
-    if (!isObject(item)) {
-      errors.add('item-array-invalid', `items must be an array of objects; the element at index ${index} is a ${kindOf(item)}`, ['index'], [index]);
-      return;
-    }
-    const id = checkBodyId(item, index, errors);
-    if (id.missing) missing++;
-    if (id.valid !== undefined) ids.push(id.valid);
-  });
-  if (missing > 0) errors.add('items-missing-ids', `There are ${missing} item(s) that do not have ids`);
-  checkUnique(ids, errors);
+  const ids = batchIds(errors);
+  forEachItemObject(items, errors, (item, index) => void ids.check(item, index));
+  const checked = ids.finish();
   errors.throwIfAny();
-  return ids;
+  return checked;
 }
 
 /** True when an id could name an item (the read and delete paths answer item-not-found for any other). */
