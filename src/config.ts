@@ -59,8 +59,12 @@ export const ConfigSchema = z.object({
   CANVAS_SCHEDULE_SWEEP_SECONDS: int(60).describe('How often the canvas-schedule worker arms schedules the workspace file added or changed (0: only at worker start).'),
   CANVAS_ENTRY_BATCH_SIZE: int(5_000).describe('Profiles entered into a canvas per statement when a schedule fires.'),
   WORKER_CONCURRENCY: int(2).describe('Jobs one worker process runs at once per queue.'),
-  INGEST_BATCH_MAX_JOBS: int(1000).describe('Track requests (of up to 225 objects each) an ingestion worker coalesces into one transaction; more means fewer, larger profile writes under load.'),
-  INGEST_IMPORT_BATCH: int(20_000).describe('Events a bulk import applies (and commits its position with) per transaction.'),
+  INGEST_BATCH_MAX_JOBS: int(3000).describe(
+    'Track requests (of up to 225 objects each) an ingestion worker coalesces into one transaction. More means fewer profile writes under load (a profile is rewritten once a batch), and longer waits for `/users/alias/update` and `/email/status`, which take the same workspace lock.',
+  ),
+  INGEST_IMPORT_BATCH: int(200_000).describe(
+    'Events a bulk import applies (and commits its position with) per transaction. Larger batches rewrite each profile fewer times (1M events over 100k users: 14.8k events/s at 20,000, 27.8k at 200,000) and hold more in memory.',
+  ),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

@@ -11,7 +11,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { ObjectNotFoundError, type ObjectStore } from '../storage/object-store.js';
 import { storeFor, workspaceDestination, type WorkspaceStore } from '../storage/stores.js';
-import { applyObjects, lockWorkspaces } from './apply.js';
+import { applyObjects, lockWorkspaces, tuneBatchTransaction } from './apply.js';
 import { ingestMetrics } from './metrics.js';
 import type { TrackEvent } from './types.js';
 import { validateEvent } from './validate.js';
@@ -302,6 +302,7 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
   let inflight: Promise<void> | undefined;
   const commit = async (events: TrackEvent[], upTo: number, rejected: number) => {
     const r = await withTransaction(deps.pool, async (client) => {
+      await tuneBatchTransaction(client);
       await lockWorkspaces(client, [row.workspace_id]);
       const applied = await applyObjects(client, [{ workspaceId: row.workspace_id, objects: { events, purchases: [], attributes: [] } }]);
       await client.query(

@@ -5,7 +5,7 @@ import { z } from 'zod';
 export const TRACK_INGEST_QUEUE = 'track-ingest' as const;
 export const BULK_IMPORT_QUEUE = 'bulk-import' as const;
 
-/** A track-ingest job: the staged row to see applied; none means "everything staged now" (the periodic sweep). */
+/** A track-ingest job: everything staged when it starts; `stagedId` (jobs queued by older versions) through that row. */
 export const TrackIngestPayload = z.object({ stagedId: z.number().int().positive().optional() });
 export type TrackIngestPayload = z.infer<typeof TrackIngestPayload>;
 

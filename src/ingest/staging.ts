@@ -1,7 +1,7 @@
 import { withTransaction, type Pool } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import { applyObjects, lockWorkspaces, yieldToEventLoop, type ApplyResult, type WorkspaceObjects } from './apply.js';
+import { applyObjects, lockWorkspaces, tuneBatchTransaction, yieldToEventLoop, type ApplyResult, type WorkspaceObjects } from './apply.js';
 import { ingestMetrics } from './metrics.js';
 import type { TrackObjects } from './types.js';
 
@@ -61,24 +61,47 @@ class StagingWriter {
   }
 
   private async insert(group: PendingStage[]): Promise<number[]> {
+    // One parameter per payload rather than a text[]: quoting every '"' of the JSON into an array literal, and
+    // sending the grown string, was a fifth of the API's time per request.
+    const values = group.map((_, i) => `($${3 * i + 1}::uuid, $${3 * i + 2}::int, $${3 * i + 3}::text)`);
     const { rows } = await this.pool.query<{ id: number }>(
-      `INSERT INTO ingest_staging (workspace_id, objects, payload)
-       SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[]) RETURNING id`,
-      [group.map((g) => g.workspaceId), group.map((g) => g.count), group.map((g) => g.payload)],
+      `INSERT INTO ingest_staging (workspace_id, objects, payload) VALUES ${values.join(', ')} RETURNING id`,
+      group.flatMap((g) => [g.workspaceId, g.count, g.payload]),
     );
-    // Identity values are drawn in insertion order, which is the order of the unnested arrays.
+    // Identity values are drawn in the order of the VALUES rows.
     return rows.map((r) => r.id).sort((a, b) => a - b);
   }
 }
 
 const writers = new WeakMap<Pool, StagingWriter>();
 
+/**
+ * What a staged row keeps of the objects: what the apply reads. Event and purchase properties (and app ids) are
+ * validated but, as the spec has it, not persisted on the profile; leaving them out halves a typical row, and with
+ * it the API's serializing, the log's writes and the worker's parsing.
+ */
+export function stagedForm(objects: TrackObjects): TrackObjects {
+  return {
+    events: objects.events.map((e) => ({ identity: e.identity, create: e.create, name: e.name, time: e.time })),
+    purchases: objects.purchases.map((p) => ({
+      identity: p.identity,
+      create: p.create,
+      product_id: p.product_id,
+      currency: p.currency,
+      price: p.price,
+      quantity: p.quantity,
+      time: p.time,
+    })),
+    attributes: objects.attributes,
+  };
+}
+
 /** Commits one request's accepted objects (possibly in one commit with other requests'); returns the staged row's id. */
 export async function stageObjects(pool: Pool, workspaceId: string, objects: TrackObjects): Promise<number> {
   let writer = writers.get(pool);
   if (!writer) writers.set(pool, (writer = new StagingWriter(pool)));
   const count = objects.events.length + objects.attributes.length + objects.purchases.length;
-  return writer.stage(workspaceId, count, JSON.stringify(objects));
+  return writer.stage(workspaceId, count, JSON.stringify(stagedForm(objects)));
 }
 
 export interface DrainOptions {
@@ -96,6 +119,7 @@ export interface DrainResult extends ApplyResult {
 /** Applies the oldest staged rows not being applied by another worker; returns how many rows it took. */
 export async function applyNextBatch(pool: Pool, options: DrainOptions, total?: DrainResult): Promise<number> {
   return withTransaction(pool, async (client) => {
+    await tuneBatchTransaction(client);
     const { rows } = await client.query<{ id: number; workspace_id: string; lag: number; payload: string }>(
       `DELETE FROM ingest_staging
         WHERE id IN (SELECT id FROM ingest_staging ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)

@@ -25,8 +25,16 @@ export interface TrackAnswer {
 }
 
 /** How often staged rows whose job was lost (Redis restarted without persistence) are swept up. */
-export const SWEEP_EVERY_MS = 30_000;
-const sweepers = new WeakMap<Queues, Promise<unknown>>();
+export const SWEEP_EVERY_MS = 5_000;
+
+/**
+ * Every track request shares one waiting apply job: while one waits, BullMQ drops further adds with this id. The
+ * job frees the id as it starts (jobs/track-ingest.ts) and only then reads the backlog, so a row committed after
+ * that start queues a new job, and a row committed before it is in the backlog the job drains. One job per request
+ * cost a Redis script on each side and a PostgreSQL round trip per request for the worker.
+ */
+export const APPLY_DEDUPLICATION_ID = 'apply-staged';
+const kickers = new WeakMap<Queues, () => void>();
 
 const JOB_OPTIONS = {
   // The row, not the job, carries the data: a job only asks for it to be applied, so retries can be generous.
@@ -51,24 +59,10 @@ export async function acceptTrack(deps: TrackDeps, workspaceId: string, body: un
   const { objects, errors, sent } = validation;
   for (const e of errors) deps.metrics.ingestRejected.inc({ kind: e.input_array, source: 'track' });
 
-  const stagedId = await stageObjects(deps.pool, workspaceId, objects);
-  const queue = deps.queues.get(TRACK_INGEST_QUEUE);
-  try {
-    await queue.add('apply', { stagedId }, JOB_OPTIONS);
-    if (!sweepers.has(deps.queues)) {
-      const upsert = queue.upsertJobScheduler('track-ingest-sweep', { every: SWEEP_EVERY_MS }, { name: 'sweep', data: {}, opts: JOB_OPTIONS });
-      sweepers.set(
-        deps.queues,
-        upsert.catch((err: unknown) => {
-          sweepers.delete(deps.queues);
-          deps.log.warn({ err }, 'could not schedule the staging sweep; will retry on the next request');
-        }),
-      );
-    }
-  } catch (err) {
-    // The objects are committed: the next job or the periodic sweep applies them. The answer stays 201.
-    deps.log.warn({ err, stagedId }, 'track objects staged but their job could not be queued; the sweep will apply them');
-  }
+  await stageObjects(deps.pool, workspaceId, objects);
+  // Not awaited: the objects are committed, so the answer need not wait for Redis. If the job cannot be queued,
+  // the next request's or the periodic sweep applies them.
+  kickApply(deps);
 
   const answer: TrackAnswer = { message: 'success' };
   const counts: Record<TrackArray, number> = { attributes: objects.attributes.length, events: objects.events.length, purchases: objects.purchases.length };
@@ -77,4 +71,39 @@ export async function acceptTrack(deps: TrackDeps, workspaceId: string, body: un
   if (sent.purchases) answer.purchases_processed = counts.purchases;
   if (errors.length > 0) answer.errors = errors;
   return answer;
+}
+
+/**
+ * Asks for the staged rows to be applied. At most one add is in flight per process: requests committed meanwhile
+ * mark it to be sent once more when it returns, which is after their commit, as the deduplication above needs.
+ */
+function kickApply(deps: TrackDeps): void {
+  let kick = kickers.get(deps.queues);
+  if (!kick) {
+    const queue = deps.queues.get(TRACK_INGEST_QUEUE);
+    let inflight = false;
+    let again = false;
+    const send = () => {
+      inflight = true;
+      again = false;
+      queue
+        .add('apply', {}, { ...JOB_OPTIONS, deduplication: { id: APPLY_DEDUPLICATION_ID } })
+        .catch((err: unknown) => deps.log.warn({ err }, 'track objects staged but their job could not be queued; the sweep will apply them'))
+        .finally(() => {
+          inflight = false;
+          if (again) send();
+        });
+    };
+    kick = () => {
+      if (inflight) again = true;
+      else send();
+    };
+    kickers.set(deps.queues, kick);
+    // The sweep: every SWEEP_EVERY_MS, whatever is staged. Scheduled with the first request a process takes.
+    queue.upsertJobScheduler('track-ingest-sweep', { every: SWEEP_EVERY_MS }, { name: 'sweep', data: {}, opts: JOB_OPTIONS }).catch((err: unknown) => {
+      kickers.delete(deps.queues);
+      deps.log.warn({ err }, 'could not schedule the staging sweep; will retry on the next request');
+    });
+  }
+  kick();
 }
