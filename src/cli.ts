@@ -4,7 +4,7 @@ import { ConfigError, loadConfig } from './config.js';
 import { createPool } from './db/pool.js';
 import { migrate } from './db/migrate.js';
 import { createLogger } from './logger.js';
-import { run, stopOnSignals } from './runtime.js';
+import { run, runWithWorkerProcess, serveParent, stopOnSignals } from './runtime.js';
 import { registerCommands } from './cli/index.js';
 
 /** `ces`: the one command line of the service. Each command loads the configuration itself. */
@@ -31,14 +31,19 @@ program
   .command('worker')
   .description('run the queue processors')
   .option('--queues <names>', 'comma-separated queues to process (default: all)')
-  .action(async (opts: { queues?: string }) =>
-    stopOnSignals(await run(config(), { api: false, worker: true, queues: opts.queues?.split(',').map((s) => s.trim()) })),
-  );
+  .action(async (opts: { queues?: string }) => {
+    const running = await run(config(), { api: false, worker: true, queues: opts.queues?.split(',').map((s) => s.trim()) });
+    stopOnSignals(running);
+    serveParent(running);
+  });
 
 program
   .command('start')
-  .description('run the API and the queue processors in one process')
-  .action(async () => stopOnSignals(await run(config(), { api: true, worker: true })));
+  .description('run the API, and the queue processors in a child process')
+  .option('--single-process', 'run the API and the queue processors on one Node thread')
+  .action(async (opts: { singleProcess?: boolean }) =>
+    stopOnSignals(opts.singleProcess ? await run(config(), { api: true, worker: true }) : await runWithWorkerProcess(config())),
+  );
 
 program
   .command('migrate')

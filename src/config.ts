@@ -58,6 +58,9 @@ export const ConfigSchema = z.object({
   CANVAS_SCHEDULE_MAX_LATENESS_SECONDS: int(6 * 3600).describe('A scheduled canvas firing that runs later than this (workers were down) is recorded as missed instead of sent.'),
   CANVAS_SCHEDULE_SWEEP_SECONDS: int(60).describe('How often the canvas-schedule worker arms schedules the workspace file added or changed (0: only at worker start).'),
   CANVAS_ENTRY_BATCH_SIZE: int(5_000).describe('Profiles entered into a canvas per statement when a schedule fires.'),
+  WORKER_PROCESS_NICE: int(10)
+    .pipe(z.number().max(19))
+    .describe('Niceness (0-19) `ces start` gives its worker process, so that when the cores are short the API answers first; 0 for equal priority.'),
   WORKER_CONCURRENCY: int(2).describe('Jobs one worker process runs at once per queue.'),
   INGEST_BATCH_MAX_JOBS: int(3000).describe(
     'Track requests (of up to 225 objects each) an ingestion worker coalesces into one transaction. More means fewer profile writes under load (a profile is rewritten once a batch), and longer waits for `/users/alias/update` and `/email/status`, which take the same workspace lock.',

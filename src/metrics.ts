@@ -1,4 +1,7 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+
+/** One process's metrics as prom-client's JSON, which crosses an IPC channel intact. */
+export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
 
 /**
  * Prometheus metrics of one process. The API serves them at /metrics; a worker-only process serves them on
@@ -6,6 +9,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  */
 export class Metrics {
   readonly registry = new Registry();
+  /** Other processes whose metrics this one's /metrics includes: the worker process of `ces start`. */
+  readonly peers: (() => Promise<MetricsSnapshot>)[] = [];
 
   readonly httpDuration = new Histogram({
     name: 'ces_http_request_duration_seconds',
@@ -72,5 +77,12 @@ export class Metrics {
 
   constructor(withDefaults = true) {
     if (withDefaults) collectDefaultMetrics({ register: this.registry, prefix: 'ces_' });
+  }
+
+  /** The exposition text: this process's metrics, summed with its peers' (as prom-client's cluster mode does). */
+  async render(): Promise<string> {
+    if (this.peers.length === 0) return this.registry.metrics();
+    const snapshots = await Promise.all([this.registry.getMetricsAsJSON(), ...this.peers.map((peer) => peer())]);
+    return AggregatorRegistry.aggregate(snapshots.filter((s) => s.length > 0)).metrics();
   }
 }

@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import { closeContext, createContext, type AppContext } from './context.js';
 import { migrate } from './db/migrate.js';
 import { startWorkers, type RunningWorkers } from './worker.js';
+import { WorkerProcess, type ChildMessage, type ParentMessage } from './worker-process.js';
 
 export interface RunOptions {
   api: boolean;
@@ -65,6 +66,47 @@ export async function run(config: Config, options: RunOptions): Promise<Running>
       await closeContext(ctx);
     })());
   return { ctx, app, workers, stop };
+}
+
+/**
+ * `ces start`: the API in this process and the queue processors in a `ces worker` child process (see
+ * WorkerProcess), whose metrics this process's /metrics includes. Migrations run here, before the child starts.
+ */
+export async function runWithWorkerProcess(config: Config): Promise<Running & { worker: WorkerProcess }> {
+  const running = await run(config, { api: true, worker: false });
+  const worker = new WorkerProcess(running.ctx.log, config.WORKER_PROCESS_NICE);
+  running.ctx.metrics.peers.push(() => worker.metrics());
+  worker.start();
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= Promise.all([running.stop(), worker.stop(config.SHUTDOWN_TIMEOUT_MS + 5000)]).then(() => undefined));
+  return { ...running, worker, stop };
+}
+
+/**
+ * In a worker process started by `ces start`: answers the parent's metrics requests, and stops gracefully when
+ * the parent closes the channel (it stops, or it died).
+ */
+export function serveParent(running: Running): void {
+  if (!process.send) return;
+  process.on('message', (message: ParentMessage) => {
+    if (message?.type !== 'metrics') return;
+    running.ctx.metrics.registry.getMetricsAsJSON().then(
+      (metrics) => process.send?.({ type: 'metrics', id: message.id, metrics } satisfies ChildMessage),
+      (err: unknown) => running.ctx.log.warn({ err }, 'could not collect metrics for the parent process'),
+    );
+  });
+  const stop = () =>
+    running.stop().then(
+      () => process.exit(0),
+      (err) => {
+        running.ctx.log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  // The parent may have let go while this process was still starting: then there is no event left to wait for.
+  if (!process.connected) void stop();
+  else process.once('disconnect', () => void stop());
 }
 
 /** SIGTERM and SIGINT stop gracefully; a second signal exits at once. */

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -42,23 +43,75 @@ describe('ces', () => {
     expect(again.stdout).toContain('database is up to date');
   });
 
-  it('starts API and workers in one process and stops gracefully on SIGTERM', async () => {
+  it('starts the API with its workers in a lower-priority child process, restarts a dead child, and stops both on SIGTERM', async () => {
     const port = String(20000 + Math.floor(Math.random() * 20000));
     const child = spawnCli(['start'], { ...env, PORT: port, HOST: '127.0.0.1' });
     let out = '';
     child.stdout!.on('data', (d) => (out += d));
     child.stderr!.on('data', (d) => (out += d));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const workerPids = () =>
+      out
+        .split('\n')
+        .filter((line) => line.includes('worker process started'))
+        .map((line) => (JSON.parse(line) as { pid: number }).pid);
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
     await waitFor(async () => {
       try {
         const res = await fetch(`http://127.0.0.1:${port}/readyz`);
-        return res.status === 200;
+        return res.status === 200 && workerPids().length === 1;
       } catch {
         return false;
       }
     }, 30_000);
+    const [first] = workerPids();
+    expect(alive(first!)).toBe(true);
+    // Field 19 of /proc/<pid>/stat is the niceness (WORKER_PROCESS_NICE, default 10).
+    const stat = readFileSync(`/proc/${first}/stat`, 'utf8');
+    expect(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])).toBe(10);
+    await waitFor(() => out.includes('workers started'), 30_000);
+
+    // /metrics sums both processes: the resident memory it reports exceeds the API process's own.
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const resident = Number(/^ces_process_resident_memory_bytes (\d+)/m.exec(metrics)?.[1]);
+    const apiResident = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]) * 1024;
+    expect(resident).toBeGreaterThan(apiResident * 1.2);
+
+    process.kill(first!, 'SIGKILL');
+    await waitFor(() => workerPids().length === 2, 30_000);
+    const second = workerPids()[1]!;
+    expect(second).not.toBe(first);
+    expect(out).toContain('worker process exited');
+
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
     expect(out).toContain('shutting down');
+    await waitFor(() => !alive(second), 10_000);
+  });
+
+  it('runs API and workers on one thread with --single-process', async () => {
+    const port = String(20000 + Math.floor(Math.random() * 20000));
+    const child = spawnCli(['start', '--single-process'], { ...env, PORT: port, HOST: '127.0.0.1' });
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    child.stderr!.on('data', (d) => (out += d));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    await waitFor(async () => {
+      try {
+        return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200 && out.includes('workers started');
+      } catch {
+        return false;
+      }
+    }, 30_000);
+    expect(out).not.toContain('worker process started');
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
   });
 });

@@ -40,7 +40,7 @@ export async function registerOperations(app: FastifyInstance): Promise<void> {
     app.get('/metrics', { config: probe, schema: { hide: true } }, async (_req, reply) => {
       await refreshQueueDepth(app);
       reply.type(ctx.metrics.registry.contentType);
-      return ctx.metrics.registry.metrics();
+      return ctx.metrics.render();
     });
   }
 
