@@ -16,6 +16,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import http from 'node:http';
+import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
 import { hashSecret, secretPrefix } from '../src/auth/secrets.js';
@@ -89,8 +90,10 @@ async function backlog(pool: Pool): Promise<{ requests: number; lag: number }> {
   return { requests: rows[0]!.n, lag: rows[0]!.lag ?? 0 };
 }
 
-function startServer(): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli.ts'), 'start'], {
+function startServer(command = process.env.BENCH_COMMAND ?? 'start'): ChildProcess {
+  // BENCH_NODE_ARGS, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof', profiles the service under load.
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(ROOT, 'src/cli.ts'), command], {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -326,10 +329,14 @@ async function main() {
   await rm(WORK_DIR, { recursive: true, force: true });
   await mkdir(WORK_DIR, { recursive: true });
   const pool = createPool(config);
-  const server: { child?: ChildProcess } = {};
+  const server: { child?: ChildProcess; worker?: ChildProcess } = {};
   try {
     await prepare(pool);
     server.child = startServer();
+    if (process.env.BENCH_COMMAND === 'serve') {
+      server.worker = startServer('worker');
+      if (process.env.BENCH_WORKER_NICE) os.setPriority(server.worker.pid!, Number(process.env.BENCH_WORKER_NICE));
+    }
     const ready = Date.now() + 60_000;
     for (;;) {
       const ok = await fetch(`http://127.0.0.1:${PORT}/readyz`).then((r) => r.ok).catch(() => false);
@@ -358,9 +365,11 @@ async function main() {
     }
     console.log(JSON.stringify({ users: USERS, names: NAMES, usersPerRequest: USERS_PER_REQUEST, ...results }));
   } finally {
-    if (server.child && server.child.exitCode === null) {
-      server.child.kill('SIGTERM');
-      await once(server.child, 'exit');
+    for (const child of [server.child, server.worker]) {
+      if (child && child.exitCode === null) {
+        child.kill('SIGTERM');
+        await once(child, 'exit');
+      }
     }
     agent.destroy();
     if (!process.env.BENCH_KEEP) await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`).catch(() => {});
