@@ -1,7 +1,7 @@
 /**
  * Ingestion benchmark (`npm run bench:ingest`).
  *
- * Against `ces start` as a real process (API and workers in one process, as a small install runs it), with Redis and
+ * Against `ces start` as a real process (the API, and its workers in a child process, as a small install runs it), with Redis and
  * PostgreSQL on the same machine, in the schema `bench_ingest` of DATABASE_URL's database (recreated each run):
  *  0. loads BENCH_USERS (100,000) profiles of about 1.5 KB (attributes, custom attributes, ten event aggregates);
  *  1. latency: POST /users/track at a fixed BENCH_RATE (250) requests/s for BENCH_SECONDS, 75 events a request over
@@ -344,7 +344,13 @@ async function main() {
       if (Date.now() > ready) throw new Error('ces start did not become ready');
       await new Promise((r) => setTimeout(r, 200));
     }
-    log(`ces start is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request`);
+    log(`ces ${process.env.BENCH_COMMAND ?? 'start'} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request`);
+    // The server settings that move these figures most (WAL volume and flushes, buffer cache), to read them by.
+    const settings = await pool.query<{ name: string; value: string }>(
+      `SELECT name, current_setting(name) AS value FROM pg_settings
+        WHERE name IN ('shared_buffers', 'max_wal_size', 'checkpoint_timeout', 'wal_compression', 'synchronous_commit') ORDER BY name`,
+    );
+    log(`PostgreSQL: ${settings.rows.map((r) => `${r.name}=${r.value}`).join(', ')}`);
     const results: Record<string, Figures> = {};
     if (PHASES.includes('latency')) {
       log(`latency: ${RATE} requests/s of 75 events for ${SECONDS} s`);
