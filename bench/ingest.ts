@@ -33,6 +33,8 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 /** Users a request's 75 events belong to: 75 = every event a random user (the worst case for aggregation). */
 const USERS_PER_REQUEST = Math.min(75, Math.max(1, Number(process.env.BENCH_USERS_PER_REQUEST ?? 75)));
 const IMPORT_EVENTS = Number(process.env.BENCH_IMPORT_EVENTS ?? 1_000_000);
+/** `start` (the default), or `serve` to run `ces serve` and `ces worker` apart. */
+const COMMAND = process.env.BENCH_COMMAND ?? 'start';
 const PHASES = (process.env.BENCH_PHASES ?? 'latency,throughput,import').split(',');
 const SCHEMA = process.env.BENCH_SCHEMA ?? 'bench_ingest';
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/ces';
@@ -90,7 +92,7 @@ async function backlog(pool: Pool): Promise<{ requests: number; lag: number }> {
   return { requests: rows[0]!.n, lag: rows[0]!.lag ?? 0 };
 }
 
-function startServer(command = process.env.BENCH_COMMAND ?? 'start'): ChildProcess {
+function startServer(command = COMMAND): ChildProcess {
   // BENCH_NODE_ARGS, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof', profiles the service under load.
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(ROOT, 'src/cli.ts'), command], {
@@ -333,7 +335,7 @@ async function main() {
   try {
     await prepare(pool);
     server.child = startServer();
-    if (process.env.BENCH_COMMAND === 'serve') {
+    if (COMMAND === 'serve') {
       server.worker = startServer('worker');
       if (process.env.BENCH_WORKER_NICE) os.setPriority(server.worker.pid!, Number(process.env.BENCH_WORKER_NICE));
     }
@@ -344,7 +346,7 @@ async function main() {
       if (Date.now() > ready) throw new Error('ces start did not become ready');
       await new Promise((r) => setTimeout(r, 200));
     }
-    log(`ces ${process.env.BENCH_COMMAND ?? 'start'} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request`);
+    log(`ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request`);
     // The server settings that move these figures most (WAL volume and flushes, buffer cache), to read them by.
     const settings = await pool.query<{ name: string; value: string }>(
       `SELECT name, current_setting(name) AS value FROM pg_settings

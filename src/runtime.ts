@@ -72,7 +72,7 @@ export async function run(config: Config, options: RunOptions): Promise<Running>
  * `ces start`: the API in this process and the queue processors in a `ces worker` child process (see
  * WorkerProcess), whose metrics this process's /metrics includes. Migrations run here, before the child starts.
  */
-export async function runWithWorkerProcess(config: Config): Promise<Running & { worker: WorkerProcess }> {
+export async function runWithWorkerProcess(config: Config): Promise<Running> {
   const running = await run(config, { api: true, worker: false });
   const worker = new WorkerProcess(running.ctx.log, config.WORKER_PROCESS_NICE);
   running.ctx.metrics.peers.push(() => worker.metrics());
@@ -80,7 +80,7 @@ export async function runWithWorkerProcess(config: Config): Promise<Running & { 
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= Promise.all([running.stop(), worker.stop(config.SHUTDOWN_TIMEOUT_MS + 5000)]).then(() => undefined));
-  return { ...running, worker, stop };
+  return { ...running, stop };
 }
 
 /**
@@ -96,17 +96,20 @@ export function serveParent(running: Running): void {
       (err: unknown) => running.ctx.log.warn({ err }, 'could not collect metrics for the parent process'),
     );
   });
-  const stop = () =>
-    running.stop().then(
-      () => process.exit(0),
-      (err) => {
-        running.ctx.log.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
   // The parent may have let go while this process was still starting: then there is no event left to wait for.
-  if (!process.connected) void stop();
-  else process.once('disconnect', () => void stop());
+  if (!process.connected) stopAndExit(running);
+  else process.once('disconnect', () => stopAndExit(running));
+}
+
+/** Stops gracefully, then exits: 0, or 1 when the shutdown failed. */
+function stopAndExit(running: Running): void {
+  running.stop().then(
+    () => process.exit(0),
+    (err) => {
+      running.ctx.log.error({ err }, 'shutdown failed');
+      process.exit(1);
+    },
+  );
 }
 
 /** SIGTERM and SIGINT stop gracefully; a second signal exits at once. */
@@ -116,13 +119,7 @@ export function stopOnSignals(running: Running): void {
     if (signalled) process.exit(1);
     signalled = true;
     running.ctx.log.info({ signal }, 'signal received');
-    running.stop().then(
-      () => process.exit(0),
-      (err) => {
-        running.ctx.log.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    stopAndExit(running);
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);

@@ -30,11 +30,6 @@ export class WorkerProcess {
     private readonly niceness: number,
   ) {}
 
-  /** Process id of the running child, if any. */
-  get pid(): number | undefined {
-    return this.child?.pid;
-  }
-
   start(): void {
     // The same entry point and loader flags as this process (tsx in development, plain node when built).
     const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, 'worker'], {

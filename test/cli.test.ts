@@ -25,6 +25,17 @@ afterAll(async () => {
   redis.disconnect();
 });
 
+/** Runs `ces <args>` on a free-ish port, collecting everything it prints. */
+function startService(args: string[]) {
+  const port = String(20000 + Math.floor(Math.random() * 20000));
+  const child = spawnCli(args, { ...env, PORT: port, HOST: '127.0.0.1' });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { port, child, output: () => out, exited };
+}
+
 describe('ces', () => {
   it('refuses to start on invalid configuration, naming the variable', async () => {
     const res = await runCli(['serve'], { ...env, PORT: 'eighty', LOG_LEVEL: 'loud' });
@@ -44,14 +55,9 @@ describe('ces', () => {
   });
 
   it('starts the API with its workers in a lower-priority child process, restarts a dead child, and stops both on SIGTERM', async () => {
-    const port = String(20000 + Math.floor(Math.random() * 20000));
-    const child = spawnCli(['start'], { ...env, PORT: port, HOST: '127.0.0.1' });
-    let out = '';
-    child.stdout!.on('data', (d) => (out += d));
-    child.stderr!.on('data', (d) => (out += d));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const { port, child, output, exited } = startService(['start']);
     const workerPids = () =>
-      out
+      output()
         .split('\n')
         .filter((line) => line.includes('worker process started'))
         .map((line) => (JSON.parse(line) as { pid: number }).pid);
@@ -76,7 +82,7 @@ describe('ces', () => {
     // Field 19 of /proc/<pid>/stat is the niceness (WORKER_PROCESS_NICE, default 10).
     const stat = readFileSync(`/proc/${first}/stat`, 'utf8');
     expect(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])).toBe(10);
-    await waitFor(() => out.includes('workers started'), 30_000);
+    await waitFor(() => output().includes('workers started'), 30_000);
 
     // /metrics sums both processes: the resident memory it reports exceeds the API process's own.
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -88,29 +94,24 @@ describe('ces', () => {
     await waitFor(() => workerPids().length === 2, 30_000);
     const second = workerPids()[1]!;
     expect(second).not.toBe(first);
-    expect(out).toContain('worker process exited');
+    expect(output()).toContain('worker process exited');
 
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
-    expect(out).toContain('shutting down');
+    expect(output()).toContain('shutting down');
     await waitFor(() => !alive(second), 10_000);
   });
 
   it('runs API and workers on one thread with --single-process', async () => {
-    const port = String(20000 + Math.floor(Math.random() * 20000));
-    const child = spawnCli(['start', '--single-process'], { ...env, PORT: port, HOST: '127.0.0.1' });
-    let out = '';
-    child.stdout!.on('data', (d) => (out += d));
-    child.stderr!.on('data', (d) => (out += d));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const { port, output, child, exited } = startService(['start', '--single-process']);
     await waitFor(async () => {
       try {
-        return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200 && out.includes('workers started');
+        return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200 && output().includes('workers started');
       } catch {
         return false;
       }
     }, 30_000);
-    expect(out).not.toContain('worker process started');
+    expect(output()).not.toContain('worker process started');
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
   });

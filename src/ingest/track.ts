@@ -33,7 +33,7 @@ export const SWEEP_EVERY_MS = 5_000;
  * that start queues a new job, and a row committed before it is in the backlog the job drains. One job per request
  * cost a Redis script on each side and a PostgreSQL round trip per request for the worker.
  */
-export const APPLY_DEDUPLICATION_ID = 'apply-staged';
+const APPLY_DEDUPLICATION_ID = 'apply-staged';
 const kickers = new WeakMap<Queues, () => void>();
 
 const JOB_OPTIONS = {
