@@ -9,7 +9,12 @@
  *  2. throughput: as many requests as BENCH_CONNECTIONS connections carry for BENCH_SECONDS; events/s accepted, and
  *     events/s applied end to end (from the first request until every accepted event is visible in the profiles);
  *  3. bulk import of a BENCH_IMPORT_EVENTS (1,000,000) event NDJSON file through POST /users/import.
- * After each phase the events visible in the profiles are counted and compared with the events accepted.
+ * After each phase the events visible in the profiles are counted and compared with the events accepted, and the CPU
+ * the API and worker processes used is read from /proc, with how busy the whole machine was.
+ * The ceiling, measured first in the same run: how many of these profile rows PostgreSQL alone rewrites per second,
+ * in set-based statements of BENCH_CEILING_ROWS (50,000) random profiles (`UPDATE ... SET updated_at = now()`, rolled
+ * back). Applying an event to a profile is at least such a rewrite, so `applied / ceiling` is the share of this
+ * machine's bare row-rewrite rate that ingestion reaches end to end.
  * Nothing here is a test: figures depend on the machine and on what else runs on it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -23,6 +28,7 @@ import { hashSecret, secretPrefix } from '../src/auth/secrets.js';
 import { createPool, type Pool } from '../src/db/pool.js';
 import { migrate } from '../src/db/migrate.js';
 import { createRedis } from '../src/redis.js';
+import { childPids, cpuMeter } from './cpu.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const USERS = Number(process.env.BENCH_USERS ?? 100_000);
@@ -41,6 +47,8 @@ const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PORT = Number(process.env.BENCH_PORT ?? 3917);
 const WORK_DIR = process.env.BENCH_DIR ?? '/tmp/ces-bench-ingest';
+const WARM_UP_MS = 2000;
+const CEILING_ROWS = Number(process.env.BENCH_CEILING_ROWS ?? 50_000);
 const API_KEY = 'ces_key_bench-ingest-0000000000000000000000000';
 
 const config = { DATABASE_URL, DATABASE_SCHEMA: SCHEMA, DATABASE_POOL_SIZE: 4 };
@@ -85,6 +93,46 @@ async function prepare(pool: Pool): Promise<string> {
 async function eventsVisible(pool: Pool): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(`SELECT coalesce(sum((e->>'count')::bigint), 0)::bigint AS n FROM profiles p, jsonb_array_elements(p.custom_events) e`);
   return rows[0]!.n;
+}
+
+/**
+ * PostgreSQL alone rewriting random profile rows, set-based (the median of three statements, each rolled back and
+ * vacuumed away): the machine's ceiling for any apply that rewrites a profile per event.
+ */
+async function rewriteCeiling(pool: Pool): Promise<number> {
+  const { rows } = await pool.query<{ lo: number; hi: number }>('SELECT min(id) AS lo, max(id) AS hi FROM profiles');
+  const { lo, hi } = rows[0]!;
+  const rates: number[] = [];
+  for (let run = 0; run < 3; run++) {
+    const ids = Array.from({ length: CEILING_ROWS }, () => lo + Math.floor(Math.random() * (hi - lo + 1)));
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('SET LOCAL synchronous_commit = off');
+      const started = performance.now();
+      const result = await client.query('UPDATE profiles SET updated_at = now() WHERE id = ANY($1::bigint[])', [ids]);
+      rates.push((result.rowCount ?? 0) / ((performance.now() - started) / 1000));
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+    await pool.query('VACUUM profiles');
+  }
+  return rates.sort((a, b) => a - b)[1]!;
+}
+
+let ceiling = Number.NaN;
+/** The service's processes whose CPU the phases report. */
+const pids: { api?: number; worker?: number } = {};
+
+/** CPU figures of a phase, from a meter started at its beginning. */
+function cpuFigures(meter: ReturnType<typeof cpuMeter>, requests?: number): Figures {
+  const { used, machineBusy } = meter.stop();
+  return {
+    ...(requests === undefined ? { 'API CPU s': used.api!.toFixed(1) } : { 'API CPU ms/request': ((used.api! * 1000) / Math.max(1, requests)).toFixed(2) }),
+    'worker CPU s': used.worker!.toFixed(1),
+    'machine CPU busy %': Math.round(machineBusy * 100),
+  };
 }
 
 async function backlog(pool: Pool): Promise<{ requests: number; lag: number }> {
@@ -207,8 +255,12 @@ interface Figures {
 async function latencyPhase(pool: Pool): Promise<Figures> {
   const before = await eventsVisible(pool);
   const latencies: number[] = [];
+  // Acknowledgements of requests sent after the first WARM_UP_MS: a freshly started process answers its first few
+  // hundred requests slowly while V8 compiles the hot paths, which at this rate is about 1% of a 30 s phase.
+  const steady: number[] = [];
   let failures = 0;
   const sampler = lagSampler(pool);
+  const meter = cpuMeter(pids);
   const total = RATE * SECONDS;
   const started = performance.now();
   const inflight: Promise<void>[] = [];
@@ -222,8 +274,11 @@ async function latencyPhase(pool: Pool): Promise<Figures> {
     inflight.push(
       post('/users/track', trackBody()).then(
         (r) => {
-          if (r.status === 201) latencies.push(r.ms);
-          else failures++;
+          if (r.status !== 201) failures++;
+          else {
+            latencies.push(r.ms);
+            if (due - started >= WARM_UP_MS) steady.push(r.ms);
+          }
         },
         () => void failures++,
       ),
@@ -235,17 +290,22 @@ async function latencyPhase(pool: Pool): Promise<Figures> {
   const maxLag = await sampler.stop();
   const after = await eventsVisible(pool);
   latencies.sort((a, b) => a - b);
+  steady.sort((a, b) => a - b);
+  const applied = (latencies.length * 75) / ((end - started) / 1000);
   return {
     requests: total,
     'offered req/s': Math.round(total / sendSeconds),
     failures,
     'ack p50 ms': percentile(latencies, 50).toFixed(1),
     'ack p99 ms': percentile(latencies, 99).toFixed(1),
+    [`ack p99 ms after ${WARM_UP_MS / 1000} s`]: percentile(steady, 99).toFixed(1),
     'ack max ms': percentile(latencies, 100).toFixed(1),
     'max queue lag s': maxLag.toFixed(2),
     'events accepted': latencies.length * 75,
     'events visible': after - before,
-    'applied events/s (end to end)': Math.round((latencies.length * 75) / ((end - started) / 1000)),
+    'applied events/s (end to end)': Math.round(applied),
+    'applied / ceiling': (applied / ceiling).toFixed(2),
+    ...cpuFigures(meter, total),
   };
 }
 
@@ -255,6 +315,7 @@ async function throughputPhase(pool: Pool): Promise<Figures> {
   let failures = 0;
   const latencies: number[] = [];
   const sampler = lagSampler(pool);
+  const meter = cpuMeter(pids);
   const started = performance.now();
   const stopAt = started + SECONDS * 1000;
   await Promise.all(
@@ -273,6 +334,7 @@ async function throughputPhase(pool: Pool): Promise<Figures> {
   const maxLag = await sampler.stop();
   const after = await eventsVisible(pool);
   latencies.sort((a, b) => a - b);
+  const applied = accepted / ((end - started) / 1000);
   return {
     connections: CONNECTIONS,
     'requests/s': Math.round(latencies.length / ((sent - started) / 1000)),
@@ -284,7 +346,9 @@ async function throughputPhase(pool: Pool): Promise<Figures> {
     'drain after load s': ((end - sent) / 1000).toFixed(1),
     'events accepted': accepted,
     'events visible': after - before,
-    'applied events/s (end to end)': Math.round(accepted / ((end - started) / 1000)),
+    'applied events/s (end to end)': Math.round(applied),
+    'applied / ceiling': (applied / ceiling).toFixed(2),
+    ...cpuFigures(meter, latencies.length),
   };
 }
 
@@ -305,6 +369,7 @@ async function importPhase(pool: Pool): Promise<Figures> {
   await once(out, 'finish');
   const bytes = (await stat(file)).size;
   const before = await eventsVisible(pool);
+  const meter = cpuMeter(pids);
   const started = performance.now();
   const res = await post('/users/import', JSON.stringify({ key: 'imports/bench.ndjson' }));
   if (res.status !== 201) throw new Error(`import refused: ${res.status} ${res.text}`);
@@ -324,6 +389,8 @@ async function importPhase(pool: Pool): Promise<Figures> {
     'events visible': after - before,
     seconds: seconds.toFixed(1),
     'events/s': Math.round(Number(status.events_applied) / seconds),
+    'events/s / ceiling': (Number(status.events_applied) / seconds / ceiling).toFixed(2),
+    ...cpuFigures(meter),
   };
 }
 
@@ -334,6 +401,8 @@ async function main() {
   const server: { child?: ChildProcess; worker?: ChildProcess } = {};
   try {
     await prepare(pool);
+    ceiling = await rewriteCeiling(pool);
+    log(`ceiling: PostgreSQL alone rewrites ${Math.round(ceiling).toLocaleString('en-US')} profile rows/s (set-based UPDATE of ${CEILING_ROWS.toLocaleString('en-US')} random profiles, median of 3)`);
     server.child = startServer();
     if (COMMAND === 'serve') {
       server.worker = startServer('worker');
@@ -346,6 +415,9 @@ async function main() {
       if (Date.now() > ready) throw new Error('ces start did not become ready');
       await new Promise((r) => setTimeout(r, 200));
     }
+    pids.api = server.child.pid;
+    // `ces start` runs its workers in a child process; `ces serve` has none (BENCH_COMMAND=serve starts `ces worker` apart).
+    pids.worker = server.worker?.pid ?? childPids(server.child.pid!)[0];
     log(`ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request`);
     // The server settings that move these figures most (WAL volume and flushes, buffer cache), to read them by.
     const settings = await pool.query<{ name: string; value: string }>(
@@ -371,7 +443,7 @@ async function main() {
       results.import = await importPhase(pool);
       console.table(results.import);
     }
-    console.log(JSON.stringify({ users: USERS, names: NAMES, usersPerRequest: USERS_PER_REQUEST, ...results }));
+    console.log(JSON.stringify({ users: USERS, names: NAMES, usersPerRequest: USERS_PER_REQUEST, ceilingRowsPerSecond: Math.round(ceiling), ...results }));
   } finally {
     for (const child of [server.child, server.worker]) {
       if (child && child.exitCode === null) {
