@@ -5,6 +5,7 @@ import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { closeContext, createContext, type AppContext } from './context.js';
 import { migrate } from './db/migrate.js';
+import { removeOrphanSpoolDirs } from './exports/spool.js';
 import { startWorkers, type RunningWorkers } from './worker.js';
 import { WorkerProcess, type ChildMessage, type ParentMessage } from './worker-process.js';
 
@@ -33,6 +34,10 @@ export async function run(config: Config, options: RunOptions): Promise<Running>
     const selected = options.queues ? allJobs.filter((j) => options.queues!.includes(j.queue)) : allJobs;
     workers = startWorkers(ctx, selected);
     ctx.log.info({ queues: selected.map((j) => j.queue) }, 'workers started');
+    removeOrphanSpoolDirs().then(
+      (removed) => removed > 0 && ctx.log.info({ removed }, 'removed spool directories of export workers that died mid-shard'),
+      (err: unknown) => ctx.log.warn({ err }, 'could not look for spool directories of dead export workers'),
+    );
   }
 
   let app: FastifyInstance | undefined;

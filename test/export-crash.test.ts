@@ -34,9 +34,9 @@ afterAll(async () => {
 });
 
 /** `ces worker` as a real process over this test's schema, Redis prefix and local store. */
-function startChildWorker(): ChildProcess {
+function startChildWorker(queues = 'export-shard,segment-export'): ChildProcess {
   const c = env.config;
-  return spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'worker', '--queues', 'export-shard,segment-export'], {
+  return spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'worker', '--queues', queues], {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -69,12 +69,17 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     let atKill: Record<string, unknown> = {};
     for (;;) {
       atKill = (await exportStatus(env, ws.apiKey, prefix)).body;
-      if (Number(atKill.parts_done) >= 2) break;
+      // ...and while it is cutting a part, not between two shards: its spool directory exists only meanwhile.
+      const cutting = (await readdir(childTmp)).some((n) => n.startsWith('ces-export-'));
+      if (Number(atKill.parts_done) >= 2 && cutting) break;
       if (Date.now() > deadline || child.exitCode !== null) throw new Error(`child worker made no progress: ${JSON.stringify(atKill)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
     child.kill('SIGKILL');
     await new Promise((r) => child!.once('exit', r));
+    // Its spool (the NDJSON of the part it was cutting) stays behind, named after the dead process.
+    const spool = (await readdir(childTmp)).filter((n) => n.startsWith(`ces-export-${child!.pid}-`));
+    expect(spool).toHaveLength(1);
     expect(atKill.status).toBe('running');
     const afterKill = (await exportStatus(env, ws.apiKey, prefix)).body;
     expect(afterKill.status).toBe('running');
@@ -103,5 +108,14 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     expect(count.size).toBe(MEMBERS);
     expect([...count.values()].filter((n) => n !== 1)).toEqual([]);
     expect([...count.keys()].filter((id) => Number(id.slice(4)) > MEMBERS)).toEqual([]);
+
+    // The next worker started on that machine removes the dead one's spool (a queue with no work here is enough).
+    child = startChildWorker('export-callback');
+    const cleaned = Date.now() + 30_000;
+    while ((await readdir(childTmp)).some((n) => spool.includes(n))) {
+      if (Date.now() > cleaned || child.exitCode !== null) throw new Error('the dead worker\'s spool was not removed');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    child.kill('SIGKILL');
   }, 150_000);
 });

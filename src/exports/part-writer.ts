@@ -1,8 +1,7 @@
 import { ZipArchive } from 'archiver';
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { open, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -10,6 +9,7 @@ import { createGzip } from 'node:zlib';
 import type { ObjectStore } from '../storage/object-store.js';
 import type { LineBatch } from './lines.js';
 import { partFileName } from './names.js';
+import { makeSpoolDir } from './spool.js';
 
 export const PART_LINES = 5_000;
 /** Parts compressing and uploading while the next one is being read. */
@@ -56,7 +56,7 @@ export interface PartWriterResult {
  * uploads it while the next part is read. Parts hold exactly PART_LINES lines because the batches are cut there.
  */
 export async function writeParts(batches: AsyncIterable<LineBatch>, opts: PartWriterOptions): Promise<PartWriterResult> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'ces-export-'));
+  const dir = await makeSpoolDir();
   let failure: unknown;
   const inFlight: Promise<void>[] = [];
   let partIndex = 0;
