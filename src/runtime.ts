@@ -35,7 +35,9 @@ export async function run(config: Config, options: RunOptions): Promise<Running>
     workers = startWorkers(ctx, selected);
     ctx.log.info({ queues: selected.map((j) => j.queue) }, 'workers started');
     removeOrphanSpoolDirs().then(
-      (removed) => removed > 0 && ctx.log.info({ removed }, 'removed spool directories of export workers that died mid-shard'),
+      (removed) => {
+        if (removed > 0) ctx.log.info({ removed }, 'removed spool directories of export workers that died mid-shard');
+      },
       (err: unknown) => ctx.log.warn({ err }, 'could not look for spool directories of dead export workers'),
     );
   }

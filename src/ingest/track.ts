@@ -79,7 +79,7 @@ export async function acceptTrack(deps: TrackDeps, workspaceId: string, body: un
  * requests/s that was an add per request. Spacing them delays an apply by this much at most, and only when the
  * previous add was that recent.
  */
-export const KICK_MIN_INTERVAL_MS = 50;
+const KICK_MIN_INTERVAL_MS = 50;
 
 /**
  * Asks for the staged rows to be applied. At most one add is in flight per process: requests committed meanwhile
