@@ -10,6 +10,8 @@ import path from 'node:path';
  */
 
 const PREFIX = 'ces-export-';
+/** The owner's pid in a directory's name: `ces-export-<pid>-<random>`. */
+const OWNER = new RegExp(`^${PREFIX}(\\d+)-`);
 /** Directories from before the pid was in the name: whose they are is unknown, so only old ones go. */
 const UNNAMED_MAX_AGE_MS = 24 * 3600 * 1000;
 
@@ -28,15 +30,15 @@ function isRunning(pid: number): boolean {
 }
 
 /** Removes the spool directories left by processes that died; returns how many went. */
-export async function removeOrphanSpoolDirs(parent = tmpdir(), now = Date.now()): Promise<number> {
+export async function removeOrphanSpoolDirs(parent = tmpdir()): Promise<number> {
   const names = (await readdir(parent).catch(() => [] as string[])).filter((n) => n.startsWith(PREFIX));
   let removed = 0;
   for (const name of names) {
-    const owner = /^ces-export-(\d+)-/.exec(name);
     const dir = path.join(parent, name);
-    let orphaned: boolean;
-    if (owner) orphaned = Number(owner[1]) !== process.pid && !isRunning(Number(owner[1]));
-    else orphaned = now - (await stat(dir).then((s) => s.mtimeMs, () => now)) > UNNAMED_MAX_AGE_MS;
+    const owner = OWNER.exec(name);
+    const orphaned = owner
+      ? Number(owner[1]) !== process.pid && !isRunning(Number(owner[1]))
+      : Date.now() - (await stat(dir).then((s) => s.mtimeMs, () => Date.now())) > UNNAMED_MAX_AGE_MS;
     if (!orphaned) continue;
     await rm(dir, { recursive: true, force: true });
     removed++;
