@@ -6,14 +6,19 @@ import { defineJob } from '../src/worker.js';
  * Sees staged /users/track requests applied: frees the shared deduplication id (src/ingest/track.ts) so that
  * requests committed from now on queue the next job, then drains the staging log, oldest first and many requests per
  * transaction (INGEST_BATCH_MAX_JOBS), through the newest row staged when it started (or through `stagedId`, for
- * jobs queued by older versions). A retried job never applies a row twice (rows are deleted as they are applied).
+ * jobs queued by older versions), each ingestion partition (INGEST_PARTITIONS) on its own connection at once. A retried job never applies a row twice (rows are deleted as they are applied).
  */
 export const trackIngestJob = defineJob({
   queue: TRACK_INGEST_QUEUE,
   async process(job, ctx) {
     await job.removeDeduplicationKey();
     const { stagedId } = TrackIngestPayload.parse(job.data);
-    const result = await drainThrough(ctx.pool, stagedId, { maxRows: Math.max(1, ctx.config.INGEST_BATCH_MAX_JOBS), log: ctx.log, metrics: ctx.metrics });
+    const result = await drainThrough(ctx.pool, stagedId, {
+      maxRows: Math.max(1, ctx.config.INGEST_BATCH_MAX_JOBS),
+      partitions: ctx.config.INGEST_PARTITIONS,
+      log: ctx.log,
+      metrics: ctx.metrics,
+    });
     if (result.batches > 0) ctx.log.debug({ stagedId, ...result }, 'ingest drained');
     return result;
   },

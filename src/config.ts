@@ -63,8 +63,13 @@ export const ConfigSchema = z.object({
     .describe('Niceness (0-19) `ces start` gives its worker process, so that when the cores are short the API answers first; 0 for equal priority.'),
   WORKER_CONCURRENCY: int(2).describe('Jobs one worker process runs at once per queue.'),
   INGEST_BATCH_MAX_JOBS: int(3000).describe(
-    'Track requests (of up to 225 objects each) an ingestion worker coalesces into one transaction. More means fewer profile writes under load (a profile is rewritten once a batch), and longer waits for `/users/alias/update` and `/email/status`, which take the same workspace lock.',
+    'Staged track rows (a request\'s objects of one partition, at most 225) an ingestion worker coalesces into one transaction per partition. More means fewer profile writes under load (a profile is rewritten once a batch), and longer waits for `/users/alias/update` and `/email/status`, which take the same workspace lock.',
   ),
+  INGEST_PARTITIONS: int(2)
+    .pipe(z.number().min(1).max(16))
+    .describe(
+      'Partitions (1-16) a workspace\'s ingestion is split into by user; each applies on its own PostgreSQL connection at once. One partition applies on one core; more use more cores (and connections) while batches are applied. Set the same value for every process.',
+    ),
   INGEST_IMPORT_BATCH: int(200_000).describe(
     'Events a bulk import applies (and commits its position with) per transaction. Larger batches rewrite each profile fewer times (1M events over 100k users: 14.8k events/s at 20,000, 27.8k at 200,000) and hold more in memory.',
   ),

@@ -25,7 +25,7 @@ async function track(body: unknown, headers: Record<string, string> = bearer(ws.
 
 /** Applies everything staged so far, as a worker does. */
 async function drain() {
-  return drainThrough(env.ctx.pool, undefined, { maxRows: 200, log: env.ctx.log, metrics: env.ctx.metrics });
+  return drainThrough(env.ctx.pool, undefined, { maxRows: 200, partitions: env.config.INGEST_PARTITIONS, log: env.ctx.log, metrics: env.ctx.metrics });
 }
 
 async function profile(externalId: string) {
@@ -145,7 +145,7 @@ describe('POST /users/track: acceptance', () => {
 
 describe('staging', () => {
   it('group-commits concurrent requests and gives each its own row', async () => {
-    const ids = await Promise.all(
+    const staged = await Promise.all(
       Array.from({ length: 60 }, (_, i) =>
         stageObjects(env.ctx.pool, ws.workspaceId, {
           events: [{ identity: { type: 'external_id', value: `g${i}` }, create: true, name: `n${i}`, time: '2024-01-01T00:00:00.000Z' }],
@@ -154,6 +154,8 @@ describe('staging', () => {
         }),
       ),
     );
+    expect(staged.every((rows) => rows.length === 1)).toBe(true);
+    const ids = staged.map(([id]) => id!);
     expect(new Set(ids).size).toBe(60);
     const { rows } = await env.ctx.pool.query<{ id: number; payload: string }>('SELECT id, payload FROM ingest_staging WHERE id = ANY($1::bigint[])', [ids]);
     const byId = new Map(rows.map((r) => [r.id, JSON.parse(r.payload).events[0].name]));

@@ -1,4 +1,5 @@
 import type { PoolClient } from '../db/pool.js';
+import type { Logger } from '../logger.js';
 import type { Identity, TrackAttributes, TrackObjects } from './types.js';
 
 /**
@@ -45,13 +46,44 @@ interface CurrentRow {
   times: Record<string, string> | null;
 }
 
-/** Serializes ingestion writers of one workspace: two batches updating the same profiles in different orders would deadlock. */
+/**
+ * Takes the whole of each workspace's ingestion: every partition's batches wait until this transaction ends. For
+ * writers of profiles outside ingestion (alias renames, email states) that would otherwise deadlock with a batch
+ * updating the same profiles in another order.
+ */
 export async function lockWorkspaces(client: PoolClient, workspaceIds: string[]): Promise<void> {
-  // A batch's update rows (megabytes of JSON) would otherwise spill to temporary files at the default work_mem.
-  await client.query(`SET LOCAL work_mem = '128MB'`);
   // One statement per workspace, in a fixed order: the order of lock calls inside one statement is not guaranteed.
   for (const ws of [...new Set(workspaceIds)].sort()) {
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-ingest:${ws}`]);
+  }
+}
+
+/**
+ * Serializes ingestion batches of one partition of each workspace (src/ingest/partitions.ts), while batches of the
+ * other partitions go on: a shared hold on the workspace's lock (which `lockWorkspaces` takes whole) and the
+ * partition's own lock.
+ */
+export async function lockIngestPartition(client: PoolClient, workspaceIds: string[], part: number): Promise<void> {
+  for (const ws of [...new Set(workspaceIds)].sort()) {
+    await client.query('SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))', [`ces-ingest:${ws}`]);
+    await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-ingest:${ws}:${part}`]);
+  }
+}
+
+/**
+ * Runs a batch transaction again when PostgreSQL broke a deadlock by aborting it. Batches of different partitions
+ * can lock the same profile only when one user is named by two identifier types, in an order of their own; the
+ * aborted transaction rolled back whole (its staged rows or import position included), so running it again applies
+ * it exactly once.
+ */
+export async function retryOnDeadlock<T>(run: () => Promise<T>, log: Logger, attempts = 5): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      if ((err as { code?: string }).code !== '40P01' || attempt >= attempts) throw err;
+      log.warn({ err, attempt }, 'ingestion batch chosen as a deadlock victim; applying it again');
+    }
   }
 }
 
@@ -81,7 +113,8 @@ async function walCompressionFor(client: PoolClient): Promise<string | null> {
  *   transaction, so a crash that loses the commit loses them with it and the batch is applied again, once.
  */
 export async function tuneBatchTransaction(client: PoolClient): Promise<void> {
-  await client.query('SET LOCAL synchronous_commit = off');
+  // A batch's update rows (megabytes of JSON) would otherwise spill to temporary files at the default work_mem.
+  await client.query(`SET LOCAL synchronous_commit = off; SET LOCAL work_mem = '128MB'`);
   batchWalCompression ??= walCompressionFor(client).catch(() => null);
   const compression = await batchWalCompression;
   if (compression) await client.query(`SET LOCAL wal_compression = ${compression}`);
@@ -224,17 +257,29 @@ const STANDARD_COLUMNS: Record<string, string> = {
     "CASE WHEN jsonb_typeof(u.std->'last_coordinates') = 'array' THEN ARRAY[(u.std->'last_coordinates'->>0)::float8, (u.std->'last_coordinates'->>1)::float8] END",
 };
 
+/**
+ * Whether the batch's time for an attribute (a key of u.times) is at least the time stored with the row as the
+ * UPDATE finds it. The batch decided its values from the row as read while resolving identities; a batch of
+ * another partition (the same user named by another identifier) may have committed a newer value since, and under
+ * READ COMMITTED the UPDATE sees that row version, so the stored value then stays.
+ */
+const newer = (field: string) => `(u.times->>(${field})) COLLATE "C" >= coalesce(p.attribute_times->>(${field}), '') COLLATE "C"`;
+
 const UPDATE_SQL = `
 UPDATE profiles p SET
   custom_events = CASE WHEN u.ev IS NULL THEN p.custom_events ELSE ${mergeCounts('p.custom_events', 'u.ev')} END,
   purchases = CASE WHEN u.pu IS NULL THEN p.purchases ELSE ${mergeCounts('p.purchases', 'u.pu')} END,
   total_revenue = CASE WHEN u.rev IS NULL THEN p.total_revenue ELSE coalesce(p.total_revenue, 0) + u.rev END,
   ${Object.entries(STANDARD_COLUMNS)
-    .map(([col, expr]) => `${col} = CASE WHEN u.std ? '${col}' THEN ${expr} ELSE p.${col} END`)
+    .map(([col, expr]) => `${col} = CASE WHEN u.std ? '${col}' AND ${newer(`'${col}'`)} THEN ${expr} ELSE p.${col} END`)
     .join(',\n  ')},
   custom_attributes = CASE WHEN u.cset IS NULL AND u.cdel IS NULL THEN p.custom_attributes
-                           ELSE (p.custom_attributes || coalesce(u.cset, '{}')) - coalesce(u.cdel, '{}'::text[]) END,
-  attribute_times = CASE WHEN u.times IS NULL THEN p.attribute_times ELSE p.attribute_times || u.times END,
+    ELSE (p.custom_attributes || coalesce((SELECT jsonb_object_agg(c.key, c.value) FROM jsonb_each(u.cset) AS c
+                                            WHERE ${newer(`'custom_attributes.' || c.key`)}), '{}'))
+         - coalesce((SELECT array_agg(d) FROM unnest(u.cdel) AS d WHERE ${newer(`'custom_attributes.' || d`)}), '{}'::text[]) END,
+  attribute_times = CASE WHEN u.times IS NULL THEN p.attribute_times
+    ELSE p.attribute_times || coalesce((SELECT jsonb_object_agg(t.key, t.value) FROM jsonb_each_text(u.times) AS t
+                                         WHERE t.value COLLATE "C" >= coalesce(p.attribute_times->>t.key, '') COLLATE "C"), '{}') END,
   updated_at = now()
 FROM jsonb_to_recordset($1::jsonb) AS u(id bigint, ev jsonb, pu jsonb, rev float8, std jsonb, cset jsonb, cdel text[], times jsonb)
 WHERE p.id = u.id`;
@@ -253,9 +298,9 @@ interface UpdateRow {
 /**
  * Last-write-wins per attribute: a value is written when its object's time is at least the time of the value
  * stored (profiles.attribute_times); within the batch the later object wins, ties going to the later one sent.
- * Returns whether the winning values tie a new email address to the user.
+ * Returns the email address the winning values tie to the user, if they tie a new one.
  */
-function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: UpdateRow): boolean {
+function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: UpdateRow): string | null {
   // Stable sort: equal times keep the order they were sent in.
   objects.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
   const std: Record<string, unknown> = {};
@@ -277,7 +322,7 @@ function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: Upda
       }
     }
   }
-  if (Object.keys(times).length === 0) return false;
+  if (Object.keys(times).length === 0) return null;
   if (Object.keys(std).length > 0) row.std = std;
   const set = Object.entries(custom).filter(([, v]) => v !== null);
   const del = Object.entries(custom).filter(([, v]) => v === null).map(([k]) => k);
@@ -286,13 +331,13 @@ function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: Upda
   row.times = times;
   // The object tied an address to this user: a state stored for the address applies, unless one was set too.
   const newEmail = typeof std.email === 'string' ? std.email.toLowerCase() : null;
-  return newEmail !== null && newEmail !== cur.email?.toLowerCase() && !('email_subscribe' in std);
+  return newEmail !== null && newEmail !== cur.email?.toLowerCase() && !('email_subscribe' in std) ? newEmail : null;
 }
 
 /**
- * Applies validated objects to profiles inside the caller's transaction, which must hold `lockWorkspaces` for
- * every workspace of the batch. Under that lock only ingestion writes attribute_times, so the last-write-wins
- * decisions made here from the values read while resolving identities still hold when the UPDATE runs.
+ * Applies validated objects to profiles inside the caller's transaction, which must hold `lockIngestPartition`
+ * (or `lockWorkspaces`) for every workspace of the batch. Last-write-wins is decided here from the values read
+ * while resolving identities, and checked again by the UPDATE against the row it locks (`newer` above).
  */
 export async function applyObjects(client: PoolClient, batches: WorkspaceObjects[]): Promise<ApplyResult> {
   const result: ApplyResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0 };
@@ -350,7 +395,7 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
   // The merge runs in the process that also answers /users/track (`ces start`): it yields every few hundred
   // profiles so that acknowledgements are not held behind a whole batch, and serializes row by row for the same reason.
   const parts: string[] = [];
-  const tied: number[] = [];
+  const tied = { ids: [] as number[], emails: [] as string[] };
   let sinceYield = 0;
   // In id order, the UPDATE walks the table (and its pages in the buffer cache) forward instead of at random.
   for (const id of [...changes.keys()].sort((a, b) => a - b)) {
@@ -366,17 +411,22 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
       row.pu = countsJson(c.purchases);
       row.rev = c.revenue;
     }
-    if (c.attributes && decideAttributes(c.attributes, cur, row)) tied.push(cur.id);
+    const tiedEmail = c.attributes ? decideAttributes(c.attributes, cur, row) : null;
+    if (tiedEmail !== null) {
+      tied.ids.push(cur.id);
+      tied.emails.push(tiedEmail);
+    }
     // Attributes that all lost to newer stored values leave nothing to write.
     if (row.ev || row.pu || row.times) parts.push(JSON.stringify(row));
   }
   if (parts.length > 0) await client.query(UPDATE_SQL, [`[${parts.join(',')}]`]);
-  if (tied.length > 0) {
+  if (tied.ids.length > 0) {
+    // Only where the address was written: a newer address from another partition's batch keeps its own state.
     await client.query(
       `UPDATE profiles p SET email_subscribe = s.state
-         FROM email_subscriptions s
-        WHERE p.id = ANY($1::bigint[]) AND s.workspace_id = p.workspace_id AND s.email = lower(p.email)`,
-      [tied],
+         FROM unnest($1::bigint[], $2::text[]) AS t(id, email), email_subscriptions s
+        WHERE p.id = t.id AND lower(p.email) = t.email AND s.workspace_id = p.workspace_id AND s.email = t.email`,
+      [tied.ids, tied.emails],
     );
   }
   return result;

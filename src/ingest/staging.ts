@@ -1,8 +1,9 @@
 import { withTransaction, type Pool } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import { applyObjects, lockWorkspaces, tuneBatchTransaction, yieldToEventLoop, type ApplyResult, type WorkspaceObjects } from './apply.js';
+import { applyObjects, lockIngestPartition, retryOnDeadlock, tuneBatchTransaction, yieldToEventLoop, type ApplyResult, type WorkspaceObjects } from './apply.js';
 import { ingestMetrics } from './metrics.js';
+import { splitByPartition } from './partitions.js';
 import type { TrackObjects } from './types.js';
 
 /**
@@ -10,14 +11,20 @@ import type { TrackObjects } from './types.js';
  * commits its row before answering; a BullMQ job then names the row. A worker applies the oldest staged rows in
  * batches, deleting them in the same transaction as the profile updates, so a job retried after a crash finds its
  * row gone and applies nothing twice, and a job lost with Redis loses no data (the next job, or the sweep, drains
- * every older row).
+ * every older row). A request is staged as one row per ingestion partition its objects fall in
+ * (src/ingest/partitions.ts), all in one INSERT, so a request is staged whole or not at all.
  */
+
+interface StagedRow {
+  part: number;
+  count: number;
+  payload: string;
+}
 
 interface PendingStage {
   workspaceId: string;
-  count: number;
-  payload: string;
-  resolve: (id: number) => void;
+  rows: StagedRow[];
+  resolve: (ids: number[]) => void;
   reject: (err: unknown) => void;
 }
 
@@ -37,9 +44,9 @@ class StagingWriter {
     private readonly maxRows = 500,
   ) {}
 
-  stage(workspaceId: string, count: number, payload: string): Promise<number> {
+  stage(workspaceId: string, rows: StagedRow[]): Promise<number[]> {
     return new Promise((resolve, reject) => {
-      this.pending.push({ workspaceId, count, payload, resolve, reject });
+      this.pending.push({ workspaceId, rows, resolve, reject });
       this.pump();
     });
   }
@@ -50,7 +57,10 @@ class StagingWriter {
       this.inflight++;
       this.insert(group)
         .then(
-          (ids) => group.forEach((g, i) => g.resolve(ids[i]!)),
+          (ids) => {
+            let next = 0;
+            for (const g of group) g.resolve(ids.slice(next, (next += g.rows.length)));
+          },
           (err: unknown) => group.forEach((g) => g.reject(err)),
         )
         .finally(() => {
@@ -63,13 +73,14 @@ class StagingWriter {
   private async insert(group: PendingStage[]): Promise<number[]> {
     // One parameter per payload rather than a text[]: quoting every '"' of the JSON into an array literal, and
     // sending the grown string, was a fifth of the API's time per request.
-    const values = group.map((_, i) => `($${3 * i + 1}::uuid, $${3 * i + 2}::int, $${3 * i + 3}::text)`);
-    const { rows } = await this.pool.query<{ id: number }>(
-      `INSERT INTO ingest_staging (workspace_id, objects, payload) VALUES ${values.join(', ')} RETURNING id`,
-      group.flatMap((g) => [g.workspaceId, g.count, g.payload]),
+    const rows = group.flatMap((g) => g.rows.map((r) => [g.workspaceId, r.part, r.count, r.payload]));
+    const values = rows.map((_, i) => `($${4 * i + 1}::uuid, $${4 * i + 2}::smallint, $${4 * i + 3}::int, $${4 * i + 4}::text)`);
+    const inserted = await this.pool.query<{ id: number }>(
+      `INSERT INTO ingest_staging (workspace_id, part, objects, payload) VALUES ${values.join(', ')} RETURNING id`,
+      rows.flat(),
     );
     // Identity values are drawn in the order of the VALUES rows.
-    return rows.map((r) => r.id).sort((a, b) => a - b);
+    return inserted.rows.map((r) => r.id).sort((a, b) => a - b);
   }
 }
 
@@ -96,17 +107,26 @@ export function stagedForm(objects: TrackObjects): TrackObjects {
   };
 }
 
-/** Commits one request's accepted objects (possibly in one commit with other requests'); returns the staged row's id. */
-export async function stageObjects(pool: Pool, workspaceId: string, objects: TrackObjects): Promise<number> {
+/**
+ * Commits one request's accepted objects (possibly in one commit with other requests'), a row per ingestion
+ * partition; returns the staged rows' ids.
+ */
+export async function stageObjects(pool: Pool, workspaceId: string, objects: TrackObjects, partitions = 1): Promise<number[]> {
   let writer = writers.get(pool);
   if (!writer) writers.set(pool, (writer = new StagingWriter(pool)));
-  const count = objects.events.length + objects.attributes.length + objects.purchases.length;
-  return writer.stage(workspaceId, count, JSON.stringify(stagedForm(objects)));
+  const rows = splitByPartition(stagedForm(objects), partitions).map(({ part, objects: o }) => ({
+    part,
+    count: o.events.length + o.attributes.length + o.purchases.length,
+    payload: JSON.stringify(o),
+  }));
+  return writer.stage(workspaceId, rows);
 }
 
 export interface DrainOptions {
-  /** Staged requests coalesced into one transaction. */
+  /** Staged rows coalesced into one transaction. */
   maxRows: number;
+  /** Ingestion partitions drained at once (INGEST_PARTITIONS); default 1. */
+  partitions?: number;
   log: Logger;
   metrics: Metrics;
 }
@@ -116,15 +136,26 @@ export interface DrainResult extends ApplyResult {
   requests: number;
 }
 
-/** Applies the oldest staged rows not being applied by another worker; returns how many rows it took. */
-export async function applyNextBatch(pool: Pool, options: DrainOptions, total?: DrainResult): Promise<number> {
+/**
+ * The staged rows one drain loop takes: partition `from`, or for the last loop every partition from `from` up, which
+ * picks up rows staged by a process configured with more partitions than this one.
+ */
+interface PartitionRange {
+  from: number;
+  to: number;
+}
+
+const rangeOf = (part: number, partitions: number): PartitionRange => ({ from: part, to: part === partitions - 1 ? 32767 : part });
+
+/** Applies the oldest staged rows of the partitions not being applied by another worker; returns how many rows it took. */
+export async function applyNextBatch(pool: Pool, options: DrainOptions, range: PartitionRange = rangeOf(0, 1), total?: DrainResult): Promise<number> {
   return withTransaction(pool, async (client) => {
     await tuneBatchTransaction(client);
     const { rows } = await client.query<{ id: number; workspace_id: string; lag: number; payload: string }>(
       `DELETE FROM ingest_staging
-        WHERE id IN (SELECT id FROM ingest_staging ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+        WHERE id IN (SELECT id FROM ingest_staging WHERE part BETWEEN $2 AND $3 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
         RETURNING id, workspace_id, extract(epoch FROM clock_timestamp() - accepted_at)::float8 AS lag, payload`,
-      [options.maxRows],
+      [options.maxRows, range.from, range.to],
     );
     if (rows.length === 0) return 0;
     const batches: WorkspaceObjects[] = [];
@@ -133,7 +164,11 @@ export async function applyNextBatch(pool: Pool, options: DrainOptions, total?: 
       if (i > 0 && i % 25 === 0) await yieldToEventLoop();
       batches.push({ workspaceId: r.workspace_id, objects: JSON.parse(r.payload) as TrackObjects });
     }
-    await lockWorkspaces(client, batches.map((b) => b.workspaceId));
+    await lockIngestPartition(
+      client,
+      batches.map((b) => b.workspaceId),
+      range.from,
+    );
     const result = await applyObjects(client, batches);
     const m = ingestMetrics(options.metrics);
     m.lag.set(Math.max(...rows.map((r) => r.lag)));
@@ -147,30 +182,43 @@ export async function applyNextBatch(pool: Pool, options: DrainOptions, total?: 
       total.batches++;
       total.requests += rows.length;
     }
-    options.log.debug({ requests: rows.length, ...result }, 'ingest batch applied');
+    options.log.debug({ rows: rows.length, part: range.from, ...result }, 'ingest batch applied');
     return rows.length;
   });
 }
 
-/** Blocks until no other transaction holds a staged row at or before `throughId` (it committed, or its worker died). */
-async function waitForOthers(pool: Pool, throughId: number): Promise<void> {
-  await withTransaction(pool, (client) => client.query('SELECT id FROM ingest_staging WHERE id <= $1 ORDER BY id LIMIT 1 FOR UPDATE', [throughId]));
+/** Blocks until no other transaction holds a staged row of the range at or before `throughId` (it committed, or its worker died). */
+async function waitForOthers(pool: Pool, range: PartitionRange, throughId: number): Promise<void> {
+  await withTransaction(pool, (client) =>
+    client.query('SELECT id FROM ingest_staging WHERE part BETWEEN $2 AND $3 AND id <= $1 ORDER BY id LIMIT 1 FOR UPDATE', [throughId, range.from, range.to]),
+  );
+}
+
+async function drainRange(pool: Pool, limit: number, range: PartitionRange, options: DrainOptions, total: DrainResult): Promise<void> {
+  for (;;) {
+    const pending = await pool.query('SELECT 1 FROM ingest_staging WHERE part BETWEEN $2 AND $3 AND id <= $1 LIMIT 1', [limit, range.from, range.to]);
+    if (pending.rowCount === 0) return;
+    const taken = await retryOnDeadlock(() => applyNextBatch(pool, options, range, total), options.log);
+    if (taken === 0) await waitForOthers(pool, range, limit);
+  }
 }
 
 /**
  * Applies batches until every row up to `throughId` (default: the newest row now) has been applied, by this call
- * or by another worker. Oldest rows go first, so a job never waits behind newer work.
+ * or by another worker: one loop per ingestion partition, at once, each on its own connection. Oldest rows go
+ * first, so a job never waits behind newer work.
  */
 export async function drainThrough(pool: Pool, throughId: number | undefined, options: DrainOptions): Promise<DrainResult> {
   const total: DrainResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0, batches: 0, requests: 0 };
   const limit = throughId ?? (await pool.query<{ max: number | null }>('SELECT max(id) AS max FROM ingest_staging')).rows[0]!.max;
   if (limit === null) return total;
-  for (;;) {
-    const pending = await pool.query('SELECT 1 FROM ingest_staging WHERE id <= $1 LIMIT 1', [limit]);
-    if (pending.rowCount === 0) return total;
-    const taken = await applyNextBatch(pool, options, total);
-    if (taken === 0) await waitForOthers(pool, limit);
-  }
+  const partitions = Math.max(1, options.partitions ?? 1);
+  const loops = Array.from({ length: partitions }, (_, part) => drainRange(pool, limit, rangeOf(part, partitions), options, total));
+  // Every loop runs to its end before a failure is reported: a rejected loop must not leave others unobserved.
+  const outcomes = await Promise.allSettled(loops);
+  const failed = outcomes.find((o) => o.status === 'rejected');
+  if (failed) throw failed.reason;
+  return total;
 }
 
 /** Staged requests and the age of the oldest: the ingestion backlog. */

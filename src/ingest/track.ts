@@ -1,3 +1,4 @@
+import type { Config } from '../config.js';
 import { badRequest } from '../errors.js';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../logger.js';
@@ -10,6 +11,7 @@ import type { ObjectError, TrackArray } from './types.js';
 import { FatalTrackError, validateTrackBody } from './validate.js';
 
 export interface TrackDeps {
+  config: Pick<Config, 'INGEST_PARTITIONS'>;
   pool: Pool;
   queues: Queues;
   log: Logger;
@@ -59,7 +61,7 @@ export async function acceptTrack(deps: TrackDeps, workspaceId: string, body: un
   const { objects, errors, sent } = validation;
   for (const e of errors) deps.metrics.ingestRejected.inc({ kind: e.input_array, source: 'track' });
 
-  await stageObjects(deps.pool, workspaceId, objects);
+  await stageObjects(deps.pool, workspaceId, objects, deps.config.INGEST_PARTITIONS);
   // Not awaited: the objects are committed, so the answer need not wait for Redis. If the job cannot be queued,
   // the next request's or the periodic sweep applies them.
   kickApply(deps);
