@@ -103,6 +103,36 @@ describe('bulk import of an NDJSON file', () => {
     expect((await runImport(deps(), created.import_id)).events_applied).toBe(19);
   });
 
+  it('resumes each partition at its own position when one committed a batch and another did not', async () => {
+    const lines = Array.from({ length: 30 }, (_, i) => line(`pp${i % 10}`, 'tick', `2024-01-01T00:00:${String(i).padStart(2, '0')}Z`));
+    await store.put('imports/parts.ndjson', Buffer.from(lines.join('\n')));
+    const created = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/parts.ndjson' }, 'test');
+    // Partition 1's transaction fails once it would pass line 12; partition 0's commits of the same batches go through.
+    await env.ctx.pool.query(`
+      CREATE FUNCTION fail_part_1() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.part = 1 AND NEW.position > 12 THEN RAISE EXCEPTION 'simulated failure'; END IF; RETURN NEW; END $$;
+      CREATE TRIGGER fail_part_1 BEFORE UPDATE ON import_partitions FOR EACH ROW EXECUTE FUNCTION fail_part_1();`);
+    await expect(runImport(deps(), created.import_id)).rejects.toThrow('simulated failure');
+    const { rows } = await env.ctx.pool.query<{ part: number; position: number }>('SELECT part, position FROM import_partitions WHERE import_id = $1 ORDER BY part', [
+      created.import_id,
+    ]);
+    expect(rows).toHaveLength(2);
+    expect(rows[0]!.position).toBeGreaterThan(rows[1]!.position);
+    expect((await api('GET', `/users/import/${created.import_id}`)).body.records_handled).toBe(rows[1]!.position);
+
+    await env.ctx.pool.query('DROP TRIGGER fail_part_1 ON import_partitions; DROP FUNCTION fail_part_1()');
+    // Resumed with another batch size, so that its batches straddle the positions the first run left.
+    const resumed = await runImport({ ...deps(), config: { ...env.config, INGEST_IMPORT_BATCH: 4 } }, created.import_id);
+    expect(resumed).toMatchObject({ status: 'completed', records_handled: 30, events_applied: 30, rejected: 0 });
+    const { rows: counts } = await env.ctx.pool.query<{ external_id: string; n: number }>(
+      `SELECT external_id, sum((e->>'count')::int)::int AS n FROM profiles p, jsonb_array_elements(p.custom_events) e
+        WHERE p.workspace_id = $1 AND p.external_id LIKE 'pp%' GROUP BY external_id`,
+      [ws.workspaceId],
+    );
+    expect(counts).toHaveLength(10);
+    for (const c of counts) expect(c.n, c.external_id).toBe(3);
+  });
+
   it('reads gzipped NDJSON and one streamed JSON array', async () => {
     await store.put('imports/z.ndjson.gz', gzipSync(Buffer.from([line('gz', 'a', '2024-01-01'), line('gz', 'a', '2024-01-02')].join('\n'))));
     const gz = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/z.ndjson.gz' }, 'test');

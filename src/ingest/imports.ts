@@ -11,17 +11,20 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { ObjectNotFoundError, type ObjectStore } from '../storage/object-store.js';
 import { storeFor, workspaceDestination, type WorkspaceStore } from '../storage/stores.js';
-import { applyObjects, lockWorkspaces, tuneBatchTransaction } from './apply.js';
+import { applyObjects, lockIngestPartition, retryOnDeadlock, tuneBatchTransaction } from './apply.js';
 import { ingestMetrics } from './metrics.js';
+import { partitionOf } from './partitions.js';
 import type { TrackEvent } from './types.js';
 import { validateEvent } from './validate.js';
 
 /**
  * Bulk imports: a file of event objects (NDJSON, or one JSON array; optionally gzipped) read as a stream from the
  * local store or the workspace's S3/GCS bucket, validated object by object with the /users/track rules, applied in
- * batches by the same set-based code. Each batch commits the import's position (records handled) in the same
- * transaction as its profile updates, so an import restarted after a crash resumes at the last commit and never
- * applies a record twice. Refused records go to `<key>.rejects.ndjson` beside the file as {line, reason, object}.
+ * batches by the same set-based code, each batch as one transaction per ingestion partition (src/ingest/partitions.ts),
+ * at once. Each partition commits its own position (records handled) in the same transaction as its profile
+ * updates, so an import restarted after a crash resumes at the lowest committed position and applies a record
+ * only in the partitions that had not committed it: never twice. Refused records go to `<key>.rejects.ndjson`
+ * beside the file as {line, reason, object}.
  */
 
 export const IMPORT_FORMATS = ['ndjson', 'json'] as const;
@@ -66,7 +69,10 @@ interface ImportRow {
   object_key: string;
   format: ImportFormat;
   status: ImportStatus['status'];
+  /** Records handled by every partition (the lowest partition position), or by runs before partitions. */
   position: number;
+  /** Partitions the import's batches are split into, fixed at its first run (null before it). */
+  partitions: number | null;
   events_applied: number;
   events_unmatched: number;
   rejected: number;
@@ -95,6 +101,27 @@ const toStatus = (r: ImportRow): ImportStatus => ({
   started_at: r.started_at?.toISOString() ?? null,
   finished_at: r.finished_at?.toISOString() ?? null,
 });
+
+/**
+ * An import's row with its progress: counts of runs before partitions (in `imports`) plus the partitions', and the
+ * position every partition has reached.
+ */
+const SELECT_IMPORT = `
+  SELECT i.id, i.workspace_id, i.store, i.object_key, i.format, i.status, i.partitions, i.bytes_total, i.rejects_key, i.error,
+         i.created_at, i.started_at, i.finished_at,
+         coalesce(p.position, i.position)::bigint AS position,
+         (i.events_applied + coalesce(p.events_applied, 0))::bigint AS events_applied,
+         (i.events_unmatched + coalesce(p.events_unmatched, 0))::bigint AS events_unmatched,
+         (i.rejected + coalesce(p.rejected, 0))::bigint AS rejected
+    FROM imports i
+    LEFT JOIN LATERAL (SELECT min(position) AS position, sum(events_applied) AS events_applied, sum(events_unmatched) AS events_unmatched,
+                              sum(rejected) AS rejected
+                         FROM import_partitions WHERE import_id = i.id) p ON true`;
+
+async function selectImport(pool: Pool, importId: string, workspaceId?: string): Promise<ImportRow | undefined> {
+  const { rows } = await pool.query<ImportRow>(`${SELECT_IMPORT} WHERE i.id = $1 ${workspaceId ? 'AND i.workspace_id = $2' : ''}`, workspaceId ? [importId, workspaceId] : [importId]);
+  return rows[0];
+}
 
 /** The store an import reads: the built-in local store, or the workspace's bucket. */
 async function openStore(config: Pick<Config, 'LOCAL_STORE_DIR'>, pool: Pool, workspaceId: string, source: 'local' | 'bucket'): Promise<WorkspaceStore> {
@@ -131,9 +158,9 @@ export async function createImport(
 
 /** The status of one import of the workspace, or a 404. */
 export async function readImport(pool: Pool, workspaceId: string, importId: string): Promise<ImportStatus> {
-  const { rows } = await pool.query<ImportRow>('SELECT * FROM imports WHERE id = $1 AND workspace_id = $2', [importId, workspaceId]);
-  if (!rows[0]) throw notFound(`No import ${importId}`);
-  return toStatus(rows[0]);
+  const row = await selectImport(pool, importId, workspaceId);
+  if (!row) throw notFound(`No import ${importId}`);
+  return toStatus(row);
 }
 
 /** Marks an import failed for good (its job ran out of attempts, or the file cannot be read as its format). */
@@ -216,7 +243,7 @@ export interface ImportProgress {
 
 export interface RunImportDeps {
   pool: Pool;
-  config: Pick<Config, 'LOCAL_STORE_DIR' | 'INGEST_IMPORT_BATCH'>;
+  config: Pick<Config, 'LOCAL_STORE_DIR' | 'INGEST_IMPORT_BATCH' | 'INGEST_PARTITIONS'>;
   log: Logger;
   metrics: Metrics;
 }
@@ -241,17 +268,15 @@ export async function runImport(deps: RunImportDeps, importId: string, options: 
   try {
     const got = await lockClient.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [`ces-import:${importId}`]);
     if (!got.rows[0]!.ok) throw new Error(`import ${importId} is being run by another process`);
-    const { rows } = await deps.pool.query<ImportRow>(
-      `UPDATE imports SET status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1, error = NULL, updated_at = now()
-        WHERE id = $1 AND status IN ('queued', 'running', 'failed') RETURNING *`,
-      [importId],
+    const { rowCount } = await deps.pool.query(
+      `UPDATE imports SET status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1, error = NULL, updated_at = now(),
+              partitions = coalesce(partitions, $2)
+        WHERE id = $1 AND status IN ('queued', 'running', 'failed')`,
+      [importId, Math.max(1, deps.config.INGEST_PARTITIONS)],
     );
-    const row = rows[0];
-    if (!row) {
-      const done = await deps.pool.query<ImportRow>('SELECT * FROM imports WHERE id = $1', [importId]);
-      if (!done.rows[0]) throw new ImportFileError(`No import ${importId}`);
-      return toStatus(done.rows[0]);
-    }
+    const row = await selectImport(deps.pool, importId);
+    if (!row) throw new ImportFileError(`No import ${importId}`);
+    if (rowCount === 0) return toStatus(row);
     const log = deps.log.child({ importId, resumeAt: row.position });
     opened = await openStore(deps.config, deps.pool, row.workspace_id, row.store === 'local' ? 'local' : 'bucket');
     const result = await importFile(deps, opened.store, row, log, options);
@@ -279,6 +304,18 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
     rejected: row.rejected,
   };
 
+  // Each partition's position: a record is applied in its partition only past that partition's position.
+  const partitions = row.partitions ?? 1;
+  await deps.pool.query(
+    `INSERT INTO import_partitions (import_id, part, position)
+     SELECT i.id, g, i.position FROM imports i, generate_series(0, $2::int - 1) g WHERE i.id = $1
+     ON CONFLICT (import_id, part) DO NOTHING`,
+    [row.id, partitions],
+  );
+  const positions: number[] = Array.from({ length: partitions }, () => 0);
+  const stored = await deps.pool.query<{ part: number; position: number }>('SELECT part, position FROM import_partitions WHERE import_id = $1', [row.id]);
+  for (const r of stored.rows) if (r.part < partitions) positions[r.part] = r.position;
+
   const body = await store.get(row.object_key);
   body.on('data', (chunk: Buffer) => (progress.bytesRead += chunk.length));
   const source = /\.gz$/i.test(row.object_key) ? body.pipe(createGunzip()) : body;
@@ -297,37 +334,53 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
     if (!rejects.write(chunk)) await once(rejects, 'drain');
   };
 
-  let batch: TrackEvent[] = [];
+  const emptyBatch = () => Array.from({ length: partitions }, (): TrackEvent[] => []);
+  let batch = emptyBatch();
+  let batchEvents = 0;
   let batchRejected = 0;
   let inflight: Promise<void> | undefined;
-  const commit = async (events: TrackEvent[], upTo: number, rejected: number) => {
-    const r = await withTransaction(deps.pool, async (client) => {
-      await tuneBatchTransaction(client);
-      await lockWorkspaces(client, [row.workspace_id]);
-      const applied = await applyObjects(client, [{ workspaceId: row.workspace_id, objects: { events, purchases: [], attributes: [] } }]);
-      await client.query(
-        `UPDATE imports SET position = $2, events_applied = events_applied + $3, events_unmatched = events_unmatched + $4,
-                rejected = rejected + $5, updated_at = now() WHERE id = $1`,
-        [row.id, upTo, applied.events, applied.unmatched, rejected],
-      );
-      return applied;
-    });
-    progress.recordsHandled = upTo;
+  /** One partition's share of a batch, with its position (and, for partition 0, the batch's refused records). */
+  const commitPartition = async (part: number, events: TrackEvent[], upTo: number, rejected: number) => {
+    const r = await retryOnDeadlock(
+      () =>
+        withTransaction(deps.pool, async (client) => {
+          await tuneBatchTransaction(client);
+          await lockIngestPartition(client, [row.workspace_id], part);
+          const applied = await applyObjects(client, [{ workspaceId: row.workspace_id, objects: { events, purchases: [], attributes: [] } }]);
+          await client.query(
+            `UPDATE import_partitions SET position = $3, events_applied = events_applied + $4, events_unmatched = events_unmatched + $5,
+                    rejected = rejected + $6 WHERE import_id = $1 AND part = $2`,
+            [row.id, part, upTo, applied.events, applied.unmatched, rejected],
+          );
+          return applied;
+        }),
+      log,
+    );
+    positions[part] = upTo;
     progress.eventsApplied += r.events;
-    progress.rejected += rejected;
     deps.metrics.ingestObjects.inc({ kind: 'events', source: 'import' }, r.events);
     metrics.unmatched.inc({ source: 'import' }, r.unmatched);
-    metrics.importPosition.set({ import_id: row.id }, upTo);
+  };
+  const commit = async (parts: TrackEvent[][], upTo: number, rejected: number) => {
+    // A partition already past this batch (it committed further before a crash) has nothing in it to apply.
+    const outcomes = await Promise.allSettled(parts.map((events, part) => (upTo > positions[part]! ? commitPartition(part, events, upTo, part === 0 ? rejected : 0) : undefined)));
+    const failed = outcomes.find((o) => o.status === 'rejected');
+    if (failed) throw failed.reason;
+    progress.recordsHandled = Math.min(...positions);
+    progress.rejected += rejected;
+    metrics.importPosition.set({ import_id: row.id }, progress.recordsHandled);
     options.onProgress?.(progress);
+    await deps.pool.query('UPDATE imports SET updated_at = now() WHERE id = $1', [row.id]);
   };
   // One batch commits while the next is read and validated: PostgreSQL and Node work at once.
   const flush = async (upTo: number) => {
     if (inflight) await inflight;
-    const events = batch;
+    const parts = batch;
     const rejected = batchRejected;
-    batch = [];
+    batch = emptyBatch();
+    batchEvents = 0;
     batchRejected = 0;
-    inflight = commit(events, upTo, rejected);
+    inflight = commit(parts, upTo, rejected);
     // Surfaced by the next await of `inflight`; avoid an unhandled rejection meanwhile.
     inflight.catch(() => {});
   };
@@ -338,27 +391,31 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
     try {
       for await (const rec of records) {
         lastLine = Math.max(lastLine, rec.line);
-        const resumed = rec.line <= row.position;
         let reason = rec.reason;
         let object: unknown = rec.raw;
         if (reason === undefined) {
           const v = validateEvent(rec.value);
           if (v.ok) {
-            if (!resumed) batch.push(v.value);
+            const part = partitionOf(v.value.identity, partitions);
+            if (rec.line > positions[part]!) {
+              batch[part]!.push(v.value);
+              batchEvents++;
+            }
           } else {
             reason = v.type;
             object = rec.value;
           }
         }
         if (reason !== undefined) {
+          // Every run writes the whole rejects file; a refusal is counted once, by partition 0.
           rejectBuffer += `${JSON.stringify({ line: rec.line, reason, object })}\n`;
-          if (!resumed) {
+          if (rec.line > positions[0]!) {
             batchRejected++;
             deps.metrics.ingestRejected.inc({ kind: 'events', source: 'import' });
           }
           await flushRejects(false);
         }
-        if (batch.length >= batchSize) await flush(rec.line);
+        if (batchEvents >= batchSize) await flush(rec.line);
       }
     } catch (err) {
       // The parser's own errors (no system error code) mean the document itself is unreadable: no retry helps.
@@ -377,11 +434,8 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
     throw err;
   }
 
-  const { rows } = await deps.pool.query<ImportRow>(
-    `UPDATE imports SET status = 'completed', finished_at = now(), updated_at = now() WHERE id = $1 RETURNING *`,
-    [row.id],
-  );
-  const status = toStatus(rows[0]!);
+  await deps.pool.query(`UPDATE imports SET status = 'completed', finished_at = now(), updated_at = now() WHERE id = $1`, [row.id]);
+  const status = toStatus((await selectImport(deps.pool, row.id))!);
   log.info({ records: status.records_handled, applied: status.events_applied, rejected: status.rejected, file: path.basename(row.object_key) }, 'import completed');
   return status;
 }
