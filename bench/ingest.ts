@@ -25,6 +25,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
 import { hashSecret, secretPrefix } from '../src/auth/secrets.js';
+import { ConfigSchema } from '../src/config.js';
 import { createPool, type Pool } from '../src/db/pool.js';
 import { migrate } from '../src/db/migrate.js';
 import { createRedis } from '../src/redis.js';
@@ -50,6 +51,8 @@ const WORK_DIR = process.env.BENCH_DIR ?? '/tmp/ces-bench-ingest';
 const WARM_UP_MS = 2000;
 const CEILING_ROWS = Number(process.env.BENCH_CEILING_ROWS ?? 50_000);
 const API_KEY = 'ces_key_bench-ingest-0000000000000000000000000';
+/** Ingestion partitions the service runs with: INGEST_PARTITIONS from the environment (passed on), or its default. */
+const PARTITIONS = ConfigSchema.shape.INGEST_PARTITIONS.parse(process.env.INGEST_PARTITIONS);
 
 const config = { DATABASE_URL, DATABASE_SCHEMA: SCHEMA, DATABASE_POOL_SIZE: 4 };
 
@@ -418,7 +421,7 @@ async function main() {
     pids.api = server.child.pid;
     // `ces start` runs its workers in a child process; `ces serve` has none (BENCH_COMMAND=serve starts `ces worker` apart).
     pids.worker = server.worker?.pid ?? childPids(server.child.pid!)[0];
-    log(`ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request`);
+    log(`ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request; ${PARTITIONS} ingestion partition(s)`);
     // The server settings that move these figures most (WAL volume and flushes, buffer cache), to read them by.
     const settings = await pool.query<{ name: string; value: string }>(
       `SELECT name, current_setting(name) AS value FROM pg_settings
@@ -443,7 +446,7 @@ async function main() {
       results.import = await importPhase(pool);
       console.table(results.import);
     }
-    console.log(JSON.stringify({ users: USERS, names: NAMES, usersPerRequest: USERS_PER_REQUEST, ceilingRowsPerSecond: Math.round(ceiling), ...results }));
+    console.log(JSON.stringify({ users: USERS, names: NAMES, usersPerRequest: USERS_PER_REQUEST, partitions: PARTITIONS, ceilingRowsPerSecond: Math.round(ceiling), ...results }));
   } finally {
     for (const child of [server.child, server.worker]) {
       if (child && child.exitCode === null) {

@@ -133,7 +133,8 @@ export interface DrainOptions {
 
 export interface DrainResult extends ApplyResult {
   batches: number;
-  requests: number;
+  /** Staged rows applied (a request's objects of one partition each). */
+  rows: number;
 }
 
 /**
@@ -180,7 +181,7 @@ export async function applyNextBatch(pool: Pool, options: DrainOptions, range: P
     if (total) {
       for (const k of ['events', 'purchases', 'attributes', 'unmatched', 'profilesCreated'] as const) total[k] += result[k];
       total.batches++;
-      total.requests += rows.length;
+      total.rows += rows.length;
     }
     options.log.debug({ rows: rows.length, part: range.from, ...result }, 'ingest batch applied');
     return rows.length;
@@ -209,7 +210,7 @@ async function drainRange(pool: Pool, limit: number, range: PartitionRange, opti
  * first, so a job never waits behind newer work.
  */
 export async function drainThrough(pool: Pool, throughId: number | undefined, options: DrainOptions): Promise<DrainResult> {
-  const total: DrainResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0, batches: 0, requests: 0 };
+  const total: DrainResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0, batches: 0, rows: 0 };
   const limit = throughId ?? (await pool.query<{ max: number | null }>('SELECT max(id) AS max FROM ingest_staging')).rows[0]!.max;
   if (limit === null) return total;
   const partitions = Math.max(1, options.partitions ?? 1);
@@ -219,13 +220,4 @@ export async function drainThrough(pool: Pool, throughId: number | undefined, op
   const failed = outcomes.find((o) => o.status === 'rejected');
   if (failed) throw failed.reason;
   return total;
-}
-
-/** Staged requests and the age of the oldest: the ingestion backlog. */
-export async function stagingBacklog(pool: Pool): Promise<{ requests: number; objects: number; oldestSeconds: number }> {
-  const { rows } = await pool.query<{ requests: number; objects: number | null; oldest: number | null }>(
-    `SELECT count(*)::int AS requests, sum(objects)::int AS objects, extract(epoch FROM now() - min(accepted_at))::float8 AS oldest FROM ingest_staging`,
-  );
-  const r = rows[0]!;
-  return { requests: r.requests, objects: r.objects ?? 0, oldestSeconds: r.oldest ?? 0 };
 }
