@@ -133,6 +133,23 @@ describe('bulk import of an NDJSON file', () => {
     for (const c of counts) expect(c.n, c.external_id).toBe(3);
   });
 
+  it('resumes an import left by a version without partitions from its recorded position', async () => {
+    const lines = Array.from({ length: 12 }, (_, i) => line(`old${i % 3}`, 'tick', `2024-01-01T00:00:${String(i).padStart(2, '0')}Z`));
+    await store.put('imports/legacy.ndjson', Buffer.from(lines.join('\n')));
+    const created = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/legacy.ndjson' }, 'test');
+    // What an earlier version left after committing its first 6 records (their events applied to the profiles).
+    await env.ctx.pool.query(`UPDATE imports SET status = 'running', position = 6, events_applied = 6 WHERE id = $1`, [created.import_id]);
+    await runImport({ ...deps(), config: { ...env.config, INGEST_IMPORT_BATCH: 1000 } }, created.import_id);
+    const status = (await api('GET', `/users/import/${created.import_id}`)).body;
+    expect(status).toMatchObject({ status: 'completed', records_handled: 12, events_applied: 12, rejected: 0 });
+    // Only the 6 records after the position were applied by this run.
+    const { rows } = await env.ctx.pool.query<{ n: number }>(
+      `SELECT coalesce(sum((e->>'count')::int), 0)::int AS n FROM profiles p, jsonb_array_elements(p.custom_events) e WHERE p.workspace_id = $1 AND p.external_id LIKE 'old_'`,
+      [ws.workspaceId],
+    );
+    expect(rows[0]!.n).toBe(6);
+  });
+
   it('reads gzipped NDJSON and one streamed JSON array', async () => {
     await store.put('imports/z.ndjson.gz', gzipSync(Buffer.from([line('gz', 'a', '2024-01-01'), line('gz', 'a', '2024-01-02')].join('\n'))));
     const gz = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/z.ndjson.gz' }, 'test');
