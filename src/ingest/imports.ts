@@ -6,6 +6,7 @@ import streamArray from 'stream-json/streamers/stream-array.js';
 import { z } from 'zod';
 import type { Config } from '../config.js';
 import { withTransaction, type Pool } from '../db/pool.js';
+import { settleAll } from '../lib/settle.js';
 import { AppError, badRequest, notFound } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
@@ -363,9 +364,7 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
   };
   const commit = async (parts: TrackEvent[][], upTo: number, rejected: number) => {
     // A partition already past this batch (it committed further before a crash) has nothing in it to apply.
-    const outcomes = await Promise.allSettled(parts.map((events, part) => (upTo > positions[part]! ? commitPartition(part, events, upTo, part === 0 ? rejected : 0) : undefined)));
-    const failed = outcomes.find((o) => o.status === 'rejected');
-    if (failed) throw failed.reason;
+    await settleAll(parts.map(async (events, part) => (upTo > positions[part]! ? commitPartition(part, events, upTo, part === 0 ? rejected : 0) : undefined)));
     progress.recordsHandled = Math.min(...positions);
     progress.rejected += rejected;
     metrics.importPosition.set({ import_id: row.id }, progress.recordsHandled);

@@ -1,4 +1,5 @@
 import { withTransaction, type Pool } from '../db/pool.js';
+import { settleAll } from '../lib/settle.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { applyObjects, lockIngestPartition, retryOnDeadlock, tuneBatchTransaction, yieldToEventLoop, type ApplyResult, type WorkspaceObjects } from './apply.js';
@@ -149,7 +150,7 @@ interface PartitionRange {
 const rangeOf = (part: number, partitions: number): PartitionRange => ({ from: part, to: part === partitions - 1 ? 32767 : part });
 
 /** Applies the oldest staged rows of the partitions not being applied by another worker; returns how many rows it took. */
-export async function applyNextBatch(pool: Pool, options: DrainOptions, range: PartitionRange = rangeOf(0, 1), total?: DrainResult): Promise<number> {
+async function applyNextBatch(pool: Pool, options: DrainOptions, range: PartitionRange, total: DrainResult): Promise<number> {
   return withTransaction(pool, async (client) => {
     await tuneBatchTransaction(client);
     const { rows } = await client.query<{ id: number; workspace_id: string; lag: number; payload: string }>(
@@ -178,11 +179,9 @@ export async function applyNextBatch(pool: Pool, options: DrainOptions, range: P
     options.metrics.ingestObjects.inc({ kind: 'purchases', source: 'track' }, result.purchases);
     options.metrics.ingestObjects.inc({ kind: 'attributes', source: 'track' }, result.attributes);
     m.unmatched.inc({ source: 'track' }, result.unmatched);
-    if (total) {
-      for (const k of ['events', 'purchases', 'attributes', 'unmatched', 'profilesCreated'] as const) total[k] += result[k];
-      total.batches++;
-      total.rows += rows.length;
-    }
+    for (const k of ['events', 'purchases', 'attributes', 'unmatched', 'profilesCreated'] as const) total[k] += result[k];
+    total.batches++;
+    total.rows += rows.length;
     options.log.debug({ rows: rows.length, part: range.from, ...result }, 'ingest batch applied');
     return rows.length;
   });
@@ -214,10 +213,6 @@ export async function drainThrough(pool: Pool, throughId: number | undefined, op
   const limit = throughId ?? (await pool.query<{ max: number | null }>('SELECT max(id) AS max FROM ingest_staging')).rows[0]!.max;
   if (limit === null) return total;
   const partitions = Math.max(1, options.partitions ?? 1);
-  const loops = Array.from({ length: partitions }, (_, part) => drainRange(pool, limit, rangeOf(part, partitions), options, total));
-  // Every loop runs to its end before a failure is reported: a rejected loop must not leave others unobserved.
-  const outcomes = await Promise.allSettled(loops);
-  const failed = outcomes.find((o) => o.status === 'rejected');
-  if (failed) throw failed.reason;
+  await settleAll(Array.from({ length: partitions }, (_, part) => drainRange(pool, limit, rangeOf(part, partitions), options, total)));
   return total;
 }

@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pgCopy from 'pg-copy-streams';
 import type { Pool, PoolClient } from '../db/pool.js';
+import { settleAll } from '../lib/settle.js';
 import * as D from './synthetic-data.js';
 
 export interface GenerateUsersOptions {
@@ -129,7 +130,7 @@ export async function generateUsers(pool: Pool, options: GenerateUsersOptions): 
       }
     };
     // Settle every lane before rolling back: a client must not be sent ROLLBACK while its COPY is still running.
-    const results = await Promise.allSettled(
+    await settleAll(
       clients.map((c) =>
         lane(c).catch((err: unknown) => {
           failed = true;
@@ -137,8 +138,6 @@ export async function generateUsers(pool: Pool, options: GenerateUsersOptions): 
         }),
       ),
     );
-    const rejected = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (rejected) throw rejected.reason;
     // A COMMIT failing after another lane's succeeded would leave part of the load; COMMIT after a clean COPY
     // fails only if the server goes away at that moment.
     for (const client of clients) await client.query('COMMIT');
