@@ -34,6 +34,21 @@ export function childPids(pid: number): number[] {
   return children;
 }
 
+/**
+ * The live child of a process whose command line ends with `lastArg` (for `ces start`, its `worker` child: tsx also
+ * starts an esbuild child, in no fixed order).
+ */
+export function childPidRunning(pid: number, lastArg: string): number | undefined {
+  return childPids(pid).find((child) => {
+    try {
+      const args = readFileSync(`/proc/${child}/cmdline`, 'utf8').split('\0').filter(Boolean);
+      return args.at(-1) === lastArg;
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** Busy and total CPU time of the whole machine (all cores), in seconds since boot. */
 export function machineCpuSeconds(): { busy: number; total: number } {
   const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;

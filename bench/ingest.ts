@@ -29,7 +29,7 @@ import { ConfigSchema } from '../src/config.js';
 import { createPool, type Pool } from '../src/db/pool.js';
 import { migrate } from '../src/db/migrate.js';
 import { createRedis } from '../src/redis.js';
-import { childPids, cpuMeter } from './cpu.js';
+import { childPidRunning, cpuMeter } from './cpu.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const USERS = Number(process.env.BENCH_USERS ?? 100_000);
@@ -426,7 +426,7 @@ async function main() {
     }
     pids.api = server.child.pid;
     // `ces start` runs its workers in a child process; `ces serve` has none (BENCH_COMMAND=serve starts `ces worker` apart).
-    pids.worker = server.worker?.pid ?? childPids(server.child.pid!)[0];
+    pids.worker = server.worker?.pid ?? childPidRunning(server.child.pid!, 'worker');
     log(`ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request; ${PARTITIONS} ingestion partition(s)`);
     // The server settings that move these figures most (WAL volume and flushes, buffer cache), to read them by.
     const settings = await pool.query<{ name: string; value: string }>(
