@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseEventTime } from '../src/ingest/time.js';
-import { FATAL_NOTHING_VALID, FatalTrackError, validateAttributes, validateEvent, validatePurchase, validateTrackBody } from '../src/ingest/validate.js';
+import { eventShapeOf, FATAL_NOTHING_VALID, FatalTrackError, validateAttributes, validateEvent, validatePurchase, validateTrackBody } from '../src/ingest/validate.js';
 
 const base = { external_id: 'u1', name: 'played', time: '2024-01-02T03:04:05Z' };
 const ok = (raw: unknown) => {
@@ -73,6 +73,46 @@ describe('event name, time and fields', () => {
     expect(refused([base])).toMatch(/event object/);
     expect(refused({ ...base, app_id: 7 })).toMatch(/'app_id'/);
     expect(refused({ ...base, properties: [1] })).toMatch(/'properties' must be an object/);
+  });
+});
+
+describe('the hand-checked shape of common events', () => {
+  // Values at and around every limit and type the event shape has, for every field, plus fields it does not have.
+  const candidates: Record<string, unknown[]> = {
+    external_id: ['u1', '', 'x'.repeat(512), 'x'.repeat(513), 5, null, true, {}],
+    service_id: ['s1', '', 'x'.repeat(512), 'x'.repeat(513), 5, null],
+    email: ['A@b.io', 'bad', '', 'a b@c.io', `${'x'.repeat(508)}@b.io`, `${'x'.repeat(509)}@b.io`, 5, null],
+    user_alias: [{ alias_name: 'n', alias_label: 'l' }, { alias_name: 'n' }, 'n', null],
+    _update_existing_only: [true, false, 'yes', null],
+    app_id: ['app', '', 'a'.repeat(255), 'a'.repeat(256), 5],
+    name: ['played', '', 'n'.repeat(300), 5, null],
+    time: ['2024-01-02T03:04:05Z', 'garbage', 5, null],
+    properties: [{}, { a: 1 }, [], 'x', null],
+    extra: [1],
+    toString: ['x'],
+  };
+  const keys = Object.keys(candidates);
+  // A fixed pseudo-random sequence (a linear congruential generator), so that a failure repeats.
+  let seed = 42;
+  const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+
+  it('says yes only where the zod shape does, with the same value', () => {
+    let takenByHand = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const raw: Record<string, unknown> = {};
+      // Mostly the common fields, now and then any field; mostly the first (valid) value, else any.
+      for (const key of keys) {
+        const common = key === 'name' || key === 'time' || key === 'external_id';
+        const values = candidates[key]!;
+        if (random() < (common ? 0.9 : 0.1)) raw[key] = random() < 0.6 ? values[0] : values[Math.floor(random() * values.length)];
+      }
+      const fast = eventShapeOf(raw);
+      expect(fast, JSON.stringify(raw).slice(0, 300)).toEqual(eventShapeOf(raw, false));
+      // The hand check hands back the object itself; zod builds a new one.
+      if (fast.ok && fast.value === raw) takenByHand++;
+    }
+    // The sequence above makes thousands of common events: the hand check must have taken them.
+    expect(takenByHand).toBeGreaterThan(3_000);
   });
 });
 

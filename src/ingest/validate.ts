@@ -115,28 +115,23 @@ const IDENTIFIER_REQUIRED = "'external_id' or 'service_id' or 'user_alias' or 'e
  * given; beside one of them it is the address to set (as the public API reads it).
  */
 function identityOf(input: IdentifierInput, emailMayBeAttribute: boolean): Result<{ identity: Identity; create: boolean }> {
-  const given: string[] = [];
-  if (input.external_id !== undefined) given.push('external_id');
-  if (input.user_alias !== undefined) given.push('user_alias');
-  if (input.service_id !== undefined) given.push('service_id');
-  if (input.email !== undefined && !(emailMayBeAttribute && given.length > 0)) given.push('email');
-  if (given.length === 0) return { ok: false, type: IDENTIFIER_REQUIRED };
-  if (given.length > 1) return { ok: false, type: `only one of 'external_id', 'service_id', 'user_alias' or 'email' may be given; got ${given.map(quote).join(' and ')}` };
-  const updateOnly = input._update_existing_only === true;
-  let identity: Identity;
-  switch (given[0]) {
-    case 'external_id':
-      return { ok: true, value: { identity: { type: 'external_id', value: input.external_id! }, create: !updateOnly } };
-    case 'user_alias':
-      identity = { type: 'user_alias', label: input.user_alias!.alias_label, name: input.user_alias!.alias_name };
-      break;
-    case 'service_id':
-      identity = { type: 'service_id', value: input.service_id! };
-      break;
-    default:
-      identity = { type: 'email', value: input.email!.toLowerCase() };
+  const others = Number(input.external_id !== undefined) + Number(input.user_alias !== undefined) + Number(input.service_id !== undefined);
+  const byEmail = input.email !== undefined && !(emailMayBeAttribute && others > 0);
+  if (others + Number(byEmail) === 0) return { ok: false, type: IDENTIFIER_REQUIRED };
+  if (others + Number(byEmail) > 1) {
+    const given: string[] = (['external_id', 'user_alias', 'service_id'] as const).filter((f) => input[f] !== undefined);
+    if (byEmail) given.push('email');
+    return { ok: false, type: `only one of 'external_id', 'service_id', 'user_alias' or 'email' may be given; got ${given.map(quote).join(' and ')}` };
   }
   // Only an unknown external_id creates a profile; user_alias is always "update existing only".
+  if (input.external_id !== undefined) {
+    return { ok: true, value: { identity: { type: 'external_id', value: input.external_id }, create: input._update_existing_only !== true } };
+  }
+  const identity: Identity = input.user_alias
+    ? { type: 'user_alias', label: input.user_alias.alias_label, name: input.user_alias.alias_name }
+    : input.service_id !== undefined
+      ? { type: 'service_id', value: input.service_id }
+      : { type: 'email', value: input.email!.toLowerCase() };
   return { ok: true, value: { identity, create: false } };
 }
 
@@ -218,19 +213,75 @@ function timeOf(text: string): Result<string> {
 
 const notAnObject = (kind: string): Result<never> => ({ ok: false, type: `each entry must be ${kind} (a JSON object)` });
 
+type EventInput = z.output<typeof EventShape>;
+
+/**
+ * The shape of an event as EventShape has it, checked by hand for the objects clients send every day: only
+ * fields of the shape, each of its type and within its length. An object this does not recognise (user_alias, a
+ * field the shape does not have, a wrong type, an empty or overlong identifier) returns null and goes to
+ * EventShape, which stays the one definition of what is refused and why; this may only say yes where EventShape
+ * does (test/ingest-validate.test.ts holds the two to that). zod took two thirds of validating a 75-event request,
+ * a fifth of the API's CPU per request.
+ */
+function commonEventShape(raw: Record<string, unknown>): EventInput | null {
+  let fields = 0;
+  for (const key of Object.keys(raw)) {
+    const v = raw[key];
+    switch (key) {
+      case 'external_id':
+      case 'service_id':
+        if (typeof v !== 'string' || v.length === 0 || v.length > MAX_IDENTIFIER_CHARS) return null;
+        break;
+      case 'email':
+        if (typeof v !== 'string' || v.length === 0 || v.length > MAX_IDENTIFIER_CHARS || !EMAIL.test(v)) return null;
+        break;
+      case 'name':
+        if (typeof v !== 'string' || v.length === 0) return null;
+        fields++;
+        break;
+      case 'time':
+        if (typeof v !== 'string') return null;
+        fields++;
+        break;
+      case 'properties':
+        if (!isPlainObject(v)) return null;
+        break;
+      case 'app_id':
+        if (typeof v !== 'string' || v.length === 0 || v.length > MAX_STRING_CHARS) return null;
+        break;
+      case '_update_existing_only':
+        if (typeof v !== 'boolean') return null;
+        break;
+      default:
+        return null;
+    }
+  }
+  return fields === 2 ? (raw as EventInput) : null;
+}
+
+/** An event object's shape: the hand check for the common case, else EventShape. Exported for the tests. */
+export function eventShapeOf(raw: Record<string, unknown>, fast = true): { ok: true; value: EventInput } | { ok: false; type: string } {
+  const common = fast ? commonEventShape(raw) : null;
+  if (common) return { ok: true, value: common };
+  const parsed = EventShape.safeParse(raw);
+  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, type: describeIssue(parsed.error, 'an event object') };
+}
+
 /** One event object. */
 export function validateEvent(raw: unknown): Result<TrackEvent> {
   if (!isPlainObject(raw)) return notAnObject('an event object');
-  const parsed = EventShape.safeParse(raw);
-  if (!parsed.success) return { ok: false, type: describeIssue(parsed.error, 'an event object') };
-  const e = parsed.data;
+  const shape = eventShapeOf(raw);
+  if (!shape.ok) return shape;
+  const e = shape.value;
   const long = tooLong(e.name, 'name');
   if (long) return long;
   const id = identityOf(e, false);
   if (!id.ok) return id;
   const time = timeOf(e.time);
   if (!time.ok) return time;
-  const event: TrackEvent = { ...id.value, name: e.name, time: time.value };
+  // Fields named one by one, not spread from id.value: a spread made each object in a slow shape of its own, which
+  // cost more than the rest of the validation and slowed serializing the staged row after it.
+  const event: TrackEvent = { identity: id.value.identity, create: id.value.create, name: e.name, time: time.value };
   if (e.app_id !== undefined) event.app_id = e.app_id;
   if (e.properties !== undefined) {
     const props = checkProperties(e.properties, 'property', { objectsAsStrings: true, allowNull: false });
@@ -253,7 +304,8 @@ export function validatePurchase(raw: unknown): Result<TrackPurchase> {
   const time = timeOf(p.time);
   if (!time.ok) return time;
   const purchase: TrackPurchase = {
-    ...id.value,
+    identity: id.value.identity,
+    create: id.value.create,
     product_id: p.product_id,
     currency: p.currency.toUpperCase(),
     price: p.price,
@@ -365,7 +417,7 @@ export function validateAttributes(raw: unknown, acceptedAt: string): Result<Tra
 
   const custom = checkProperties(customRaw, 'custom attribute', { objectsAsStrings: false, allowNull: true });
   if (!custom.ok) return custom;
-  return { ok: true, value: { ...id.value, at: acceptedAt, standard, custom: custom.value } };
+  return { ok: true, value: { identity: id.value.identity, create: id.value.create, at: acceptedAt, standard, custom: custom.value } };
 }
 
 export interface TrackValidation {
