@@ -120,11 +120,6 @@ export async function tuneBatchTransaction(client: PoolClient): Promise<void> {
   if (compression) await client.query(`SET LOCAL wal_compression = ${compression}`);
 }
 
-const SEP = '\u0000';
-function identityKey(ws: string, id: Identity): string {
-  return id.type === 'user_alias' ? `${ws}${SEP}a${SEP}${id.label}${SEP}${id.name}` : `${ws}${SEP}${id.type[0]}${SEP}${id.value}`;
-}
-
 interface Wanted {
   ws: string;
   identity: Identity;
@@ -132,13 +127,47 @@ interface Wanted {
   profileId?: number;
 }
 
+const TYPE_INDEX = { external_id: 0, service_id: 1, email: 2, user_alias: 3 } as const;
+
+/**
+ * The batch's distinct identities, each with the profile it resolves to: a map per workspace and identifier type,
+ * keyed by the identifier itself. (One string key per identity, built by concatenation, cost a new string and its
+ * hashing on every lookup, twice per object: most of the apply's time in Node.)
+ */
+class Identities {
+  private readonly maps = new Map<string, Map<string, Wanted>[]>();
+  readonly all: Wanted[] = [];
+
+  private mapOf(ws: string, identity: Identity): Map<string, Wanted> {
+    let byType = this.maps.get(ws);
+    if (!byType) this.maps.set(ws, (byType = [new Map(), new Map(), new Map(), new Map()]));
+    return byType[TYPE_INDEX[identity.type]]!;
+  }
+
+  /** The entry of an identity, added when new; `create` once any object naming it may create the profile. */
+  want(ws: string, identity: Identity, create: boolean): Wanted {
+    const map = this.mapOf(ws, identity);
+    const key = identity.type === 'user_alias' ? `${identity.label}\u0000${identity.name}` : identity.value;
+    let w = map.get(key);
+    if (!w) {
+      map.set(key, (w = { ws, identity, create }));
+      this.all.push(w);
+    } else if (create) w.create = true;
+    return w;
+  }
+
+  find(ws: string, identity: Identity): Wanted | undefined {
+    return this.mapOf(ws, identity).get(identity.type === 'user_alias' ? `${identity.label}\u0000${identity.name}` : identity.value);
+  }
+}
+
 /**
  * Resolves every distinct identity of the batch to a profile id (one statement per workspace in the batch), then
  * creates profiles for unknown external_ids that may be created.
  */
-async function resolveIdentities(client: PoolClient, wanted: Map<string, Wanted>, current: Map<number, CurrentRow>): Promise<number> {
+async function resolveIdentities(client: PoolClient, wanted: Identities, current: Map<number, CurrentRow>): Promise<number> {
   const byWorkspace = new Map<string, Wanted[]>();
-  for (const w of wanted.values()) {
+  for (const w of wanted.all) {
     const list = byWorkspace.get(w.ws);
     if (list) list.push(w);
     else byWorkspace.set(w.ws, [w]);
@@ -167,18 +196,18 @@ async function resolveIdentities(client: PoolClient, wanted: Map<string, Wanted>
         r.t === 'a'
           ? { type: 'user_alias', label: r.l!, name: r.k }
           : { type: r.t === 'e' ? 'external_id' : r.t === 's' ? 'service_id' : 'email', value: r.k };
-      const w = wanted.get(identityKey(ws, identity));
+      const w = wanted.find(ws, identity);
       if (w) w.profileId = r.id;
       current.set(r.id, { id: r.id, email: r.email, times: r.times });
     }
   }
 
-  const toCreate = [...wanted.values()].filter((w) => w.profileId === undefined && w.create);
+  const toCreate = wanted.all.filter((w) => w.profileId === undefined && w.create);
   if (toCreate.length === 0) return 0;
   const ext = (w: Wanted) => (w.identity as { value: string }).value;
   const claim = (rows: (CurrentRow & { workspace_id: string; external_id: string })[]) => {
     for (const r of rows) {
-      wanted.get(identityKey(r.workspace_id, { type: 'external_id', value: r.external_id }))!.profileId = r.id;
+      wanted.find(r.workspace_id, { type: 'external_id', value: r.external_id })!.profileId = r.id;
       current.set(r.id, { id: r.id, email: r.email, times: r.times });
     }
   };
@@ -341,25 +370,22 @@ function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: Upda
  */
 export async function applyObjects(client: PoolClient, batches: WorkspaceObjects[]): Promise<ApplyResult> {
   const result: ApplyResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0 };
-  const wanted = new Map<string, Wanted>();
-  const want = (ws: string, identity: Identity, create: boolean) => {
-    const key = identityKey(ws, identity);
-    const w = wanted.get(key);
-    if (!w) wanted.set(key, { ws, identity, create });
-    else if (create) w.create = true;
-  };
+  const wanted = new Identities();
+  // The entry of each object's identity, in the order the loop below walks the objects.
+  const targets: Wanted[] = [];
   for (const { workspaceId: ws, objects } of batches) {
-    for (const o of objects.events) want(ws, o.identity, o.create);
-    for (const o of objects.purchases) want(ws, o.identity, o.create);
-    for (const o of objects.attributes) want(ws, o.identity, o.create);
+    for (const o of objects.events) targets.push(wanted.want(ws, o.identity, o.create));
+    for (const o of objects.purchases) targets.push(wanted.want(ws, o.identity, o.create));
+    for (const o of objects.attributes) targets.push(wanted.want(ws, o.identity, o.create));
   }
-  if (wanted.size === 0) return result;
+  if (wanted.all.length === 0) return result;
   const current = new Map<number, CurrentRow>();
   result.profilesCreated = await resolveIdentities(client, wanted, current);
 
   const changes = new Map<number, ProfileChange>();
-  const changeOf = (ws: string, identity: Identity): ProfileChange | undefined => {
-    const id = wanted.get(identityKey(ws, identity))!.profileId;
+  let next = 0;
+  const changeOfNext = (): ProfileChange | undefined => {
+    const id = targets[next++]!.profileId;
     if (id === undefined) {
       result.unmatched++;
       return undefined;
@@ -368,15 +394,15 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
     if (!c) changes.set(id, (c = {}));
     return c;
   };
-  for (const { workspaceId: ws, objects } of batches) {
+  for (const { objects } of batches) {
     for (const e of objects.events) {
-      const c = changeOf(ws, e.identity);
+      const c = changeOfNext();
       if (!c) continue;
       addCount((c.events ??= new Map()), e.name, e.time, 1);
       result.events++;
     }
     for (const p of objects.purchases) {
-      const c = changeOf(ws, p.identity);
+      const c = changeOfNext();
       if (!c) continue;
       // A purchase of quantity n counts as n purchases, as the public API records it.
       addCount((c.purchases ??= new Map()), p.product_id, p.time, p.quantity);
@@ -384,7 +410,7 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
       result.purchases++;
     }
     for (const a of objects.attributes) {
-      const c = changeOf(ws, a.identity);
+      const c = changeOfNext();
       if (!c) continue;
       (c.attributes ??= []).push(a);
       result.attributes++;
