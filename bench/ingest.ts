@@ -10,7 +10,7 @@
  *     events/s applied end to end (from the first request until every accepted event is visible in the profiles);
  *  3. bulk import of a BENCH_IMPORT_EVENTS (1,000,000) event NDJSON file through POST /users/import.
  * After each phase the events visible in the profiles are counted and compared with the events accepted, and the CPU
- * the API and worker processes used is read from /proc, with how busy the whole machine was.
+ * the API and worker processes and this load generator used is read from /proc, with how busy the whole machine was.
  * The ceiling, measured first in the same run: how many of these profile rows PostgreSQL alone rewrites per second,
  * in set-based statements of BENCH_CEILING_ROWS (50,000) random profiles (`UPDATE ... SET updated_at = now()`, rolled
  * back). Applying an event to a profile is at least such a rewrite, so `applied / ceiling` is the share of this
@@ -18,7 +18,7 @@
  * Nothing here is a test: figures depend on the machine and on what else runs on it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
@@ -44,15 +44,7 @@ const IMPORT_EVENTS = Number(process.env.BENCH_IMPORT_EVENTS ?? 1_000_000);
 const COMMAND = process.env.BENCH_COMMAND ?? 'start';
 const PHASES = (process.env.BENCH_PHASES ?? 'latency,throughput,import').split(',');
 const SCHEMA = process.env.BENCH_SCHEMA ?? 'bench_ingest';
-/**
- * PostgreSQL shares the machine here, so by default the service reaches it as such an install should (README,
- * DATABASE_URL): over its Unix socket when there is one, which costs the API and the workers less CPU than loopback
- * TCP. DATABASE_URL overrides it (e.g. postgres://postgres@127.0.0.1:5432/ces for TCP); the run prints which it used.
- */
-const PG_SOCKET_DIR = '/var/run/postgresql';
-const DATABASE_URL =
-  process.env.DATABASE_URL ??
-  (existsSync(`${PG_SOCKET_DIR}/.s.PGSQL.5432`) ? `postgresql:///ces?host=${PG_SOCKET_DIR}&user=postgres` : 'postgres://postgres@127.0.0.1:5432/ces');
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/ces';
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PORT = Number(process.env.BENCH_PORT ?? 3917);
 const WORK_DIR = process.env.BENCH_DIR ?? '/tmp/ces-bench-ingest';
@@ -133,8 +125,8 @@ async function rewriteCeiling(pool: Pool): Promise<number> {
 }
 
 let ceiling = Number.NaN;
-/** The service's processes whose CPU the phases report. */
-const pids: { api?: number; worker?: number } = {};
+/** The processes whose CPU the phases report: the service's, and this one (the load generator). */
+const pids: { api?: number; worker?: number; bench?: number } = { bench: process.pid };
 
 /** CPU figures of a phase, from a meter started at its beginning. */
 function cpuFigures(meter: ReturnType<typeof cpuMeter>, requests?: number): Figures {
@@ -142,6 +134,8 @@ function cpuFigures(meter: ReturnType<typeof cpuMeter>, requests?: number): Figu
   return {
     ...(requests === undefined ? { 'API CPU s': used.api!.toFixed(1) } : { 'API CPU ms/request': ((used.api! * 1000) / Math.max(1, requests)).toFixed(2) }),
     'worker CPU s': used.worker!.toFixed(1),
+    // This process sends the load from the same two cores; its share of the machine is not the service's.
+    'load generator CPU s': used.bench!.toFixed(1),
     'machine CPU busy %': Math.round(machineBusy * 100),
   };
 }

@@ -144,10 +144,14 @@ class Identities {
     return byType[TYPE_INDEX[identity.type]]!;
   }
 
+  private static keyOf(identity: Identity): string {
+    return identity.type === 'user_alias' ? `${identity.label}\u0000${identity.name}` : identity.value;
+  }
+
   /** The entry of an identity, added when new; `create` once any object naming it may create the profile. */
   want(ws: string, identity: Identity, create: boolean): Wanted {
     const map = this.mapOf(ws, identity);
-    const key = identity.type === 'user_alias' ? `${identity.label}\u0000${identity.name}` : identity.value;
+    const key = Identities.keyOf(identity);
     let w = map.get(key);
     if (!w) {
       map.set(key, (w = { ws, identity, create }));
@@ -157,7 +161,7 @@ class Identities {
   }
 
   find(ws: string, identity: Identity): Wanted | undefined {
-    return this.mapOf(ws, identity).get(identity.type === 'user_alias' ? `${identity.label}\u0000${identity.name}` : identity.value);
+    return this.mapOf(ws, identity).get(Identities.keyOf(identity));
   }
 }
 
