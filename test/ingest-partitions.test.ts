@@ -92,6 +92,33 @@ describe('staging and draining by partition', () => {
   });
 });
 
+describe('drain loops of one process', () => {
+  it('run one at a time per partition: a second drain claims no rows while the first waits for the partition', async () => {
+    for (let i = 0; i < 10; i++) await stageObjects(env.ctx.pool, ws.workspaceId, { events: [event(`turn-${i}`, 'x')], purchases: [], attributes: [] }, 1);
+    const claimable = async () =>
+      (await env.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM (SELECT 1 FROM ingest_staging FOR UPDATE SKIP LOCKED) s')).rows[0]!.n;
+    const options = { maxRows: 4, partitions: 1, log: env.ctx.log, metrics: env.ctx.metrics };
+    // Another process's batch holds partition 0: the first drain claims its first batch, then waits for the lock.
+    const holder = await inTransaction();
+    await lockIngestPartition(holder, [ws.workspaceId], 0);
+    const first = drainThrough(env.ctx.pool, undefined, options);
+    for (let i = 0; i < 250 && (await claimable()) !== 6; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await claimable()).toBe(6);
+    // A second job of this process waits its turn instead of claiming the next rows and sitting on them.
+    const second = drainThrough(env.ctx.pool, undefined, options);
+    for (let i = 0; i < 25; i++) {
+      expect(await claimable()).toBe(6);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await commit(holder);
+    const [a, b] = await Promise.all([first, second]);
+    expect(a.events + b.events).toBe(10);
+    expect(b.events).toBe(0);
+    expect((await env.ctx.pool.query('SELECT 1 FROM ingest_staging')).rowCount).toBe(0);
+    for (let i = 0; i < 10; i++) expect(await eventCount(`turn-${i}`)).toBe(1);
+  });
+});
+
 /** Waits until the backend of `client` is blocked on a lock (a row lock or an advisory lock). */
 async function blockedOnLock(client: PoolClient): Promise<void> {
   const pid = (client as unknown as { processID: number }).processID;

@@ -203,16 +203,45 @@ async function drainRange(pool: Pool, limit: number, range: PartitionRange, opti
   }
 }
 
+/** The drain loop of each partition range running in this process, by pool (see `inTurn`). */
+const runningLoops = new WeakMap<Pool, Map<string, Promise<void>>>();
+
+/**
+ * Runs a partition's drain loop after any other loop of the same range in this process has ended. Two apply jobs
+ * run at once (WORKER_CONCURRENCY): without this, the second one's loop claimed the rows staged since the first
+ * one's batch began (FOR UPDATE SKIP LOCKED) and then sat on them, idle in its transaction, until the partition lock
+ * was free: a small batch (fewer events per profile rewrite) in every other turn, and its rows held back. Waiting
+ * here holds nothing, and the loop then takes what was staged meanwhile in one batch. Loops in other processes are
+ * still ordered by the partition lock alone.
+ */
+function inTurn(pool: Pool, range: PartitionRange, loop: () => Promise<void>): Promise<void> {
+  let loops = runningLoops.get(pool);
+  if (!loops) runningLoops.set(pool, (loops = new Map()));
+  const key = `${range.from}-${range.to}`;
+  const mine = (loops.get(key) ?? Promise.resolve()).catch(() => undefined).then(loop);
+  loops.set(key, mine);
+  const forget = () => {
+    if (loops.get(key) === mine) loops.delete(key);
+  };
+  mine.then(forget, forget);
+  return mine;
+}
+
 /**
  * Applies batches until every row up to `throughId` (default: the newest row now) has been applied, by this call
- * or by another worker: one loop per ingestion partition, at once, each on its own connection. Oldest rows go
- * first, so a job never waits behind newer work.
+ * or by another worker: one loop per ingestion partition, at once, each on its own connection, and one at a time
+ * per partition in this process. Oldest rows go first, so a job never waits behind newer work.
  */
 export async function drainThrough(pool: Pool, throughId: number | undefined, options: DrainOptions): Promise<DrainResult> {
   const total: DrainResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0, batches: 0, rows: 0 };
   const limit = throughId ?? (await pool.query<{ max: number | null }>('SELECT max(id) AS max FROM ingest_staging')).rows[0]!.max;
   if (limit === null) return total;
   const partitions = Math.max(1, options.partitions ?? 1);
-  await settleAll(Array.from({ length: partitions }, (_, part) => drainRange(pool, limit, rangeOf(part, partitions), options, total)));
+  await settleAll(
+    Array.from({ length: partitions }, (_, part) => {
+      const range = rangeOf(part, partitions);
+      return inTurn(pool, range, () => drainRange(pool, limit, range, options, total));
+    }),
+  );
   return total;
 }
