@@ -325,6 +325,11 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
   // Rejects stream to the store while the import runs; a crash leaves no partial object (stores write atomically),
   // and a resumed run writes the whole file again (records before the position are re-validated, not re-applied).
   const rejects = new PassThrough();
+  // A store attaches its handlers only once its upload starts (the local store after creating the directory). An
+  // import failing before that destroys this stream with its error, which with no listener became an uncaught
+  // exception (seen once in CI: an unreadable JSON document refused within the first milliseconds). The failure is
+  // the import's own throw, and the upload's is `uploaded`.
+  rejects.on('error', () => {});
   const uploaded = store.put(row.rejects_key, rejects, { contentType: 'application/x-ndjson' });
   uploaded.catch(() => {});
   let rejectBuffer = '';
