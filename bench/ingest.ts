@@ -141,7 +141,7 @@ async function rewriteCeiling(pool: Pool): Promise<number> {
  * on the first phase: in two runs at 250 requests/s the p99 acknowledgement of the first 10 s was 338-347 ms and of
  * the next 20 s 17-47 ms. Checkpoints that the phases' own writes bring about still fall inside them.
  */
-async function settle(pool: Pool): Promise<void> {
+async function checkpointBeforePhases(pool: Pool): Promise<void> {
   const started = Date.now();
   try {
     await pool.query('CHECKPOINT');
@@ -467,7 +467,7 @@ async function main() {
         WHERE name IN ('shared_buffers', 'max_wal_size', 'checkpoint_timeout', 'wal_compression', 'synchronous_commit') ORDER BY name`,
     );
     log(`PostgreSQL (${DATABASE_URL}): ${settings.rows.map((r) => `${r.name}=${r.value}`).join(', ')}`);
-    await settle(pool);
+    await checkpointBeforePhases(pool);
     const results: Record<string, Figures> = {};
     if (PHASES.includes('latency')) {
       log(`latency: ${RATE} requests/s of 75 events for ${SECONDS} s`);
