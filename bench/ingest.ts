@@ -167,6 +167,44 @@ function cpuFigures(meter: ReturnType<typeof cpuMeter>, requests?: number): Figu
   };
 }
 
+interface WriteBackSample {
+  checkpoints: number;
+  syncMs: number;
+  backendBuffers: number;
+}
+
+/** PostgreSQL's checkpoint counters (pg_stat_bgwriter, PostgreSQL 15-16), or null where they cannot be read. */
+async function writeBackSample(pool: Pool): Promise<WriteBackSample | null> {
+  try {
+    const { rows } = await pool.query<WriteBackSample>(
+      `SELECT (checkpoints_timed + checkpoints_req)::int AS checkpoints, checkpoint_sync_time::float8 AS "syncMs", buffers_backend::float8 AS "backendBuffers" FROM pg_stat_bgwriter`,
+    );
+    return rows[0] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * What PostgreSQL's write-back did during a phase. A checkpoint ends by fsyncing every data file it wrote to; pages
+ * that backends wrote themselves (buffers_backend: evicted from a shared_buffers smaller than the profiles they
+ * rewrite) sit dirty in the kernel's cache until then, and that fsync held up every commit's WAL flush behind it
+ * for its whole length: at 128 MB of shared_buffers, checkpoint syncs of 0.5-2.3 s, and acknowledgements waiting
+ * hundreds of milliseconds.
+ */
+function writeBackMeter(pool: Pool) {
+  const before = writeBackSample(pool);
+  return async (): Promise<Figures> => {
+    const [a, b] = await Promise.all([before, writeBackSample(pool)]);
+    if (!a || !b) return {};
+    return {
+      checkpoints: b.checkpoints - a.checkpoints,
+      'checkpoint sync s': ((b.syncMs - a.syncMs) / 1000).toFixed(1),
+      'pages written by backends': b.backendBuffers - a.backendBuffers,
+    };
+  };
+}
+
 /**
  * The age of the oldest staged row (0 when none), read through the primary key: ids are drawn in acceptance order.
  * Cheap on purpose: a count(*) here (as before 2026-11-23) scanned tens of megabytes of staged rows, in parallel
@@ -308,6 +346,7 @@ async function latencyPhase(pool: Pool): Promise<Figures> {
   let failures = 0;
   const sampler = lagSampler(pool);
   const meter = cpuMeter(pids);
+  const writeBack = writeBackMeter(pool);
   const acksBefore = await serviceAcks();
   const total = RATE * SECONDS;
   const started = performance.now();
@@ -360,6 +399,7 @@ async function latencyPhase(pool: Pool): Promise<Figures> {
     'applied events/s (end to end)': Math.round(applied),
     'applied / ceiling': (applied / ceiling).toFixed(2),
     ...cpuFigures(meter, total),
+    ...(await writeBack()),
   };
 }
 
@@ -370,6 +410,7 @@ async function throughputPhase(pool: Pool): Promise<Figures> {
   const latencies: number[] = [];
   const sampler = lagSampler(pool);
   const meter = cpuMeter(pids);
+  const writeBack = writeBackMeter(pool);
   const started = performance.now();
   const stopAt = started + SECONDS * 1000;
   await Promise.all(
@@ -403,6 +444,7 @@ async function throughputPhase(pool: Pool): Promise<Figures> {
     'applied events/s (end to end)': Math.round(applied),
     'applied / ceiling': (applied / ceiling).toFixed(2),
     ...cpuFigures(meter, latencies.length),
+    ...(await writeBack()),
   };
 }
 
