@@ -86,8 +86,8 @@ async function prepare(pool: Pool): Promise<string> {
             'Europe/London', 'London', '+4470000' || lpad(g::text, 5, '0'),
             jsonb_build_object('plan', 'gold', 'score', g % 100, 'signup_source', 'organic-search-campaign-' || (g % 50),
                                'favourite_colour', 'blue', 'tags', jsonb_build_array('a', 'b', 'c')),
-            (SELECT jsonb_agg(jsonb_build_object('name', 'event-' || e, 'first', '2023-01-01T00:00:00.000Z',
-                                                 'last', '2023-06-01T00:00:00.000Z', 'count', 3) ORDER BY e)
+            (SELECT jsonb_object_agg('event-' || e, jsonb_build_object('name', 'event-' || e, 'first', '2023-01-01T00:00:00.000Z',
+                                                                         'last', '2023-06-01T00:00:00.000Z', 'count', 3))
                FROM generate_series(0, 9) e),
             '{"first_name": "2023-01-01T00:00:00.000Z"}'
        FROM generate_series(0, $2 - 1) g`,
@@ -105,7 +105,7 @@ async function prepare(pool: Pool): Promise<string> {
 }
 
 async function eventsVisible(pool: Pool): Promise<number> {
-  const { rows } = await pool.query<{ n: number }>(`SELECT coalesce(sum((e->>'count')::bigint), 0)::bigint AS n FROM profiles p, jsonb_array_elements(p.custom_events) e`);
+  const { rows } = await pool.query<{ n: number }>(`SELECT coalesce(sum((e->>'count')::bigint), 0)::bigint AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e)`);
   return rows[0]!.n;
 }
 

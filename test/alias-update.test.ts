@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { entries } from './helpers/aggregates.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -167,6 +168,6 @@ describe('POST /users/alias/update', () => {
     const { drainThrough } = await import('../src/ingest/staging.js');
     await drainThrough(env.ctx.pool, undefined, { maxRows: 10, log: env.ctx.log, metrics: env.ctx.metrics });
     const p = (await env.ctx.pool.query('SELECT custom_events FROM profiles WHERE id = $1', [ids.ann])).rows[0];
-    expect(p.custom_events).toEqual([{ name: 'after-rename', first: '2024-01-01T00:00:00.000Z', last: '2024-01-01T00:00:00.000Z', count: 1 }]);
+    expect(entries(p.custom_events)).toEqual([{ name: 'after-rename', first: '2024-01-01T00:00:00.000Z', last: '2024-01-01T00:00:00.000Z', count: 1 }]);
   });
 });

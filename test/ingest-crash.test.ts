@@ -4,6 +4,7 @@ import { trackIngestJob } from '../jobs/track-ingest.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { spawnCli, waitFor } from './helpers/cli.js';
 import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { entries, type AggregateEntry } from './helpers/aggregates.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -98,13 +99,13 @@ describe('a worker killed mid-batch', () => {
     env.startWorkers([trackIngestJob]);
     await waitFor(async () => (await staged()) === 0, 60_000, 50);
 
-    const { rows } = await env.ctx.pool.query<{ external_id: string; custom_events: { name: string; first: string; last: string; count: number }[] }>(
+    const { rows } = await env.ctx.pool.query<{ external_id: string; custom_events: Record<string, AggregateEntry> }>(
       'SELECT external_id, custom_events FROM profiles WHERE workspace_id = $1',
       [ws.workspaceId],
     );
     expect(rows).toHaveLength(USERS);
     const actual = new Map<string, { count: number; first: string; last: string }>();
-    for (const p of rows) for (const e of p.custom_events) actual.set(`${p.external_id}/${e.name}`, { count: e.count, first: e.first, last: e.last });
+    for (const p of rows) for (const e of entries(p.custom_events)!) actual.set(`${p.external_id}/${e.name}`, { count: e.count, first: e.first, last: e.last });
     expect(actual.size).toBe(expected.size);
     for (const [key, e] of expected) expect(actual.get(key), key).toEqual(e);
     expect([...actual.values()].reduce((s, e) => s + e.count, 0)).toBe(REQUESTS * 75);

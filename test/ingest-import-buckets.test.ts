@@ -8,6 +8,7 @@ import { waitFor } from './helpers/cli.js';
 import { startGcsEmulator, type RunningGcs } from './helpers/gcs-emulator.js';
 import { startS3rver, type RunningS3 } from './helpers/s3rver.js';
 import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { entries } from './helpers/aggregates.js';
 
 let env: TestEnv;
 let s3: RunningS3;
@@ -55,7 +56,7 @@ async function importAndWait(ws: SeededWorkspace, key: string) {
 
 async function eventsOf(ws: SeededWorkspace, externalId: string) {
   const { rows } = await env.ctx.pool.query('SELECT custom_events FROM profiles WHERE workspace_id = $1 AND external_id = $2', [ws.workspaceId, externalId]);
-  return rows[0]?.custom_events;
+  return entries(rows[0]?.custom_events);
 }
 
 function checkRejects(text: string) {

@@ -6,6 +6,7 @@ import { LocalStore } from '../src/storage/local-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { runCli, waitFor } from './helpers/cli.js';
 import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { entries } from './helpers/aggregates.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -27,7 +28,7 @@ async function api(method: 'GET' | 'POST', url: string, body?: unknown, key = ws
 
 async function eventsOf(externalId: string) {
   const { rows } = await env.ctx.pool.query('SELECT custom_events FROM profiles WHERE workspace_id = $1 AND external_id = $2', [ws.workspaceId, externalId]);
-  return rows[0]?.custom_events;
+  return entries(rows[0]?.custom_events);
 }
 
 async function readRejects(key: string) {
@@ -93,7 +94,7 @@ describe('bulk import of an NDJSON file', () => {
     expect(done).toMatchObject({ status: 'completed', records_handled: 20, events_applied: 19, rejected: 1 });
     const total = (
       await env.ctx.pool.query<{ n: number }>(
-        `SELECT sum((e->>'count')::int)::int AS n FROM profiles p, jsonb_array_elements(p.custom_events) e WHERE p.workspace_id = $1 AND p.external_id LIKE 'r_'`,
+        `SELECT sum((e->>'count')::int)::int AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e) WHERE p.workspace_id = $1 AND p.external_id LIKE 'r_'`,
         [ws.workspaceId],
       )
     ).rows[0]!.n;
@@ -125,7 +126,7 @@ describe('bulk import of an NDJSON file', () => {
     const resumed = await runImport({ ...deps(), config: { ...env.config, INGEST_IMPORT_BATCH: 4 } }, created.import_id);
     expect(resumed).toMatchObject({ status: 'completed', records_handled: 30, events_applied: 30, rejected: 0 });
     const { rows: counts } = await env.ctx.pool.query<{ external_id: string; n: number }>(
-      `SELECT external_id, sum((e->>'count')::int)::int AS n FROM profiles p, jsonb_array_elements(p.custom_events) e
+      `SELECT external_id, sum((e->>'count')::int)::int AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e)
         WHERE p.workspace_id = $1 AND p.external_id LIKE 'pp%' GROUP BY external_id`,
       [ws.workspaceId],
     );
@@ -144,7 +145,7 @@ describe('bulk import of an NDJSON file', () => {
     expect(status).toMatchObject({ status: 'completed', records_handled: 12, events_applied: 12, rejected: 0 });
     // Only the 6 records after the position were applied by this run.
     const { rows } = await env.ctx.pool.query<{ n: number }>(
-      `SELECT coalesce(sum((e->>'count')::int), 0)::int AS n FROM profiles p, jsonb_array_elements(p.custom_events) e WHERE p.workspace_id = $1 AND p.external_id LIKE 'old_'`,
+      `SELECT coalesce(sum((e->>'count')::int), 0)::int AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e) WHERE p.workspace_id = $1 AND p.external_id LIKE 'old_'`,
       [ws.workspaceId],
     );
     expect(rows[0]!.n).toBe(6);

@@ -6,6 +6,7 @@ import { drainThrough, stageObjects } from '../src/ingest/staging.js';
 import type { Identity, TrackAttributes, TrackObjects } from '../src/ingest/types.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { entries } from './helpers/aggregates.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -24,7 +25,7 @@ const event = (user: string, name: string) => ({ identity: external(user), creat
 
 async function eventCount(externalId: string): Promise<number> {
   const { rows } = await env.ctx.pool.query<{ n: number }>(
-    `SELECT coalesce(sum((e->>'count')::int), 0)::int AS n FROM profiles p, jsonb_array_elements(p.custom_events) e
+    `SELECT coalesce(sum((e->>'count')::int), 0)::int AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e)
       WHERE p.workspace_id = $1 AND p.external_id = $2`,
     [ws.workspaceId, externalId],
   );
@@ -183,7 +184,7 @@ describe('batches of two partitions on the same user', () => {
       'custom_attributes.tier': '2024-06-02T00:00:00.000Z',
       'custom_attributes.keep': '2024-06-02T00:00:00.000Z',
     });
-    expect(p.custom_events.map((e: { name: string; count: number }) => [e.name, e.count])).toEqual([
+    expect(entries(p.custom_events)!.map((e) => [e.name, e.count])).toEqual([
       ['email', 1],
       ['external_id', 1],
     ]);

@@ -3,6 +3,7 @@ import { trackIngestJob } from '../jobs/track-ingest.js';
 import { drainThrough, stageObjects } from '../src/ingest/staging.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { entries } from './helpers/aggregates.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -59,10 +60,11 @@ describe('POST /users/track: acceptance', () => {
     await drain();
     expect(await stagedCount()).toBe(0);
     const p = await profile('u1');
-    expect(p.custom_events).toEqual([
-      { name: 'paid', first: '2024-03-05T17:00:00.123Z', last: '2024-03-05T17:00:00.123Z', count: 1 },
-      { name: 'played', first: '2024-02-01T09:00:00.500Z', last: '2024-03-01T10:00:00.000Z', count: 2 },
-    ]);
+    // Stored keyed by name (migration 0100).
+    expect(p.custom_events).toEqual({
+      paid: { name: 'paid', first: '2024-03-05T17:00:00.123Z', last: '2024-03-05T17:00:00.123Z', count: 1 },
+      played: { name: 'played', first: '2024-02-01T09:00:00.500Z', last: '2024-03-01T10:00:00.000Z', count: 2 },
+    });
     expect(p.service_id).toMatch(/^[0-9a-f]{24}$/);
     expect(p.random_bucket).toBeGreaterThanOrEqual(0);
     expect(p.random_bucket).toBeLessThanOrEqual(9999);
@@ -89,7 +91,7 @@ describe('POST /users/track: acceptance', () => {
     await drain();
     const p = await profile('p1');
     expect(p.first_name).toBe('Pat');
-    expect(p.custom_events.map((e: { name: string }) => e.name)).toEqual(['ok']);
+    expect(Object.keys(p.custom_events)).toEqual(['ok']);
   });
 
   it('a refused request stages nothing and changes nothing', async () => {
@@ -117,7 +119,7 @@ describe('POST /users/track: acceptance', () => {
     expect(r.status).toBe(201);
     expect(r.body.events_processed).toBe(75);
     await drain();
-    expect((await profile('bulk-0')).custom_events).toEqual([{ name: 'seen', first: '2024-01-01T00:00:00.000Z', last: '2024-01-01T00:00:00.000Z', count: 15 }]);
+    expect(entries((await profile('bulk-0')).custom_events)).toEqual([{ name: 'seen', first: '2024-01-01T00:00:00.000Z', last: '2024-01-01T00:00:00.000Z', count: 15 }]);
   });
 
   it('refuses missing credentials, unknown keys and a key without users.track; nothing is staged', async () => {
@@ -173,7 +175,7 @@ describe('applying: semantics', () => {
     await drain();
     await track({ events: [ev('o1', 'login', '2024-07-01T12:00:00.001Z')] });
     await drain();
-    expect((await profile('o1')).custom_events).toEqual([
+    expect(entries((await profile('o1')).custom_events)).toEqual([
       { name: 'login', first: '2024-05-01T00:00:00.000Z', last: '2024-07-01T12:00:00.001Z', count: 5 },
       { name: 'logout', first: '2023-01-01T00:00:00.000Z', last: '2023-01-01T00:00:00.000Z', count: 1 },
     ]);
@@ -189,7 +191,7 @@ describe('applying: semantics', () => {
     });
     await drain();
     const p = await profile('buyer');
-    expect(p.purchases).toEqual([
+    expect(entries(p.purchases)).toEqual([
       { name: 'other', first: '2024-03-01T00:00:00.000Z', last: '2024-03-01T00:00:00.000Z', count: 1 },
       { name: 'sku', first: '2024-01-01T00:00:00.000Z', last: '2024-02-01T00:00:00.000Z', count: 3 },
     ]);
@@ -204,7 +206,7 @@ describe('applying: semantics', () => {
     expect(await profile('ghost')).toBeUndefined();
     await track({ events: [ev('o1', 'seen', '2024-01-01', { _update_existing_only: true })] });
     await drain();
-    expect((await profile('o1')).custom_events.find((e: { name: string }) => e.name === 'seen')).toMatchObject({ count: 1 });
+    expect((await profile('o1')).custom_events.seen).toMatchObject({ count: 1 });
   });
 
   it('user_alias names existing users only; service_id and email find their users', async () => {
@@ -225,7 +227,7 @@ describe('applying: semantics', () => {
     const result = await drain();
     expect(result.unmatched).toBe(2);
     expect(await profileCount()).toBe(before);
-    const names = (await profile('o1')).custom_events.map((e: { name: string }) => e.name);
+    const names = Object.keys((await profile('o1')).custom_events);
     expect(names).toEqual(expect.arrayContaining(['by-alias', 'by-service-id', 'by-email']));
   });
 
@@ -295,7 +297,7 @@ describe('with a real worker', () => {
     expect(await stagedCount()).toBe(0);
     const total = (
       await env.ctx.pool.query<{ n: number }>(
-        `SELECT coalesce(sum((e->>'count')::int), 0)::int AS n FROM profiles p, jsonb_array_elements(p.custom_events) e WHERE p.external_id LIKE 'w_'`,
+        `SELECT coalesce(sum((e->>'count')::int), 0)::int AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e) WHERE p.external_id LIKE 'w_'`,
       )
     ).rows[0]!.n;
     expect(total).toBe(200);

@@ -5,6 +5,7 @@ import { STANDARD_ATTRIBUTES } from '../src/segments/filter.js';
 import { EXPORT_FIELDS } from '../src/exports/request.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { seedWorkspace } from './helpers/seed.js';
+import { entries, type AggregateEntry } from './helpers/aggregates.js';
 
 const NOW = new Date('2026-06-15T00:00:00Z');
 const DAY = 86_400_000;
@@ -27,8 +28,12 @@ type Row = Record<string, unknown> & {
   custom_attributes: Record<string, unknown>;
 };
 
-const rows = async (workspaceId: string) =>
-  (await env.ctx.pool.query<Row>(`SELECT * FROM profiles WHERE workspace_id = $1 ORDER BY service_id`, [workspaceId])).rows;
+/** The workspace's profiles, their event and purchase aggregates (stored keyed by name) as entries sorted by name. */
+const rows = async (workspaceId: string): Promise<Row[]> =>
+  (await env.ctx.pool.query(`SELECT * FROM profiles WHERE workspace_id = $1 ORDER BY service_id`, [workspaceId])).rows.map(
+    (r: Record<string, unknown>) =>
+      ({ ...r, custom_events: entries(r.custom_events as Record<string, AggregateEntry>), purchases: entries(r.purchases as Record<string, AggregateEntry>) }) as Row,
+  );
 
 beforeAll(async () => {
   env = await createTestEnv();

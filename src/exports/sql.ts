@@ -13,9 +13,12 @@ const quoted = (name: string, expr: string) => `'"${name}":"' || ${expr} || '"'`
 const jsonb = (name: string, expr: string) => `${key(name)} || (${expr})::text`;
 const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 const nonEmpty = (expr: string) => `NULLIF(${expr}, '[]'::jsonb)`;
-/** Keeps the array elements whose time field is within the window; the stored strings compare as times. */
-const windowed = (column: string, condition: string, since: string) =>
-  nonEmpty(`jsonb_path_query_array(${column}, '$[*] ? (${condition})', ${escapeLiteral(JSON.stringify({ since }))}::jsonb)`);
+/**
+ * An array of the entries (of an array, `$[*]`, or the values of an object, `$.*`) whose time field is within the
+ * window; the stored strings compare as times.
+ */
+const windowed = (column: string, entries: '$[*]' | '$.*', condition: string, since: string) =>
+  nonEmpty(`jsonb_path_query_array(${column}, '${entries} ? (${condition})', ${escapeLiteral(JSON.stringify({ since }))}::jsonb)`);
 
 /** `"field":<value>` of one export field over `p`, or NULL when the field is absent (then the line omits it). */
 function fieldText(field: ExportField, spec: ExportSpec, since: string): string {
@@ -33,12 +36,13 @@ function fieldText(field: ExportField, spec: ExportSpec, since: string): string 
     }
     case 'custom_events':
     case 'purchases':
-      // first and count stay as stored: they cover all history, as the spec asks.
-      return jsonb(field, windowed(`p.${field}`, '@.last >= $since', since));
+      // Stored keyed by name (migration 0100), listed in jsonb's key order. first and count stay as stored: they cover
+      // all history, as the spec asks.
+      return jsonb(field, windowed(`p.${field}`, '$.*', '@.last >= $since', since));
     case 'campaigns_received':
-      return jsonb(field, windowed('p.campaigns_received', '@.last_received >= $since', since));
+      return jsonb(field, windowed('p.campaigns_received', '$[*]', '@.last_received >= $since', since));
     case 'canvases_received':
-      return jsonb(field, windowed('p.canvases_received', '@.last_received_message >= $since || @.last_entered >= $since || @.last_exited >= $since', since));
+      return jsonb(field, windowed('p.canvases_received', '$[*]', '@.last_received_message >= $since || @.last_entered >= $since || @.last_exited >= $since', since));
     case 'user_aliases':
     case 'devices':
     case 'push_tokens':

@@ -407,9 +407,9 @@ assertPlain(
   'vocabulary',
 );
 
-/** A history aggregate entry, `{name, first, last, count}`. */
+/** A history aggregate entry keyed by its name, `"name": {name, first, last, count}` (migration 0100). */
 const aggregate = (name: string, first: number, last: number, count: number) =>
-  `{"name":"${name}","first":"${iso(first)}","last":"${iso(last)}","count":${count}}`;
+  `"${name}":{"name":"${name}","first":"${iso(first)}","last":"${iso(last)}","count":${count}}`;
 
 function profileLine(w: World, index: number, id: number, aliasLines: string[]): string {
   const r = new Rng(fmix32(w.seedHash ^ Math.imul(index ^ 0x27d4eb2d, 0x9e3779b1)) ^ index);
@@ -597,7 +597,7 @@ function profileLine(w: World, index: number, id: number, aliasLines: string[]):
     `${r.pick(country.languages)}\t${city.tz}\t${coordinates}\t${gender}\t${round(revenue, 2)}\t${attribution}\t` +
     `${pushSubscribe}\t${emailSubscribe}\t${pushOptedInAt}\t${uninstalledAt < 0 ? '\\N' : iso(uninstalledAt)}\t` +
     `${copyJson(customAttributes)}\t[${userAliases}]\t[${devices}]\t[${pushTokens}]\t[${apps}]\t` +
-    `[${customEvents}]\t[${purchases}]\t[${campaigns}]\t[${canvases}]\t[${cardsClicked}]\n`
+    `{${customEvents}}\t{${purchases}}\t[${campaigns}]\t[${canvases}]\t[${cardsClicked}]\n`
   );
 }
 

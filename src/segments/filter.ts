@@ -114,10 +114,11 @@ export function compileFilter(filter: SegmentFilter, firstParam = 1): CompiledFi
         conds.push('@.last >= $since');
         vars.push(`'since', to_char(now() - make_interval(days => ${p(f.within_days)}::int), 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
       }
-      const exists = `jsonb_path_exists(${column}, '$[*] ? (${conds.join(' && ')})', jsonb_build_object(${vars.join(', ')}))`;
+      // Entries are stored keyed by name (migration 0100); each value still holds its name.
+      const exists = `jsonb_path_exists(${column}, '$.* ? (${conds.join(' && ')})', jsonb_build_object(${vars.join(', ')}))`;
       // "count <= n" includes users who never did it (count 0).
       if (f.count?.lte !== undefined && (f.count.gte ?? 0) === 0 && f.within_days === undefined) {
-        return `(${exists} OR NOT jsonb_path_exists(${column}, '$[*] ? (@.name == $name)', jsonb_build_object('name', ${p(name)}::text)))`;
+        return `(${exists} OR NOT jsonb_path_exists(${column}, '$.* ? (@.name == $name)', jsonb_build_object('name', ${p(name)}::text)))`;
       }
       return exists;
     }

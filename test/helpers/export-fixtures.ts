@@ -21,10 +21,10 @@ export async function insertProfiles(pool: Pool, workspaceId: string, from: numb
             CASE WHEN g % 10 = 0 THEN NULL ELSE 'Name\\' || g || ' "q"' END,
             'user' || g || '@example.com', $4, DATE '1990-01-01' + (g % 1000), g * 1.5,
             jsonb_build_object('tier', g % 3, 'score', g, 'nested', jsonb_build_object('k', NULL)),
-            jsonb_build_array(
-              jsonb_build_object('name', 'recent_event', 'first', $5::text, 'last', $6::text, 'count', 3),
-              jsonb_build_object('name', 'old_event', 'first', $5::text, 'last', $5::text, 'count', 7)),
-            jsonb_build_array(jsonb_build_object('name', 'old_purchase', 'first', $5::text, 'last', $5::text, 'count', 1)),
+            jsonb_build_object(
+              'recent_event', jsonb_build_object('name', 'recent_event', 'first', $5::text, 'last', $6::text, 'count', 3),
+              'old_event', jsonb_build_object('name', 'old_event', 'first', $5::text, 'last', $5::text, 'count', 7)),
+            jsonb_build_object('old_purchase', jsonb_build_object('name', 'old_purchase', 'first', $5::text, 'last', $5::text, 'count', 1)),
             CASE WHEN g % 2 = 0 THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object('model', 'Pixel', 'carrier', NULL, 'device_id', 'd' || g)) END,
             jsonb_build_array(
               jsonb_build_object('name', 'c-new', 'api_campaign_id', 'c1', 'last_received', $6::text),
