@@ -68,7 +68,7 @@ export const ConfigSchema = z.object({
   INGEST_PARTITIONS: int(2)
     .pipe(z.number().min(1).max(16))
     .describe(
-      'Partitions (1-16) a workspace\'s ingestion is split into by user; each applies on its own PostgreSQL connection at once. One partition applies on one core; more use more cores (and connections) while batches are applied. Set the same value for every process.',
+      'Partitions (1-16) a workspace\'s ingestion is split into by user; each applies on its own PostgreSQL connection at once. One partition applies on one core; more use more cores (and connections) while batches are applied. Where the API and PostgreSQL share two cores, 1 leaves a core to the acknowledgements (docs/ingestion.md, "Acknowledgement latency"). Set the same value for every process.',
     ),
   INGEST_IMPORT_BATCH: int(200_000).describe(
     'Events a bulk import applies (and commits its position with) per transaction. Larger batches rewrite each profile fewer times (1M events over 100k users: 14.8k events/s at 20,000, 27.8k at 200,000) and hold more in memory.',

@@ -181,6 +181,17 @@ describe('applying: semantics', () => {
     ]);
   });
 
+  it('keeps event names that are also object property names, such as __proto__, as names like any other', async () => {
+    await track({ events: [ev('n1', '__proto__', '2024-01-01T00:00:00Z'), ev('n1', 'constructor', '2024-01-02T00:00:00Z')] });
+    await drain();
+    await track({ events: [ev('n1', '__proto__', '2024-01-03T00:00:00Z')] });
+    await drain();
+    expect(entries((await profile('n1')).custom_events)).toEqual([
+      { name: '__proto__', first: '2024-01-01T00:00:00.000Z', last: '2024-01-03T00:00:00.000Z', count: 2 },
+      { name: 'constructor', first: '2024-01-02T00:00:00.000Z', last: '2024-01-02T00:00:00.000Z', count: 1 },
+    ]);
+  });
+
   it('aggregates purchases by product (quantity counts) and adds revenue', async () => {
     await track({
       purchases: [
