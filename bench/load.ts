@@ -36,7 +36,6 @@ interface Pending {
 class Connection {
   private buffered: Buffer = Buffer.alloc(0);
   private pending: Pending | null = null;
-  private closing = false;
 
   constructor(
     readonly socket: net.Socket,
@@ -73,12 +72,12 @@ class Connection {
     const end = headerEnd + HEADER_END.length + Number(length[1]);
     if (this.buffered.length < end) return;
     const reply = { status: Number(head.slice(9, 12)), ms: performance.now() - this.pending!.started, body: this.buffered.subarray(headerEnd + HEADER_END.length, end) };
-    this.closing = /\r\nconnection:\s*close/i.test(head);
+    const closing = /\r\nconnection:\s*close/i.test(head);
     this.buffered = Buffer.alloc(0);
     const pending = this.pending!;
     this.pending = null;
-    if (this.closing) this.socket.end();
-    this.done(this, !this.closing);
+    if (closing) this.socket.end();
+    this.done(this, !closing);
     pending.resolve(reply);
   }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A PostgreSQL instance of its own for `npm run bench:ingest`, with shared_buffers sized for the profiles ingestion
-# rewrites (docs/ingestion.md, "Acknowledgement latency and checkpoints"). The machine's own server keeps its
+# rewrites (docs/ingestion.md, "Acknowledgement latency"). The machine's own server keeps its
 # settings: changing shared_buffers needs a restart, and the tests run against that server.
 #
 #   scripts/bench-postgres.sh start   # initdb (first time) and start on 127.0.0.1:${BENCH_PG_PORT:-5433}
