@@ -24,6 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
 import { hashSecret, secretPrefix } from '../src/auth/secrets.js';
+import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { ConfigSchema } from '../src/config.js';
 import { createPool, type Pool } from '../src/db/pool.js';
 import { migrate } from '../src/db/migrate.js';
@@ -449,7 +450,8 @@ async function throughputPhase(pool: Pool): Promise<Figures> {
 }
 
 async function importPhase(pool: Pool): Promise<Figures> {
-  const dir = path.join(WORK_DIR, 'bucket', 'local', 'imports');
+  const ns = (await pool.query<{ company_id: string; id: string }>(`SELECT company_id, id FROM workspaces WHERE name = 'bench-ingest'`)).rows[0]!;
+  const dir = path.join(localWorkspaceDir(path.join(WORK_DIR, 'bucket'), { companyId: ns.company_id, workspaceId: ns.id }), 'imports');
   await mkdir(dir, { recursive: true });
   const file = path.join(dir, 'bench.ndjson');
   const out = createWriteStream(file);

@@ -8,6 +8,7 @@ import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, exportStatus, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -91,7 +92,7 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     expect(done).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 12 });
 
     const keyPrefix = String(done.key_prefix);
-    const dir = path.join(env.config.LOCAL_STORE_DIR, 'local', keyPrefix);
+    const dir = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), keyPrefix);
     const manifest = JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8'));
     expect(manifest.parts.map((p: { users: number }) => p.users)).toEqual([...Array(12).fill(5000)]);
     // Nothing the killed attempt wrote is left beside the parts: only the manifest's files and the manifest.

@@ -12,6 +12,7 @@ import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, exportStatus, insertProfiles, OLD, readPartFile, RECENT, requestExport, waitForExport, zipEntries } from './helpers/export-fixtures.js';
+import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
 const run = promisify(execFile);
@@ -59,7 +60,7 @@ afterAll(async () => {
 });
 
 function localFile(key: string): string {
-  return path.join(env.config.LOCAL_STORE_DIR, 'local', key);
+  return path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), key);
 }
 
 async function partsOf(keyPrefix: string): Promise<string[]> {

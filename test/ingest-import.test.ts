@@ -15,7 +15,7 @@ let store: LocalStore;
 beforeAll(async () => {
   env = await createTestEnv({ INGEST_IMPORT_BATCH: '3' });
   ws = await seedWorkspace(env.ctx.pool);
-  store = new LocalStore(env.config.LOCAL_STORE_DIR);
+  store = LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws);
 });
 afterAll(async () => env?.close());
 

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
+import { localWorkspaceDir } from '../storage/local-store.js';
 import { applyWorkspaceFile, KINDS, type ApplySummary } from '../workspace/apply.js';
 import { readWorkspaceFile, WorkspaceFileError } from '../workspace/parse.js';
 
@@ -25,7 +26,7 @@ export function registerWorkspaceCommands(program: Command, config: () => Config
       try {
         if (opts.migrate) await migrate(pool, cfg.DATABASE_SCHEMA);
         const summary = await applyWorkspaceFile(pool, file).catch((err: unknown) => exitOnFileError(fileName, err));
-        printSummary(fileName, summary);
+        printSummary(fileName, summary, cfg.LOCAL_STORE_DIR);
       } finally {
         await pool.end();
       }
@@ -44,7 +45,7 @@ function exitOnFileError(fileName: string, err: unknown): never {
   throw err;
 }
 
-function printSummary(fileName: string, s: ApplySummary): void {
+function printSummary(fileName: string, s: ApplySummary, localStoreDir: string): void {
   console.log(`applied ${fileName}`);
   const width = Math.max(...KINDS.map((k) => k.length));
   console.log(`  ${'kind'.padEnd(width)}  created  updated  unchanged`);
@@ -52,6 +53,11 @@ function printSummary(fileName: string, s: ApplySummary): void {
     const c = s.counts[kind];
     if (c.created + c.updated + c.unchanged === 0) continue;
     console.log(`  ${kind.padEnd(width)}  ${String(c.created).padStart(7)}  ${String(c.updated).padStart(7)}  ${String(c.unchanged).padStart(9)}`);
+  }
+  // Files to import from the built-in store go here; its exports are found here too (keys are relative to it).
+  console.log('\nBuilt-in local store directory of each workspace:');
+  for (const [name, workspaceId] of Object.entries(s.workspaceIds)) {
+    console.log(`  ${name}: ${localWorkspaceDir(localStoreDir, { companyId: s.companyId, workspaceId })}`);
   }
   if (s.generatedSecrets.length > 0) {
     console.log('\nGenerated secrets (shown this once; only their hashes are stored):');

@@ -5,6 +5,7 @@ import { createGunzip, createInflateRaw } from 'node:zlib';
 import type { Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import { AppError, notFound } from '../errors.js';
+import type { LocalNamespace } from '../storage/local-store.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { MANIFEST_FILE } from './names.js';
 
@@ -35,12 +36,25 @@ export interface DownloadableExport {
   keyPrefix: string;
   /** Part keys in order. */
   parts: string[];
+  /** The workspace whose part of the local store holds the files. */
+  namespace: LocalNamespace;
+  /** Recorded before the local store had namespaces: keys are relative to its shared root. */
+  sharedRoot: boolean;
 }
 
 /** The export behind a verified link, once it is ready and until its link expires (404 before, 410 after). */
 export async function readyDownload(pool: Pool, objectPrefix: string, now = new Date()): Promise<DownloadableExport> {
-  const { rows } = await pool.query<{ id: string; status: string; key_prefix: string | null; destination: string; url_expires_at: Date | null }>(
-    `SELECT id, status, key_prefix, destination, url_expires_at FROM exports WHERE object_prefix = $1`,
+  const { rows } = await pool.query<{
+    id: string;
+    company_id: string;
+    workspace_id: string;
+    status: string;
+    key_prefix: string | null;
+    destination: string;
+    local_shared_root: boolean;
+    url_expires_at: Date | null;
+  }>(
+    `SELECT id, company_id, workspace_id, status, key_prefix, destination, local_shared_root, url_expires_at FROM exports WHERE object_prefix = $1`,
     [objectPrefix],
   );
   const exp = rows[0];
@@ -53,7 +67,13 @@ export async function readyDownload(pool: Pool, objectPrefix: string, now = new 
     throw new AppError('gone', `This download link expired at ${exp.url_expires_at.toISOString()}; request a new export`);
   }
   const parts = await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1 ORDER BY shard, part_index`, [exp.id]);
-  return { objectPrefix, keyPrefix: exp.key_prefix, parts: parts.rows.map((r) => r.object_key) };
+  return {
+    objectPrefix,
+    keyPrefix: exp.key_prefix,
+    parts: parts.rows.map((r) => r.object_key),
+    namespace: { companyId: exp.company_id, workspaceId: exp.workspace_id },
+    sharedRoot: exp.local_shared_root,
+  };
 }
 
 /**

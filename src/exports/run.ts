@@ -12,7 +12,7 @@ import type { Queues } from '../queues.js';
 import type { Redis } from '../redis.js';
 import { SegmentFilterSchema } from '../segments/filter.js';
 import { LocalStore } from '../storage/local-store.js';
-import { storeFor, workspaceDestination, type WorkspaceStore } from '../storage/stores.js';
+import { storeFor, workspaceStorage, type WorkspaceStore } from '../storage/stores.js';
 import { downloadUrl } from './download.js';
 import { CopyBinaryLines, NdjsonLines, type LineBatch } from './lines.js';
 import { exportLockKeys, releaseExportLock, renewExportLock, withLeaseRenewal, type ExportLockKeys } from './locks.js';
@@ -45,13 +45,15 @@ interface ExportRow {
   destination: 'local' | 's3' | 'gcs';
   key_prefix: string | null;
   shard_count: number;
+  /** Recorded before the local store had per-workspace namespaces: its keys are relative to the shared root. */
+  local_shared_root: boolean;
   created_at: Date;
 }
 
 async function loadExport(pool: Pool, exportId: string): Promise<ExportRow | null> {
   const { rows } = await pool.query<ExportRow>(
     `SELECT e.id, e.object_prefix, e.company_id, e.workspace_id, e.segment_id, s.api_id AS segment_api_id, s.filter, e.status, e.request,
-            e.destination, e.key_prefix, COALESCE(e.shard_count, 1) AS shard_count, e.created_at
+            e.destination, e.key_prefix, COALESCE(e.shard_count, 1) AS shard_count, e.local_shared_root, e.created_at
        FROM exports e JOIN segments s ON s.id = e.segment_id
       WHERE e.id = $1`,
     [exportId],
@@ -62,10 +64,10 @@ async function loadExport(pool: Pool, exportId: string): Promise<ExportRow | nul
 const lockKeys = (config: Config, exp: ExportRow): ExportLockKeys => exportLockKeys(config.REDIS_PREFIX, exp.segment_id, exp.company_id);
 
 async function openStore(deps: ExportJobDeps, exp: ExportRow): Promise<WorkspaceStore> {
-  const destination = await workspaceDestination(deps.pool, exp.workspace_id);
+  const { destination, namespace } = await workspaceStorage(deps.pool, exp.workspace_id);
   const kind = destination?.provider ?? 'local';
   if (kind !== exp.destination) throw new Error(`the workspace's export destination changed from ${exp.destination} to ${kind} after the export was requested`);
-  return storeFor(deps.config, destination);
+  return storeFor(deps.config, destination, namespace, { sharedRoot: exp.local_shared_root });
 }
 
 /**

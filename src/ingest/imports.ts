@@ -10,8 +10,9 @@ import { settleAll } from '../lib/settle.js';
 import { AppError, badRequest, notFound } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
+import { localKeyProblem, MAX_LOCAL_KEY_LENGTH } from '../storage/local-store.js';
 import { ObjectNotFoundError, type ObjectStore } from '../storage/object-store.js';
-import { storeFor, workspaceDestination, type WorkspaceStore } from '../storage/stores.js';
+import { storeFor, workspaceStorage, type WorkspaceStore } from '../storage/stores.js';
 import { applyObjects, lockIngestPartition, retryOnDeadlock, tuneBatchTransaction } from './apply.js';
 import { ingestMetrics } from './metrics.js';
 import { partitionOf } from './partitions.js';
@@ -38,11 +39,17 @@ export const ImportRequest = z
     key: z
       .string({ error: 'key is required: the object key of the file to import' })
       .min(1, 'key must not be empty')
-      .max(1024, 'key may be at most 1024 characters')
+      .max(MAX_LOCAL_KEY_LENGTH, `key may be at most ${MAX_LOCAL_KEY_LENGTH} characters`)
+      .refine((k) => !k.includes('\0'), 'key must not contain a NUL character')
       .refine((k) => !k.split('/').includes('..') && !k.startsWith('/'), 'key must be a relative object key without ..'),
     format: z.enum(IMPORT_FORMATS, { error: "format must be 'ndjson' or 'json'" }).optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((r, ctx) => {
+    // The local store's keys are file paths inside the workspace's directory: stricter than a bucket's.
+    const problem = r.source === 'local' ? localKeyProblem(r.key) : null;
+    if (problem) ctx.addIssue({ code: 'custom', path: ['key'], message: problem });
+  });
 export type ImportRequest = z.infer<typeof ImportRequest>;
 
 export interface ImportStatus {
@@ -124,12 +131,12 @@ async function selectImport(pool: Pool, importId: string, workspaceId?: string):
   return rows[0];
 }
 
-/** The store an import reads: the built-in local store, or the workspace's bucket. */
+/** The store an import reads: the workspace's own directory of the built-in local store, or its bucket. */
 async function openStore(config: Pick<Config, 'LOCAL_STORE_DIR'>, pool: Pool, workspaceId: string, source: 'local' | 'bucket'): Promise<WorkspaceStore> {
-  if (source === 'local') return storeFor(config, null);
-  const destination = await workspaceDestination(pool, workspaceId);
+  const { destination, namespace } = await workspaceStorage(pool, workspaceId);
+  if (source === 'local') return storeFor(config, null, namespace);
   if (!destination) throw badRequest("source 'bucket' needs a bucket declared for this workspace (export_destination); none is");
-  return storeFor(config, destination);
+  return storeFor(config, destination, namespace);
 }
 
 const formatOf = (key: string, given?: ImportFormat): ImportFormat => given ?? (/\.json(\.gz)?$/i.test(key) ? 'json' : 'ndjson');

@@ -7,7 +7,7 @@ import { downloadZip, readyDownload, verifyDownloadSignature } from '../exports/
 import { ExportRequestSchema } from '../exports/request.js';
 import { exportStatus } from '../exports/status.js';
 import { apiKeyOf } from '../http/route-config.js';
-import { LocalStore } from '../storage/local-store.js';
+import { storeFor } from '../storage/stores.js';
 
 export const ExportResponse = z.object({ message: z.string(), object_prefix: z.string(), url: z.string().optional() });
 export const ExportStatusQuery = z.object({
@@ -97,7 +97,8 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
       const ready = await readyDownload(app.ctx.pool, objectPrefix);
       reply.header('content-type', 'application/zip');
       reply.header('content-disposition', `attachment; filename="${objectPrefix}.zip"`);
-      return reply.send(downloadZip(new LocalStore(app.ctx.config.LOCAL_STORE_DIR), ready));
+      const { store } = storeFor(app.ctx.config, null, ready.namespace, { sharedRoot: ready.sharedRoot });
+      return reply.send(downloadZip(store, ready));
     },
   );
 };
