@@ -9,7 +9,10 @@ export function hashSecret(secret: string): Buffer {
   return createHash('sha256').update(secret, 'utf8').digest();
 }
 
-/** What may appear of a secret in an error or a log: enough to tell keys apart, never enough to use one. */
+/**
+ * The prefix stored beside a secret's hash (api_keys.key_prefix), so an operator can tell stored keys apart. Never put
+ * in an error or a log: a refusal repeats nothing of what was presented.
+ */
 export function secretPrefix(secret: string): string {
   return secret.length <= 12 ? secret.slice(0, 4) + '…' : secret.slice(0, 12) + '…';
 }

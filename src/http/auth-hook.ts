@@ -1,5 +1,4 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { secretPrefix } from '../auth/secrets.js';
 import { AppError } from '../errors.js';
 
 /** Routes served to anyone: probes, metrics, the API reference, signed download URLs (their own signature). */
@@ -14,7 +13,8 @@ function bearer(req: FastifyRequest): string | undefined {
 
 /**
  * Authentication, permission and rate limit, in that order, before the body is even parsed: a request without a
- * valid key is refused whatever it carries, and a refused request changes nothing.
+ * valid key is refused whatever it carries, and a refused request changes nothing. A refusal repeats nothing of the
+ * secret presented (not even a prefix): error bodies and logs end up in places secrets must not.
  */
 export function registerAuth(app: FastifyInstance): void {
   app.addHook('onRoute', (route) => {
@@ -39,7 +39,7 @@ export function registerAuth(app: FastifyInstance): void {
         const asKey = await principals.apiKey(secret);
         throw new AppError(
           'unauthorized',
-          asKey ? 'An API key cannot be used for SCIM: send a SCIM token' : `Invalid SCIM token: ${secretPrefix(secret)}`,
+          asKey ? 'An API key cannot be used for SCIM: send a SCIM token' : 'Invalid SCIM token: it is unknown or has been revoked',
         );
       }
       const origin = req.headers['x-request-origin'];
@@ -52,7 +52,7 @@ export function registerAuth(app: FastifyInstance): void {
     } else {
       if (!secret) throw new AppError('unauthorized', 'Missing API key: send Authorization: Bearer <API_KEY>');
       const key = await principals.apiKey(secret);
-      if (!key) throw new AppError('unauthorized', `Invalid API key: ${secretPrefix(secret)}`);
+      if (!key) throw new AppError('unauthorized', 'Invalid API key: it is unknown or has been revoked');
       if (config.permission && !key.permissions.has(config.permission)) {
         throw new AppError('unauthorized', `This API key does not have the permission ${config.permission} required by this endpoint`);
       }

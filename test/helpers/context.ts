@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
+import type { DestinationStream } from 'pino';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { closeContext, createContext, type AppContext } from '../../src/context.js';
@@ -21,7 +22,12 @@ export interface TestEnv {
  * A private world for one test file: its own PostgreSQL schema (migrated), its own Redis key prefix and queue
  * names, an app built over them. `close` drops the schema and deletes the keys, so runs never see each other.
  */
-export async function createTestEnv(overrides: Record<string, string> = {}): Promise<TestEnv> {
+export interface TestEnvOptions {
+  /** Where the process's log lines go (at LOG_LEVEL, default silent): for tests that read what is logged. */
+  logDestination?: DestinationStream;
+}
+
+export async function createTestEnv(overrides: Record<string, string> = {}, options: TestEnvOptions = {}): Promise<TestEnv> {
   const id = `t_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
   const config = loadConfig({
     NODE_ENV: 'test',
@@ -35,7 +41,7 @@ export async function createTestEnv(overrides: Record<string, string> = {}): Pro
     METRICS_ENABLED: 'true',
     ...overrides,
   });
-  const ctx = await createContext(config, { log: createLogger(config.LOG_LEVEL) });
+  const ctx = await createContext(config, { log: createLogger(config.LOG_LEVEL, {}, options.logDestination) });
   let app: FastifyInstance;
   try {
     await migrate(ctx.pool, config.DATABASE_SCHEMA);
