@@ -27,6 +27,8 @@ const CREDENTIAL_PARAMS = [
 const CREDENTIAL_PARAM = new RegExp(`([?&](?:${CREDENTIAL_PARAMS.join('|')})=)[^&#\\s"\\\\]*`, 'gi');
 /** Our own API keys and SCIM tokens, wherever they turn up in a line (a body echoed in an error, say). */
 const OWN_SECRET = /\bces_(key|scim)_[A-Za-z0-9_-]{4,}/g;
+/** AWS access key ids, which S3 errors repeat (the secret key never is, but the pair is a credential). */
+const AWS_ACCESS_KEY_ID = /\b(?:AKIA|ASIA)[A-Z0-9]{16}\b/g;
 
 /** A URL (or path with query) with the value of every credential-bearing query parameter replaced. */
 export function redactUrl(url: string): string {
@@ -35,7 +37,7 @@ export function redactUrl(url: string): string {
 
 /** Removes credentials from a finished log line: the last net under the serializers and `redact` paths. */
 export function redactLine(line: string): string {
-  return line.replace(CREDENTIAL_PARAM, '$1[redacted]').replace(OWN_SECRET, 'ces_$1_[redacted]');
+  return line.replace(CREDENTIAL_PARAM, '$1[redacted]').replace(OWN_SECRET, 'ces_$1_[redacted]').replace(AWS_ACCESS_KEY_ID, '[redacted]');
 }
 
 interface LoggedRequest {

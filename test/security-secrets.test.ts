@@ -6,6 +6,7 @@ import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, insertProfiles, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import { startS3rver, type RunningS3 } from './helpers/s3rver.js';
 import { scimHeaders } from './helpers/scim.js';
 import { bearer, createScimToken, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
@@ -21,6 +22,7 @@ const capture = new Writable({
 let env: TestEnv;
 let ws: SeededWorkspace;
 let scimToken: string;
+let s3: RunningS3;
 
 /** Every run of 4 characters of a secret's random part (after its public `ces_key_` / `ces_scim_` prefix). */
 function fragments(secret: string): string[] {
@@ -31,12 +33,18 @@ function fragments(secret: string): string[] {
 const leaks = (text: string, secret: string) => fragments(secret).filter((f) => text.includes(f));
 
 beforeAll(async () => {
-  env = await createTestEnv({ LOG_LEVEL: 'info', EXPORT_SHARD_BUCKETS: '10000' }, { logDestination: capture });
+  [env, s3] = await Promise.all([
+    createTestEnv({ LOG_LEVEL: 'info', EXPORT_SHARD_BUCKETS: '10000', EXPORT_SHARD_ATTEMPTS: '1' }, { logDestination: capture }),
+    startS3rver(),
+  ]);
   ws = await seedWorkspace(env.ctx.pool);
   scimToken = await createScimToken(env.ctx.pool, ws.companyId);
   env.startWorkers([segmentExportJob, exportShardJob, exportCallbackJob]);
 });
-afterAll(async () => env?.close());
+afterAll(async () => {
+  await env?.close();
+  await s3?.close();
+});
 
 describe('refusals repeat nothing of a presented secret', () => {
   it('an unknown API key: 401 without any fragment of it, in the body or the log', async () => {
@@ -141,5 +149,26 @@ describe('request bodies are JSON in UTF-8 only', () => {
       payload: Buffer.from('{}', 'utf16le'),
     });
     expect(res.statusCode).toBe(415);
+  });
+});
+
+describe('bucket credentials', () => {
+  it('stay out of logs, the export status and the callback error when the bucket refuses them', async () => {
+    const other = await seedWorkspace(env.ctx.pool);
+    const accessKeyId = `AKIA${randomBytes(8).toString('hex').toUpperCase()}`;
+    const secretAccessKey = randomBytes(30).toString('base64url');
+    const destination = { ...s3.destination, credentials: { accessKeyId, secretAccessKey } };
+    await env.ctx.pool.query('UPDATE workspaces SET export_destination = $2 WHERE id = $1', [other.workspaceId, JSON.stringify(destination)]);
+    await createSegment(env.ctx.pool, other.workspaceId, 'to-s3');
+    await insertProfiles(env.ctx.pool, other.workspaceId, 500, 10);
+    const started = await requestExport(env, other.apiKey, { segment_id: 'to-s3', fields_to_export: ['external_id'] });
+    expect(started.status).toBe(201);
+    const done = await waitForExport(env, other.apiKey, String(started.body.object_prefix));
+    expect(done.status).toBe('failed');
+    const seen = `${JSON.stringify(done)}\n${logged.join('')}`;
+    expect(seen).not.toContain(secretAccessKey);
+    expect(seen).not.toContain(secretAccessKey.slice(0, 12));
+    // S3 repeats the access key id in its refusal; the logs do not.
+    expect(logged.join('')).not.toContain(accessKeyId);
   });
 });
