@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Config } from '../config.js';
 import type { Redis } from '../redis.js';
 
@@ -35,21 +36,106 @@ export const RATE_LIMITS = {
 } satisfies Record<string, RateLimitRule>;
 
 export interface RateLimitResult {
+  /** The rule's limit (X-RateLimit-Limit). */
   limit: number;
+  /** The limit less the requests counted in the window, this one included when allowed; never negative. */
   remaining: number;
-  /** UTC epoch seconds at which the window ends. */
+  /** UTC epoch seconds, rounded up, at which `remaining` next grows (X-RateLimit-Reset). */
   reset: number;
   allowed: boolean;
+  /** Whole seconds, at least 1, until `reset`: on refusal, when one request fits again (Retry-After). */
   retryAfter: number;
 }
 
-// INCR and set the expiry on first use, atomically, so that a crash between the two never leaves an eternal key.
-const INCR_SCRIPT = `
-local c = redis.call('INCR', KEYS[1])
-if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return c`;
+/** Sub-windows per window: the window may reach back at most one sub-window (1/60) further than it says. */
+const SUB_WINDOWS = 60;
 
-/** Fixed-window counters in Redis, shared by every API process. */
+/**
+ * One atomic step of the sliding window. KEYS[1] is a hash whose fields are sub-window numbers (floor(t / g)) and
+ * values the requests allowed in them. ARGV: limit, window ms, sub-window ms (g), and the time in ms or '' for
+ * Redis' own clock (TIME before writes is fine: Redis 7 replicates a script's effects, not the script).
+ * Returns {allowed, counted after this request, now ms, ms at which the count next falls enough to matter}.
+ */
+const SLIDING_WINDOW = `
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local g = tonumber(ARGV[3])
+local now
+if ARGV[4] ~= '' then
+  now = math.floor(tonumber(ARGV[4]))
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local current = math.floor(now / g)
+local first = math.floor((now - window) / g)
+local flat = redis.call('HGETALL', KEYS[1])
+local subs, counts, stale = {}, {}, {}
+local count, oldest, newest = 0, nil, current
+for i = 1, #flat, 2 do
+  local sub = tonumber(flat[i])
+  if sub < first then
+    stale[#stale + 1] = flat[i]
+  else
+    local n = tonumber(flat[i + 1])
+    subs[#subs + 1] = sub
+    counts[sub] = n
+    count = count + n
+    if oldest == nil or sub < oldest then oldest = sub end
+    if sub > newest then newest = sub end
+  end
+end
+if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
+local allowed = 0
+if count < limit then
+  allowed = 1
+  count = count + 1
+  if counts[current] == nil then
+    subs[#subs + 1] = current
+    counts[current] = 0
+  end
+  counts[current] = counts[current] + 1
+  if oldest == nil or current < oldest then oldest = current end
+  redis.call('HINCRBY', KEYS[1], string.format('%d', current), 1)
+  redis.call('PEXPIRE', KEYS[1], (newest + 1) * g + window - now)
+end
+local at = now + g
+local need = count - math.min(count, limit) + 1
+if need == 1 and oldest ~= nil then
+  at = (oldest + 1) * g + window
+elseif count >= need then
+  table.sort(subs)
+  local gone = 0
+  for _, sub in ipairs(subs) do
+    gone = gone + counts[sub]
+    if gone >= need then
+      at = (sub + 1) * g + window
+      break
+    end
+  end
+end
+return {allowed, count, now, at}`;
+
+const SLIDING_WINDOW_SHA = createHash('sha1').update(SLIDING_WINDOW).digest('hex');
+
+/**
+ * A sliding-window limit in Redis, shared by every API process: at most `limit` allowed requests in any rolling
+ * `windowSeconds`, whatever the window boundaries.
+ *
+ * Each rule, scope (and route, for `perRoute` rules) has one hash of 60 sub-window counters of g = window / 60.
+ * A request at t counts the allowed requests of the sub-windows starting at or after floor((t - W) / g) * g, which
+ * covers the last W and at most g more; older fields are deleted. It is allowed iff that count is below the limit, and
+ * only then counted, so refused requests cost nothing and a client that keeps retrying gets through once old
+ * requests leave. The key expires when its newest field stops counting (W + g after a write), so idle keys vanish
+ * and a key holds at most 61 fields while the clock
+ * does not step back. The clock is Redis' own (`TIME`), so processes with skewed clocks agree.
+ *
+ * The headers it feeds: Limit is the limit; Remaining is the limit less the count after this request (never
+ * negative); Reset is the epoch second (rounded up) at which Remaining next grows, that is when the oldest counted
+ * sub-window leaves the window (its start + g + W), or now + g when nothing is counted; Retry-After, on refusal, is
+ * the whole seconds (at least 1) until enough sub-windows have left that one request fits, which is Reset unless
+ * the limit was lowered below what is already counted. A limit of 0 refuses everything.
+ */
 export class RateLimiter {
   constructor(
     private readonly redis: Redis,
@@ -57,21 +143,33 @@ export class RateLimiter {
     private readonly config: Config,
   ) {}
 
-  async hit(rule: RateLimitRule, scopeId: string, route: string, nowMs = Date.now()): Promise<RateLimitResult> {
+  /** Counts one request if it fits. `nowMs` replaces Redis' clock (tests); production callers leave it out. */
+  async hit(rule: RateLimitRule, scopeId: string, route: string, nowMs?: number): Promise<RateLimitResult> {
     const limit = rule.limit(this.config);
     const windowMs = rule.windowSeconds * 1000;
-    const window = Math.floor(nowMs / windowMs);
-    const reset = ((window + 1) * windowMs) / 1000;
+    const subMs = Math.max(1, Math.ceil(windowMs / SUB_WINDOWS));
     const bucket = rule.perRoute ? `${rule.bucket}:${route}` : rule.bucket;
-    const key = `${this.prefix}:rl:${bucket}:${scopeId}:${window}`;
-    const count = Number(await this.redis.eval(INCR_SCRIPT, 1, key, String(windowMs + 1000)));
-    const allowed = count <= limit;
+    // A key family of its own (the old fixed-window counters were `rl`), ending with the sub-window length, so that
+    // a changed window or granularity starts a new hash rather than misreading the fields of the old one.
+    const key = `${this.prefix}:rls:${bucket}:${scopeId}:${subMs}`;
+    const args = [String(limit), String(windowMs), String(subMs), nowMs === undefined ? '' : String(Math.floor(nowMs))];
+    const [allowed, count, now, at] = (await this.evalScript(key, args)).map(Number) as [number, number, number, number];
     return {
       limit,
       remaining: Math.max(0, limit - count),
-      reset,
-      allowed,
-      retryAfter: Math.max(1, Math.ceil(reset - nowMs / 1000)),
+      reset: Math.ceil(at / 1000),
+      allowed: allowed === 1,
+      retryAfter: Math.max(1, Math.ceil((at - now) / 1000)),
     };
+  }
+
+  // EVALSHA spares sending the script with every request; a Redis that restarted or was flushed loads it again.
+  private async evalScript(key: string, args: string[]): Promise<unknown[]> {
+    try {
+      return (await this.redis.evalsha(SLIDING_WINDOW_SHA, 1, key, ...args)) as unknown[];
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+      return (await this.redis.eval(SLIDING_WINDOW, 1, key, ...args)) as unknown[];
+    }
   }
 }
