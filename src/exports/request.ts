@@ -1,5 +1,5 @@
-import { isIP } from 'node:net';
 import { z } from 'zod';
+import { isNonPublicAddress, urlHost } from '../lib/ip-address.js';
 
 /** The names the spec allows in fields_to_export. */
 export const SPEC_EXPORT_FIELDS = [
@@ -135,51 +135,24 @@ export function callbackPolicy(config: { CALLBACK_ALLOW_PRIVATE: boolean; CALLBA
   };
 }
 
-/** True for loopback, private, link-local, unique-local, CGNAT, multicast and unspecified addresses. */
+/**
+ * True for an IP literal outside public unicast space, in any spelling: loopback, private, link-local, unique-local,
+ * CGNAT, documentation, multicast, unspecified, and IPv6 forms carrying such an IPv4 address (see src/lib/ip-address.ts).
+ */
 export function isPrivateAddress(address: string): boolean {
-  const v = isIP(address);
-  if (v === 4) {
-    const [a = 0, b = 0] = address.split('.').map(Number);
-    return (
-      a === 0 ||
-      a === 10 ||
-      a === 127 ||
-      (a === 100 && b >= 64 && b <= 127) ||
-      (a === 169 && b === 254) ||
-      (a === 172 && b >= 16 && b <= 31) ||
-      (a === 192 && b === 168) ||
-      (a === 198 && (b === 18 || b === 19)) ||
-      a >= 224
-    );
-  }
-  if (v === 6) {
-    const lower = address.toLowerCase();
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-    if (mapped) return isPrivateAddress(mapped[1]!);
-    return (
-      lower === '::' ||
-      lower === '::1' ||
-      lower.startsWith('fc') ||
-      lower.startsWith('fd') ||
-      lower.startsWith('fe8') ||
-      lower.startsWith('fe9') ||
-      lower.startsWith('fea') ||
-      lower.startsWith('feb') ||
-      lower.startsWith('ff')
-    );
-  }
-  return false;
+  return isNonPublicAddress(address);
 }
 
 /**
  * Refusal reason when a callback URL names a host the operator does not allow, judged from the URL alone (literal
- * addresses and localhost); names are checked again against what they resolve to when the callback is sent.
+ * addresses in any spelling, localhost and *.localhost); names are checked again against what they resolve to, and
+ * the address connected to once more, when the callback is sent.
  */
 export function callbackRefusal(endpoint: string, policy: CallbackPolicy): string | null {
   const url = httpUrl(endpoint);
   if (!url) return 'callback_endpoint must be an http or https URL';
   if (url.username || url.password) return 'callback_endpoint must not carry credentials';
-  const host = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  const host = urlHost(url);
   if (policy.allowPrivate || policy.allowedHosts.has(host)) return null;
   if (host === 'localhost' || host.endsWith('.localhost') || isPrivateAddress(host)) {
     return `callback_endpoint ${url.hostname} is a private or loopback address, which this service does not call back`;
