@@ -1,0 +1,148 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { chown, cp, mkdtemp, rm, stat } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+/**
+ * Redis and PostgreSQL servers of a test's own, on free ports, to stop, kill, wipe and start again. Never the shared
+ * ones (6379, 5432): other work uses them. Each server lives in a temporary directory removed by `close`.
+ */
+
+const run = promisify(execFile);
+const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
+
+/** A TCP port nobody listens on now (the kernel's pick; another process could take it before us, rarely). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitUntil(check: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check().catch(() => false))) {
+    if (Date.now() > end) throw new Error(`${what} did not happen within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export interface OwnRedis {
+  port: number;
+  url: string;
+  /** Starts the server (again) on the same port, empty: it keeps nothing on disk. */
+  start(): Promise<void>;
+  /** SIGKILL: the server is gone at once, its data with it. */
+  kill(): Promise<void>;
+  /** FLUSHALL: every key gone, the server still up. */
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A Redis without persistence, as many hosts run it: a restart is a wipe. */
+export async function startOwnRedis(): Promise<OwnRedis> {
+  const port = await freePort();
+  const dir = await mkdtemp(path.join(tmpdir(), 'ces-own-redis-'));
+  let child: ChildProcess | undefined;
+  const cli = (...args: string[]) => run('redis-cli', ['-p', String(port), ...args]);
+  const ping = async () => (await cli('PING')).stdout.trim() === 'PONG';
+  const own: OwnRedis = {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    async start() {
+      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+      await waitUntil(ping, `redis on ${port} answering`);
+    },
+    async kill() {
+      const c = child;
+      if (!c || c.exitCode !== null) return;
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGKILL');
+      await exited;
+    },
+    async flush() {
+      await cli('FLUSHALL');
+    },
+    async close() {
+      await own.kill();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+  await own.start();
+  return own;
+}
+
+export interface OwnPostgres {
+  port: number;
+  /** Connection string of its `postgres` database. */
+  url: string;
+  /** Starts the server (again) on the same port and data directory. */
+  start(): Promise<void>;
+  /** pg_ctl stop: `fast` (clean shutdown) or `immediate` (as a crash: no checkpoint, recovery at the next start). */
+  stop(mode?: 'fast' | 'immediate'): Promise<void>;
+  close(): Promise<void>;
+}
+
+let template: Promise<string> | undefined;
+
+/** One initdb per test process, copied for each server: initdb costs a second or two, a copy a tenth of that. */
+function templateDir(): Promise<string> {
+  template ??= (async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'ces-own-pg-template-'));
+    await chown(dir, ...(await postgresIds()));
+    await run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'initdb'), '-D', dir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8'], {
+      env: { ...process.env, LC_ALL: 'C' },
+    });
+    return dir;
+  })();
+  return template;
+}
+
+async function postgresIds(): Promise<[number, number]> {
+  const { uid, gid } = await stat('/var/lib/postgresql').catch(async () => {
+    const { stdout } = await run('id', ['-u', 'postgres']);
+    const { stdout: g } = await run('id', ['-g', 'postgres']);
+    return { uid: Number(stdout), gid: Number(g) };
+  });
+  return [uid, gid];
+}
+
+/**
+ * A PostgreSQL 15 of the test's own, in a temporary directory, listening on 127.0.0.1 and a socket in that directory
+ * (run as the `postgres` user: the server refuses root).
+ */
+export async function startOwnPostgres(): Promise<OwnPostgres> {
+  const port = await freePort();
+  const base = await mkdtemp(path.join(tmpdir(), 'ces-own-pg-'));
+  const data = path.join(base, 'data');
+  const [uid, gid] = await postgresIds();
+  await chown(base, uid, gid);
+  await cp(await templateDir(), data, { recursive: true });
+  await run('chown', ['-R', `${uid}:${gid}`, data]);
+  const pgCtl = (...args: string[]) => run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_ctl'), '-D', data, ...args], { env: { ...process.env, LC_ALL: 'C' } });
+  const own: OwnPostgres = {
+    port,
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    async start() {
+      await pgCtl('-w', '-l', path.join(base, 'log'), '-o', `-p ${port} -k ${base} -c listen_addresses=127.0.0.1 -c fsync=off`, 'start');
+    },
+    async stop(mode = 'fast') {
+      await pgCtl('-w', '-m', mode, 'stop').catch((err: unknown) => {
+        // Already stopped is fine.
+        if (!String((err as { stderr?: string }).stderr ?? '').includes('is the server running')) throw err;
+      });
+    },
+    async close() {
+      await own.stop('immediate').catch(() => {});
+      await rm(base, { recursive: true, force: true });
+    },
+  };
+  await own.start();
+  return own;
+}
