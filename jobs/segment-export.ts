@@ -1,4 +1,4 @@
-import { failExport, finishExport } from '../src/exports/run.js';
+import { failExport, finishExport, ShardsNotEndedError } from '../src/exports/run.js';
 import { SegmentExportPayload, SEGMENT_EXPORT_QUEUE } from '../src/exports/payloads.js';
 import { defineJob } from '../src/worker.js';
 
@@ -15,7 +15,8 @@ export const segmentExportJob = defineJob({
     try {
       await finishExport(ctx, exportId, failures);
     } catch (err) {
-      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) {
+      // Shards lost with Redis are not a failure of the export: the reconciler queues them (and this job) again.
+      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1) && !(err instanceof ShardsNotEndedError)) {
         await failExport(ctx, exportId, `the export failed while assembling its last part or manifest: ${String((err as Error).message).slice(0, 300)}`);
       }
       throw err;

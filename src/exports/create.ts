@@ -1,14 +1,12 @@
-import { FlowProducer } from 'bullmq';
 import { publicBaseUrl, type Config } from '../config.js';
-import type { Pool } from '../db/pool.js';
+import { withTransaction, type Pool } from '../db/pool.js';
 import { AppError, badRequest } from '../errors.js';
-import { bullPrefix, DEFAULT_JOB_OPTIONS } from '../queues.js';
 import type { Redis } from '../redis.js';
 import { workspaceDestination } from '../storage/stores.js';
 import { downloadUrl } from './download.js';
-import { acquireExportLock, exportLockKeys, releaseExportLock } from './locks.js';
+import { enqueueExportFlow, shardRanges } from './flow.js';
+import { acquireExportLock, exportLockKeys, releaseExportLock, type AcquireResult, type ExportLockKeys } from './locks.js';
 import { newObjectPrefix } from './names.js';
-import { EXPORT_SHARD_QUEUE, SEGMENT_EXPORT_QUEUE } from './payloads.js';
 import { callbackPolicy, callbackRefusal, normaliseRequest, type ExportRequestBody } from './request.js';
 
 export interface CreateExportDeps {
@@ -24,24 +22,31 @@ export interface CreatedExport {
   url?: string;
 }
 
-const flows = new WeakMap<Redis, FlowProducer>();
-function flowProducer(redis: Redis, config: Config): FlowProducer {
-  let flow = flows.get(redis);
-  if (!flow) {
-    flow = new FlowProducer({ connection: redis, prefix: bullPrefix(config.REDIS_PREFIX) });
-    flows.set(redis, flow);
+/** An export of the segment, or a company slot, is taken: the spec's 429. */
+class ExportLimitReached extends Error {
+  constructor(readonly limit: 'segment' | 'company') {
+    super(`export ${limit} limit reached`);
   }
-  return flow;
 }
 
-/** random_bucket ranges [from, to) of an export's shards. */
-export function shardRanges(bucketsPerShard: number): Array<[number, number]> {
-  const step = bucketsPerShard > 0 ? Math.min(bucketsPerShard, 10_000) : 10_000;
-  const out: Array<[number, number]> = [];
-  for (let from = 0; from < 10_000; from += step) out.push([from, Math.min(10_000, from + step)]);
-  return out;
+/**
+ * Takes the Redis holds; when Redis refuses, asks PostgreSQL (the record) whether the holders are still unfinished
+ * exports, releases those that are not (a release lost while Redis was away) and tries once more.
+ */
+async function acquireHolds(pool: Pool, redis: Redis, keys: ExportLockKeys, exportId: string, config: Config): Promise<AcquireResult> {
+  const take = () => acquireExportLock(redis, keys, exportId, config.EXPORT_QUEUED_LEASE_MS, config.EXPORT_MAX_RUNNING_PER_COMPANY);
+  const first = await take();
+  if (first.ok) return first;
+  const holders = first.limit === 'segment' ? [first.holder] : await redis.zrange(keys.company, '0', '-1');
+  const { rows } = await pool.query<{ id: string }>(`SELECT id::text FROM exports WHERE id = ANY($1::uuid[]) AND status IN ('queued', 'running')`, [
+    holders.filter((h) => /^[0-9a-f-]{36}$/.test(h)),
+  ]);
+  const live = new Set(rows.map((r) => r.id));
+  const stale = holders.filter((h) => !live.has(h));
+  if (stale.length === 0) return first;
+  for (const holder of stale) await releaseExportLock(redis, keys, holder);
+  return take();
 }
-
 
 /**
  * Validates what the body cannot say by itself (the segment, the callback host), takes the segment lock and a
@@ -79,40 +84,59 @@ export async function createExport(
   const now = options.now ?? new Date();
   const { exportId, objectPrefix } = newObjectPrefix(now);
   const keys = exportLockKeys(config.REDIS_PREFIX, segment.id, who.companyId);
-  const lock = await acquireExportLock(redis, keys, exportId, config.EXPORT_QUEUED_LEASE_MS, config.EXPORT_MAX_RUNNING_PER_COMPANY);
-  if (!lock.ok) {
-    const message =
-      lock.limit === 'segment'
+  const refuse = (limit: 'segment' | 'company') =>
+    new AppError(
+      'rate_limited',
+      limit === 'segment'
         ? `An export of segment ${body.segment_id} is already running; only one export per segment may run at a time. Retry when it has finished.`
-        : `Your company already has ${config.EXPORT_MAX_RUNNING_PER_COMPANY} segment exports running, the most that may run at once. Retry when one has finished.`;
-    throw new AppError('rate_limited', message, { retryAfter: 60 });
-  }
-
-  const ranges = shardRanges(config.EXPORT_SHARD_BUCKETS);
-  try {
-    await pool.query(
-      `INSERT INTO exports (id, object_prefix, company_id, workspace_id, segment_id, request, destination, shard_count, scheduled_by, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-      [exportId, objectPrefix, who.companyId, who.workspaceId, segment.id, JSON.stringify(spec), destination?.provider ?? 'local', ranges.length, options.scheduledBy ?? null, now],
+        : `Your company already has ${config.EXPORT_MAX_RUNNING_PER_COMPANY} segment exports running, the most that may run at once. Retry when one has finished.`,
+      { retryAfter: 60 },
     );
-    await flowProducer(redis, config).add({
-      name: 'finish',
-      queueName: SEGMENT_EXPORT_QUEUE,
-      data: { exportId },
-      opts: { ...DEFAULT_JOB_OPTIONS, jobId: exportId, attempts: 3 },
-      children: ranges.map(([bucketFrom, bucketTo], shard) => ({
-        name: 'shard',
-        queueName: EXPORT_SHARD_QUEUE,
-        data: { exportId, shard, bucketFrom, bucketTo },
-        opts: {
-          ...DEFAULT_JOB_OPTIONS,
-          jobId: `${exportId}.${shard}`,
-          attempts: Math.max(1, config.EXPORT_SHARD_ATTEMPTS),
-          // A shard that fails for good still lets the finishing job run, which then fails the export cleanly.
-          ignoreDependencyOnFailure: true,
-        },
-      })),
+  const lock = await acquireHolds(pool, redis, keys, exportId, config);
+  if (!lock.ok) throw refuse(lock.limit);
+
+  const row = { id: exportId, shard_buckets: config.EXPORT_SHARD_BUCKETS, shard_count: shardRanges(config.EXPORT_SHARD_BUCKETS).length };
+  try {
+    // PostgreSQL holds the limits too, so that they survive Redis losing its holds: a unique index lets one unfinished
+    // export per segment in, and the company's unfinished exports are counted under a lock of the company.
+    await withTransaction(pool, async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-export-company:${who.companyId}`]);
+      const running = await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM exports WHERE company_id = $1 AND status IN ('queued', 'running')`, [
+        who.companyId,
+      ]);
+      if (running.rows[0]!.n >= config.EXPORT_MAX_RUNNING_PER_COMPANY) throw new ExportLimitReached('company');
+      await client
+        .query(
+          `INSERT INTO exports (id, object_prefix, company_id, workspace_id, segment_id, request, destination, shard_count, shard_buckets, scheduled_by,
+                                public_base_url, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+          [
+            exportId,
+            objectPrefix,
+            who.companyId,
+            who.workspaceId,
+            segment.id,
+            JSON.stringify(spec),
+            destination?.provider ?? 'local',
+            row.shard_count,
+            row.shard_buckets,
+            options.scheduledBy ?? null,
+            publicBaseUrl(config),
+            now,
+          ],
+        )
+        .catch((err: unknown) => {
+          if ((err as { code?: string }).code === '23505') throw new ExportLimitReached('segment');
+          throw err;
+        });
     });
+  } catch (err) {
+    await releaseExportLock(redis, keys, exportId).catch(() => {});
+    if (err instanceof ExportLimitReached) throw refuse(err.limit);
+    throw err;
+  }
+  try {
+    await enqueueExportFlow(redis, config, row);
   } catch (err) {
     await pool.query(`DELETE FROM exports WHERE id = $1`, [exportId]).catch(() => {});
     await releaseExportLock(redis, keys, exportId).catch(() => {});

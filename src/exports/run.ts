@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { to as copyTo } from 'pg-copy-streams';
 import { publicBaseUrl, type Config } from '../config.js';
-import type { Pool } from '../db/pool.js';
+import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { Queues } from '../queues.js';
@@ -47,13 +47,18 @@ interface ExportRow {
   shard_count: number;
   /** Recorded before the local store had per-workspace namespaces: its keys are relative to the shared root. */
   local_shared_root: boolean;
+  /** random_bucket values per shard when requested (null: recorded before this was kept). */
+  shard_buckets: number | null;
+  /** The API's address when the export was requested (null: recorded before this was kept). */
+  public_base_url: string | null;
   created_at: Date;
 }
 
 async function loadExport(pool: Pool, exportId: string): Promise<ExportRow | null> {
   const { rows } = await pool.query<ExportRow>(
     `SELECT e.id, e.object_prefix, e.company_id, e.workspace_id, e.segment_id, s.api_id AS segment_api_id, s.filter, e.status, e.request,
-            e.destination, e.key_prefix, COALESCE(e.shard_count, 1) AS shard_count, e.local_shared_root, e.created_at
+            e.destination, e.key_prefix, COALESCE(e.shard_count, 1) AS shard_count, e.local_shared_root, e.shard_buckets,
+            e.public_base_url, e.created_at
        FROM exports e JOIN segments s ON s.id = e.segment_id
       WHERE e.id = $1`,
     [exportId],
@@ -101,6 +106,13 @@ function partWriterOptions(deps: ExportJobDeps, exp: ExportRow, spec: ExportSpec
            SET object_key = excluded.object_key, users = excluded.users, bytes = excluded.bytes, sha256 = excluded.sha256, created_at = now()`,
         [exp.id, part.shard, part.partIndex, part.key, part.users, part.bytes, part.sha256],
       );
+      // The status read shows the most users ever counted while running: a retried shard removes its parts first.
+      await pool.query(
+        `UPDATE exports SET users_progress = GREATEST(users_progress,
+                  (SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = $1) + (SELECT COALESCE(sum(users), 0) FROM export_tails WHERE export_id = $1))
+          WHERE id = $1`,
+        [exp.id],
+      );
       metrics.exportParts.inc({ destination: ws.store.kind });
       metrics.exportUsers.inc(part.users);
       metrics.exportBytes.inc(part.bytes);
@@ -114,7 +126,12 @@ async function clearShard(pool: Pool, ws: WorkspaceStore, exportId: string, shar
   if (rows.length > 0) await ws.store.delete(rows.map((r) => r.object_key));
   await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
   await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
+  await pool.query(`DELETE FROM export_shards_done WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
 }
+
+/** A session advisory lock on a client, released with it: one runner per shard, and one finisher per export. */
+const advisoryLock = (client: PoolClient, what: string) => client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [what]);
+const advisoryUnlock = (client: PoolClient, what: string) => client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [what]);
 
 export interface ShardWork {
   exportId: string;
@@ -138,7 +155,19 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
   const filter = SegmentFilterSchema.parse(exp.filter);
   const ws = await openStore(deps, exp);
   const keys = lockKeys(config, exp);
+  const shardLock = `ces-export-shard:${exp.id}:${work.shard}`;
+  // The shard's COPY runs on this client, which first takes the shard's lock: a shard job queued again while an
+  // earlier runner still works (Redis lost the job that runner holds) waits for it here, then finds the shard ended.
+  // A runner that dies lets go of the lock with its connection.
+  const client = await pool.connect();
+  let broken: Error | undefined;
   try {
+    await advisoryLock(client, shardLock);
+    const ended = await pool.query('SELECT 1 FROM export_shards_done WHERE export_id = $1 AND shard = $2', [exp.id, work.shard]);
+    if (ended.rowCount) {
+      log.info({ exportId: exp.id, shard: work.shard }, 'export shard already ended');
+      return { users: 0, parts: 0 };
+    }
     const keyPrefix = await markRunning(pool, exp, ws);
     if (!keyPrefix) return { users: 0, parts: 0 };
     const result = await withLeaseRenewal(
@@ -157,36 +186,39 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
           bucketTo: work.bucketTo,
           since: windowStart(exp.created_at),
         });
-        const client = await pool.connect();
-        let broken: Error | undefined;
-        try {
-          const copy = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT binary)`));
-          let out: Awaited<ReturnType<typeof writeParts>> | undefined;
-          await pipeline(copy, new CopyBinaryLines(PART_LINES), async (batches: AsyncIterable<LineBatch>) => {
-            out = await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard), rest: 'tail' });
-          });
-          return out!;
-        } catch (err) {
-          broken = err as Error;
-          throw err;
-        } finally {
-          // A connection left in the middle of a COPY is closed, not returned to the pool.
-          client.release(broken);
-        }
+        const copy = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT binary)`));
+        let out: Awaited<ReturnType<typeof writeParts>> | undefined;
+        await pipeline(copy, new CopyBinaryLines(PART_LINES), async (batches: AsyncIterable<LineBatch>) => {
+          out = await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard), rest: 'tail' });
+        });
+        return out!;
       },
     );
-    if (result.tail) {
-      await pool.query(
-        `INSERT INTO export_tails (export_id, shard, users, data) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (export_id, shard) DO UPDATE SET users = excluded.users, data = excluded.data, created_at = now()`,
-        [exp.id, work.shard, result.tail.users, result.tail.data],
+    await withTransaction(pool, async (tx) => {
+      if (result.tail) {
+        await tx.query(
+          `INSERT INTO export_tails (export_id, shard, users, data) VALUES ($1, $2, $3, $4)
+           ON CONFLICT (export_id, shard) DO UPDATE SET users = excluded.users, data = excluded.data, created_at = now()`,
+          [exp.id, work.shard, result.tail.users, result.tail.data],
+        );
+      }
+      await tx.query(
+        `INSERT INTO export_shards_done (export_id, shard, users) VALUES ($1, $2, $3)
+         ON CONFLICT (export_id, shard) DO UPDATE SET users = excluded.users, done_at = now()`,
+        [exp.id, work.shard, result.users],
       );
-    }
+    });
     // The finishing job (or a sibling shard) may wait in the queue a while: back to the queued lease.
     await renewExportLock(redis, keys, exp.id, config.EXPORT_QUEUED_LEASE_MS);
     log.info({ exportId: exp.id, shard: work.shard, users: result.users, parts: result.parts }, 'export shard done');
     return { users: result.users, parts: result.parts };
+  } catch (err) {
+    broken = err as Error;
+    throw err;
   } finally {
+    // A failed runner's connection is closed, not returned (it may be in the middle of a COPY): its lock goes with it.
+    if (!broken) await advisoryUnlock(client, shardLock).catch((err: unknown) => (broken = err as Error));
+    client.release(broken);
     ws.close();
   }
 }
@@ -221,6 +253,30 @@ async function* tailBytes(pool: Pool, exportId: string): AsyncGenerator<Buffer> 
  * calls back and releases the locks. Safe to run again after a crash at any point.
  */
 export async function finishExport(deps: ExportJobDeps, exportId: string, shardFailures: string[]): Promise<void> {
+  // One finisher at a time: a finishing job queued again by the reconciler must not run beside one still working.
+  const client = await deps.pool.connect();
+  let broken: Error | undefined;
+  try {
+    await advisoryLock(client, `ces-export-finish:${exportId}`);
+    await finishLocked(deps, exportId, shardFailures);
+  } catch (err) {
+    broken = err as Error;
+    throw err;
+  } finally {
+    if (!broken) await advisoryUnlock(client, `ces-export-finish:${exportId}`).catch((err: unknown) => (broken = err as Error));
+    client.release(broken);
+  }
+}
+
+/** Some shards of the export have not ended: its shard jobs were lost with Redis, and the reconciler queues them again. */
+export class ShardsNotEndedError extends Error {
+  constructor(exportId: string, missing: number, total: number) {
+    super(`${missing} of the ${total} shards of export ${exportId} have not ended`);
+    this.name = 'ShardsNotEndedError';
+  }
+}
+
+async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures: string[]): Promise<void> {
   const { pool, redis, config, log } = deps;
   const exp = await loadExport(pool, exportId);
   if (!exp) return;
@@ -228,6 +284,11 @@ export async function finishExport(deps: ExportJobDeps, exportId: string, shardF
   if (exp.status === 'ready') return afterReady(deps, exp);
   if (shardFailures.length > 0) {
     return failExport(deps, exportId, `the export failed while reading or uploading users: ${shardFailures[0]!.slice(0, 300)}`);
+  }
+  // Exports recorded before shard ends were kept (shard_buckets null) cannot be checked, and finish as before.
+  if (exp.shard_buckets !== null) {
+    const ended = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM export_shards_done WHERE export_id = $1', [exp.id]);
+    if (ended.rows[0]!.n < exp.shard_count) throw new ShardsNotEndedError(exp.id, exp.shard_count - ended.rows[0]!.n, exp.shard_count);
   }
   const spec = ExportSpecSchema.parse(exp.request);
   const ws = await openStore(deps, exp);
@@ -296,24 +357,48 @@ function callbackEndpoint(exp: ExportRow): string | null {
   return parsed.success ? parsed.data.callbackEndpoint : null;
 }
 
-async function enqueueCallback(deps: ExportJobDeps, exp: ExportRow, body: { success: boolean; url?: string; error?: string }): Promise<void> {
-  const endpoint = callbackEndpoint(exp);
-  if (!endpoint) return;
-  const { config } = deps;
-  await deps.queues.get(EXPORT_CALLBACK_QUEUE).add(
+/** The callback of a finished export: what it says, and where it goes (null when the request named no endpoint). */
+export function exportCallback(
+  config: Config,
+  exp: { id: string; object_prefix: string; destination: string; request: unknown; status: string; error: string | null; public_base_url: string | null },
+): { endpoint: string; body: { success: boolean; url?: string; error?: string } } | null {
+  const parsed = ExportSpecSchema.safeParse(exp.request);
+  const endpoint = parsed.success ? parsed.data.callbackEndpoint : null;
+  if (!endpoint) return null;
+  if (exp.status === 'failed') return { endpoint, body: { success: false, error: exp.error ?? 'the export failed' } };
+  // The address of the API that accepted the export: a worker process has no API port of its own to go by.
+  const base = exp.public_base_url ?? publicBaseUrl(config);
+  return { endpoint, body: exp.destination === 'local' ? { success: true, url: downloadUrl(config, base, exp.object_prefix) } : { success: true } };
+}
+
+/** Queues an export's callback (once: its job id is fixed), recorded as pending until delivered or given up. */
+export async function enqueueExportCallback(
+  queues: Queues,
+  config: Pick<Config, 'CALLBACK_MAX_ATTEMPTS'>,
+  exportId: string,
+  callback: { endpoint: string; body: { success: boolean; url?: string; error?: string } },
+): Promise<void> {
+  await queues.get(EXPORT_CALLBACK_QUEUE).add(
     'callback',
-    { exportId: exp.id, endpoint, body },
+    { exportId, endpoint: callback.endpoint, body: callback.body },
     {
       // One callback per export, even when the finishing job runs twice.
-      jobId: `${exp.id}.callback`,
+      jobId: `${exportId}.callback`,
       attempts: Math.max(1, config.CALLBACK_MAX_ATTEMPTS),
       backoff: { type: 'exponential', delay: 1000 },
     },
   );
 }
 
+async function enqueueCallback(deps: ExportJobDeps, exp: ExportRow, body: { success: boolean; url?: string; error?: string }): Promise<void> {
+  const endpoint = callbackEndpoint(exp);
+  if (!endpoint) return;
+  await deps.pool.query(`UPDATE exports SET callback_state = 'pending' WHERE id = $1 AND callback_state IS NULL`, [exp.id]);
+  await enqueueExportCallback(deps.queues, deps.config, exp.id, { endpoint, body });
+}
+
 async function afterReady(deps: ExportJobDeps, exp: ExportRow): Promise<void> {
-  const url = exp.destination === 'local' ? downloadUrl(deps.config, publicBaseUrl(deps.config), exp.object_prefix) : undefined;
+  const url = exp.destination === 'local' ? downloadUrl(deps.config, exp.public_base_url ?? publicBaseUrl(deps.config), exp.object_prefix) : undefined;
   await enqueueCallback(deps, exp, url ? { success: true, url } : { success: true });
   await releaseExportLock(deps.redis, lockKeys(deps.config, exp), exp.id);
 }

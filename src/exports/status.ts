@@ -24,12 +24,13 @@ export interface ExportStatus {
 
 /**
  * Where an export of this workspace stands. While it runs, users and parts done are counted from the parts in the
- * store and the shard tails waiting to be merged, so the numbers never count a retried shard twice.
+ * store and the shard tails waiting to be merged, so the numbers never count a retried shard twice; users never go
+ * back below the most shown before (exports.users_progress).
  */
 export async function exportStatus(pool: Pool, config: Config, workspaceId: string, objectPrefix: string): Promise<ExportStatus> {
   const { rows } = await pool.query(
     `SELECT e.object_prefix, s.api_id AS segment_id, e.status, e.destination, e.users_done, e.parts_done, e.created_at, e.started_at,
-            e.finished_at, e.key_prefix, e.url_expires_at, e.error, e.scheduled_by,
+            e.finished_at, e.key_prefix, e.url_expires_at, e.error, e.scheduled_by, e.users_progress, e.public_base_url,
             (SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = e.id)
               + (SELECT COALESCE(sum(users), 0) FROM export_tails WHERE export_id = e.id) AS live_users,
             (SELECT count(*) FROM export_parts WHERE export_id = e.id) AS live_parts
@@ -45,7 +46,8 @@ export async function exportStatus(pool: Pool, config: Config, workspaceId: stri
     segment_id: r.segment_id,
     status: r.status,
     destination: r.destination,
-    users_done: done ? Number(r.users_done) : Number(r.live_users),
+    // Never fewer than shown before: a shard retried after a crash removes its parts and writes them again.
+    users_done: done ? Number(r.users_done) : Math.max(Number(r.live_users), Number(r.users_progress)),
     parts_done: done ? Number(r.parts_done) : Number(r.live_parts),
     created_at: r.created_at.toISOString(),
   };
@@ -54,7 +56,7 @@ export async function exportStatus(pool: Pool, config: Config, workspaceId: stri
   if (r.key_prefix) out.key_prefix = r.key_prefix;
   if (done && r.key_prefix) out.manifest_key = `${r.key_prefix}/${MANIFEST_FILE}`;
   if (done && r.destination === 'local') {
-    out.url = downloadUrl(config, publicBaseUrl(config), r.object_prefix);
+    out.url = downloadUrl(config, r.public_base_url ?? publicBaseUrl(config), r.object_prefix);
     if (r.url_expires_at) out.url_expires_at = r.url_expires_at.toISOString();
   }
   if (r.error) out.error = r.error;
