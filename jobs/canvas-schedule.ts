@@ -1,7 +1,8 @@
 import type { Job } from 'bullmq';
 import { fireSchedule } from '../src/canvases/fire.js';
-import { CANVAS_SCHEDULE_QUEUE, CanvasSchedulePayload, SWEEP_SCHEDULER_ID } from '../src/canvases/schedule-time.js';
+import { CANVAS_SCHEDULE_QUEUE, CanvasSchedulePayload } from '../src/canvases/schedule-time.js';
 import { rearmSchedules } from '../src/canvases/schedules.js';
+import { registerCanvasSweep } from '../src/reconcile/repeatables.js';
 import { defineJob } from '../src/worker.js';
 
 /**
@@ -22,13 +23,7 @@ export const canvasScheduleJob = defineJob({
     return result;
   },
   async onStart(ctx) {
-    const queue = ctx.queues.get(CANVAS_SCHEDULE_QUEUE);
-    const every = ctx.config.CANVAS_SCHEDULE_SWEEP_SECONDS * 1000;
-    if (every > 0) {
-      await queue.upsertJobScheduler(SWEEP_SCHEDULER_ID, { every }, { name: 'sweep', data: { sweep: true }, opts: { removeOnComplete: { count: 10 }, removeOnFail: { count: 50 } } });
-    } else {
-      await queue.removeJobScheduler(SWEEP_SCHEDULER_ID);
-    }
+    await registerCanvasSweep(ctx.queues, ctx.config);
     const armed = await rearmSchedules(ctx.pool, ctx.queues, ctx.log);
     ctx.log.info(armed, 'canvas schedules armed');
   },

@@ -1,9 +1,7 @@
 import { ScheduledExportPayload, SCHEDULED_EXPORT_QUEUE } from '../src/exports/payloads.js';
 import { runScheduledExport, syncExportSchedules } from '../src/exports/schedules.js';
+import { registerExportSchedulesSync } from '../src/reconcile/repeatables.js';
 import { defineJob } from '../src/worker.js';
-
-const RESYNC_SCHEDULER = 'scheduled-exports-sync';
-const RESYNC_EVERY_MS = 5 * 60_000;
 
 /**
  * Runs of the scheduled exports declared in the workspace file (one BullMQ job scheduler each, with its cron), and
@@ -16,7 +14,7 @@ export const scheduledExportJob = defineJob({
   async onStart(ctx) {
     const result = await syncExportSchedules(ctx);
     ctx.log.info(result, 'export schedules synced');
-    await ctx.queues.get(SCHEDULED_EXPORT_QUEUE).upsertJobScheduler(RESYNC_SCHEDULER, { every: RESYNC_EVERY_MS }, { name: 'sync', data: { sync: true } });
+    await registerExportSchedulesSync(ctx.queues);
   },
   async process(job, ctx) {
     const payload = ScheduledExportPayload.parse(job.data);

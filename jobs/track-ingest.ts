@@ -1,5 +1,6 @@
 import { drainThrough } from '../src/ingest/staging.js';
 import { TRACK_INGEST_QUEUE, TrackIngestPayload } from '../src/ingest/payloads.js';
+import { registerTrackSweep } from '../src/reconcile/repeatables.js';
 import { defineJob } from '../src/worker.js';
 
 /**
@@ -11,6 +12,8 @@ import { defineJob } from '../src/worker.js';
  */
 export const trackIngestJob = defineJob({
   queue: TRACK_INGEST_QUEUE,
+  // The sweep applies rows whose job was never queued (Redis was away when they were accepted).
+  onStart: (ctx) => registerTrackSweep(ctx.queues),
   async process(job, ctx) {
     await job.removeDeduplicationKey();
     const { stagedId } = TrackIngestPayload.parse(job.data);

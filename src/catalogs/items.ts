@@ -2,6 +2,7 @@ import { withTransaction, type Pool } from '../db/pool.js';
 import { AppError, badRequest } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { CatalogBatchPayload } from './batch-payload.js';
+import { recordBatch } from './batches.js';
 import { arbitraryError, catalogNotFound, CatalogErrors, itemNotFound } from './errors.js';
 import type { CatalogDefinition } from './fields.js';
 import { deleteItems, findCatalog, getItem, insertItem, itemExists, listItemsAfter, nextVersion, upsertItems, type CatalogItem } from './store.js';
@@ -10,7 +11,10 @@ import { isPlausibleId, validateBatchDelete, validateBatchReplace, validateSingl
 /** Items per page of the list endpoint (as the public API pages them). */
 export const ITEMS_PAGE_SIZE = 50;
 
-/** Hands a validated batch to the queue; resolves once it is stored there. */
+/**
+ * Hands a recorded batch to the queue. It may fail (Redis away): the batch is recorded in PostgreSQL already, and the
+ * reconciler queues it then.
+ */
 export type EnqueueBatch = (payload: CatalogBatchPayload) => Promise<void>;
 
 /** Our own refusals pass through; anything else is the spec's arbitrary-error (logged with its cause by the handler). */
@@ -30,30 +34,26 @@ async function requireCatalog(pool: Pool, workspaceId: string, name: string): Pr
 }
 
 /**
- * Batch replace: validates the whole request, then queues it; nothing is written here. Resolves only once the job is
- * stored, so a 202 means the batch will be applied. A refused request queues nothing.
+ * Batch replace: validates the whole request, records it in PostgreSQL (src/catalogs/batches.ts), then queues it;
+ * no item is written here. Resolves once the batch is recorded, so a 202 means it will be applied, even if Redis is
+ * away (the reconciler queues it then). A refused request records nothing.
  */
 export async function acceptBatchReplace(pool: Pool, enqueue: EnqueueBatch, workspaceId: string, catalogName: string, body: unknown): Promise<void> {
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const items = validateBatchReplace(body, catalog, catalogName);
-  const version = await guarded(() => nextVersion(pool));
-  try {
-    await enqueue({ op: 'replace', workspaceId, catalogId: catalog!.id, version, items });
-  } catch (err) {
-    throw arbitraryError(err, 'unavailable');
-  }
+  await accept(pool, enqueue, { op: 'replace', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), items });
 }
 
 /** Batch delete: the same contract as batch replace. Ids that name no item are ignored when the job runs. */
 export async function acceptBatchDelete(pool: Pool, enqueue: EnqueueBatch, workspaceId: string, catalogName: string, body: unknown): Promise<void> {
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const ids = validateBatchDelete(body, catalog, catalogName);
-  const version = await guarded(() => nextVersion(pool));
-  try {
-    await enqueue({ op: 'delete', workspaceId, catalogId: catalog!.id, version, ids });
-  } catch (err) {
-    throw arbitraryError(err, 'unavailable');
-  }
+  await accept(pool, enqueue, { op: 'delete', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), ids });
+}
+
+async function accept(pool: Pool, enqueue: EnqueueBatch, payload: CatalogBatchPayload): Promise<void> {
+  await guarded(() => recordBatch(pool, payload));
+  await enqueue(payload);
 }
 
 /** Single replace (PUT): creates the item when missing, replaces it whole otherwise. */
@@ -131,12 +131,15 @@ export async function applyBatch(pool: Pool, payload: CatalogBatchPayload, log: 
     const { rowCount } = await client.query(`SELECT 1 FROM catalogs WHERE id = $1 AND workspace_id = $2 FOR SHARE`, [payload.catalogId, payload.workspaceId]);
     if (!rowCount) {
       log.warn({ catalogId: payload.catalogId, version: payload.version }, 'catalog gone before its batch ran: batch dropped');
+      await client.query('UPDATE catalog_batches SET applied_at = now() WHERE version = $1 AND applied_at IS NULL', [payload.version]);
       return { written: 0 };
     }
     const written =
       payload.op === 'replace'
         ? await upsertItems(client, payload.catalogId, payload.version, payload.items)
         : await deleteItems(client, payload.catalogId, payload.version, payload.ids);
+    // Applied, in the same transaction: the reconciler never queues it again.
+    await client.query('UPDATE catalog_batches SET applied_at = now() WHERE version = $1 AND applied_at IS NULL', [payload.version]);
     const total = payload.op === 'replace' ? payload.items.length : payload.ids.length;
     log.info({ catalogId: payload.catalogId, op: payload.op, version: payload.version, items: total, written: written.length }, 'catalog batch applied');
     return { written: written.length };

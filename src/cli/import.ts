@@ -4,7 +4,7 @@ import type { Config } from '../config.js';
 import { createPool, type Pool } from '../db/pool.js';
 import { AppError } from '../errors.js';
 import { createImport, ImportRequest, runImport, type ImportProgress, type ImportStatus } from '../ingest/imports.js';
-import { BULK_IMPORT_QUEUE } from '../ingest/payloads.js';
+import { enqueueImport } from '../ingest/import-queue.js';
 import { createLogger } from '../logger.js';
 import { Metrics } from '../metrics.js';
 import { Queues } from '../queues.js';
@@ -107,7 +107,7 @@ export function registerImportCommand(program: Command, config: () => Config): v
           const request = ImportRequest.safeParse({ source: opts.source, key, format: opts.format });
           if (!request.success) throw new Error(request.error.issues[0]?.message ?? 'invalid import');
           const ws = await workspaceId(pool, opts.workspace);
-          const status = await createImport({ pool, config: cfg }, ws, request.data, `cli:${process.env.USER ?? 'unknown'}`);
+          const status = await createImport({ pool, config: cfg }, ws, request.data, `cli:${process.env.USER ?? 'unknown'}`, { viaQueue: !!opts.enqueue });
           importId = status.import_id;
           console.log(`import ${importId}: ${status.key} (${status.format}, ${status.bytes_total ?? '?'} bytes) into workspace ${opts.workspace}`);
         }
@@ -115,7 +115,9 @@ export function registerImportCommand(program: Command, config: () => Config): v
           const redis = createRedis(cfg.REDIS_URL, 'producer', { enableOfflineQueue: true });
           const queues = new Queues(redis, cfg.REDIS_PREFIX);
           try {
-            await queues.get(BULK_IMPORT_QUEUE).add('import', { importId }, { jobId: `import-${importId}`, attempts: 10, backoff: { type: 'exponential', delay: 2000 } });
+            // From now on the workers own it: the reconciler queues it again if Redis loses the job.
+            await pool.query('UPDATE imports SET via_queue = true WHERE id = $1', [importId]);
+            await enqueueImport(queues, importId);
           } finally {
             await queues.close();
             await redis.quit();

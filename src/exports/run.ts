@@ -21,6 +21,7 @@ import { exportKeyPrefix, MANIFEST_FILE } from './names.js';
 import { PART_LINES, writeParts, type PartWriterOptions, type UploadedPart } from './part-writer.js';
 import { EXPORT_CALLBACK_QUEUE } from './payloads.js';
 import { ExportSpecSchema, type ExportSpec } from './request.js';
+import { liveUsersSql } from './status.js';
 import { exportLineSelect, windowStart } from './sql.js';
 
 export interface ExportJobDeps {
@@ -107,12 +108,7 @@ function partWriterOptions(deps: ExportJobDeps, exp: ExportRow, spec: ExportSpec
         [exp.id, part.shard, part.partIndex, part.key, part.users, part.bytes, part.sha256],
       );
       // The status read shows the most users ever counted while running: a retried shard removes its parts first.
-      await pool.query(
-        `UPDATE exports SET users_progress = GREATEST(users_progress,
-                  (SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = $1) + (SELECT COALESCE(sum(users), 0) FROM export_tails WHERE export_id = $1))
-          WHERE id = $1`,
-        [exp.id],
-      );
+      await pool.query(`UPDATE exports SET users_progress = GREATEST(users_progress, ${liveUsersSql('$1', 'shard_count')}) WHERE id = $1`, [exp.id]);
       metrics.exportParts.inc({ destination: ws.store.kind });
       metrics.exportUsers.inc(part.users);
       metrics.exportBytes.inc(part.bytes);

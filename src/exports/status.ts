@@ -23,6 +23,17 @@ export interface ExportStatus {
 }
 
 /**
+ * Users an unfinished export has written so far: the shards' full parts, plus their tails, which the finishing job
+ * cuts into parts of its own (numbered as shard `shard_count`) while the tails are still recorded: those parts are
+ * counted instead of the tails once they outgrow them, never both.
+ */
+export function liveUsersSql(exportId: string, shardCount: string): string {
+  return `((SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = ${exportId} AND shard < COALESCE(${shardCount}, 1))
+           + GREATEST((SELECT COALESCE(sum(users), 0) FROM export_tails WHERE export_id = ${exportId}),
+                      (SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = ${exportId} AND shard >= COALESCE(${shardCount}, 1))))`;
+}
+
+/**
  * Where an export of this workspace stands. While it runs, users and parts done are counted from the parts in the
  * store and the shard tails waiting to be merged, so the numbers never count a retried shard twice; users never go
  * back below the most shown before (exports.users_progress).
@@ -31,8 +42,7 @@ export async function exportStatus(pool: Pool, config: Config, workspaceId: stri
   const { rows } = await pool.query(
     `SELECT e.object_prefix, s.api_id AS segment_id, e.status, e.destination, e.users_done, e.parts_done, e.created_at, e.started_at,
             e.finished_at, e.key_prefix, e.url_expires_at, e.error, e.scheduled_by, e.users_progress, e.public_base_url,
-            (SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = e.id)
-              + (SELECT COALESCE(sum(users), 0) FROM export_tails WHERE export_id = e.id) AS live_users,
+            ${liveUsersSql('e.id', 'e.shard_count')} AS live_users,
             (SELECT count(*) FROM export_parts WHERE export_id = e.id) AS live_parts
        FROM exports e JOIN segments s ON s.id = e.segment_id
       WHERE e.workspace_id = $1 AND e.object_prefix = $2`,

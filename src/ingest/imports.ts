@@ -147,6 +147,7 @@ export async function createImport(
   workspaceId: string,
   request: ImportRequest,
   requestedBy: string,
+  options: { viaQueue?: boolean } = {},
 ): Promise<ImportStatus> {
   const opened = await openStore(deps.config, deps.pool, workspaceId, request.source);
   try {
@@ -154,9 +155,9 @@ export async function createImport(
     if (size === null) throw notFound(`No object ${request.key} in the ${request.source === 'local' ? 'local store' : `${opened.store.kind} bucket ${opened.store.bucket}`}`);
     const rejectsKey = `${request.key.replace(/\.gz$/i, '')}.rejects.ndjson`;
     const { rows } = await deps.pool.query<ImportRow>(
-      `INSERT INTO imports (workspace_id, store, object_key, format, bytes_total, rejects_key, requested_by)
-       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *`,
-      [workspaceId, opened.store.kind, request.key, formatOf(request.key, request.format), size, rejectsKey, requestedBy],
+      `INSERT INTO imports (workspace_id, store, object_key, format, bytes_total, rejects_key, requested_by, via_queue)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
+      [workspaceId, opened.store.kind, request.key, formatOf(request.key, request.format), size, rejectsKey, requestedBy, options.viaQueue ?? true],
     );
     return toStatus(rows[0]!);
   } finally {

@@ -117,11 +117,19 @@ function kickApply(deps: TrackDeps): void {
       else send();
     };
     kickers.set(deps.queues, kick);
-    // The sweep: every SWEEP_EVERY_MS, whatever is staged. Scheduled with the first request a process takes.
-    queue.upsertJobScheduler('track-ingest-sweep', { every: SWEEP_EVERY_MS }, { name: 'sweep', data: {}, opts: JOB_OPTIONS }).catch((err: unknown) => {
-      kickers.delete(deps.queues);
-      deps.log.warn({ err }, 'could not schedule the staging sweep; will retry on the next request');
-    });
   }
   kick();
+}
+
+/**
+ * Queues an apply of everything staged (a no-op while one waits): for the reconciler, when rows are staged and Redis
+ * lost the job that would apply them.
+ */
+export async function queueApply(queues: Queues): Promise<void> {
+  await queues.get(TRACK_INGEST_QUEUE).add('apply', {}, { ...JOB_OPTIONS, deduplication: { id: APPLY_DEDUPLICATION_ID } });
+}
+
+/** The sweep: every SWEEP_EVERY_MS, an apply of whatever is staged (src/reconcile/repeatables.ts registers it). */
+export async function scheduleTrackSweep(queues: Queues): Promise<void> {
+  await queues.get(TRACK_INGEST_QUEUE).upsertJobScheduler('track-ingest-sweep', { every: SWEEP_EVERY_MS }, { name: 'sweep', data: {}, opts: JOB_OPTIONS });
 }

@@ -154,12 +154,8 @@ export async function updateLiveActivity(pool: Pool, queues: Queues, workspaceId
     const pushId = push.rows[0]!.id;
     // Queued before COMMIT so that a Redis failure refuses the request with nothing changed; a job that runs before
     // the commit is visible retries (deliverPush throws PushNotVisibleError).
-    await queues.get(LIVE_ACTIVITY_PUSH_QUEUE).add('push', { pushId }, { jobId: `la-push-${pushId}` });
-    if (state === 'ended') {
-      await queues
-        .get(LIVE_ACTIVITY_REMOVAL_QUEUE)
-        .add('remove', { liveActivityId: activity.id }, { jobId: `la-remove-${activity.id}`, delay: Math.max(0, dismissal!.getTime() - now.getTime()) });
-    }
+    await enqueuePush(queues, pushId);
+    if (state === 'ended') await enqueueRemoval(queues, activity.id, dismissal!, now);
     return { pushId, state };
   });
 }
@@ -206,4 +202,19 @@ export async function registerLiveActivity(pool: Pool, workspaceId: string, r: L
 function sameShape(a: ContentStateShape, b: ContentStateShape): boolean {
   const ka = Object.keys(a);
   return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
+}
+
+export const pushJobId = (pushId: number) => `la-push-${pushId}`;
+export const removalJobId = (liveActivityId: string) => `la-remove-${liveActivityId}`;
+
+/** Queues the delivery of a recorded push (its job id is fixed by the push: queueing it twice adds one job). */
+export async function enqueuePush(queues: Queues, pushId: number): Promise<void> {
+  await queues.get(LIVE_ACTIVITY_PUSH_QUEUE).add('push', { pushId }, { jobId: pushJobId(pushId) });
+}
+
+/** Arms the removal of an ended activity at its dismissal date. */
+export async function enqueueRemoval(queues: Queues, liveActivityId: string, dismissal: Date, now = new Date()): Promise<void> {
+  await queues
+    .get(LIVE_ACTIVITY_REMOVAL_QUEUE)
+    .add('remove', { liveActivityId }, { jobId: removalJobId(liveActivityId), delay: Math.max(0, dismissal.getTime() - now.getTime()) });
 }

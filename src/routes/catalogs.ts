@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { CATALOG_BATCH_QUEUE } from '../catalogs/batch-payload.js';
+import { enqueueBatch } from '../catalogs/batches.js';
 import {
   acceptBatchDelete,
   acceptBatchReplace,
@@ -47,8 +47,12 @@ const async = { rateLimit: RATE_LIMITS.catalogAsync, errorFormat: 'catalog' } as
 
 const catalogsRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
+  // The batch is recorded in PostgreSQL before this runs: when Redis is away the 202 still holds, and the
+  // reconciler queues the batch once Redis is back.
   const enqueue: EnqueueBatch = async (payload) => {
-    await app.ctx.queues.get(CATALOG_BATCH_QUEUE).add(CATALOG_BATCH_QUEUE, payload, { jobId: `catalog-${payload.op}-${payload.version}` });
+    await enqueueBatch(app.ctx.queues, payload).catch((err: unknown) =>
+      app.log.warn({ err, version: payload.version }, 'catalog batch recorded but not queued; the reconciler will queue it'),
+    );
   };
 
   app.put(

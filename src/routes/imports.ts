@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/route-config.js';
 import { ImportRequest, readImport, startImport } from '../ingest/imports.js';
-import { BULK_IMPORT_QUEUE } from '../ingest/payloads.js';
+import { enqueueImport } from '../ingest/import-queue.js';
 
 export const ImportStatusResponse = z.object({
   message: z.string(),
@@ -24,8 +24,6 @@ export const ImportStatusResponse = z.object({
   started_at: z.string().nullable(),
   finished_at: z.string().nullable(),
 });
-
-const JOB_OPTIONS = { attempts: 10, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: { age: 7 * 24 * 3600, count: 1000 } };
 
 const importsRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
@@ -47,9 +45,7 @@ const importsRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req, reply) => {
       const key = apiKeyOf(req);
-      const enqueue = async (importId: string) => {
-        await app.ctx.queues.get(BULK_IMPORT_QUEUE).add('import', { importId }, { ...JOB_OPTIONS, jobId: `import-${importId}` });
-      };
+      const enqueue = (importId: string) => enqueueImport(app.ctx.queues, importId);
       const status = await startImport({ pool: app.ctx.pool, config: app.ctx.config, enqueue }, key.workspaceId, req.body, `api-key:${key.keyName}`);
       return reply.code(201).send({ message: 'success', ...status });
     },
