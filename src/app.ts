@@ -7,6 +7,7 @@ import type { AppContext } from './context.js';
 import { AppError } from './errors.js';
 import { registerAuth } from './http/auth-hook.js';
 import { registerErrorHandler } from './http/error-handler.js';
+import { registerIdempotency } from './http/idempotency.js';
 import './http/route-config.js';
 import { registerOperations } from './http/operations.js';
 import { routes } from './routes/index.js';
@@ -63,6 +64,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
 
   registerErrorHandler(app);
   registerAuth(app);
+  registerIdempotency(app);
 
   await app.register(fastifySwagger, {
     openapi: {

@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'gone'
   | 'payload_too_large'
   | 'unsupported_media_type'
+  | 'unprocessable'
   | 'rate_limited'
   | 'internal'
   | 'unavailable';
@@ -65,6 +66,8 @@ export function statusOf(code: ErrorCode): number {
       return 413;
     case 'unsupported_media_type':
       return 415;
+    case 'unprocessable':
+      return 422;
     case 'rate_limited':
       return 429;
     case 'internal':

@@ -1,4 +1,4 @@
-import type { Pool } from '../db/pool.js';
+import type { Pool, PoolClient } from '../db/pool.js';
 import type { Queues } from '../queues.js';
 import { CATALOG_BATCH_QUEUE, CatalogBatchPayload } from './batch-payload.js';
 
@@ -9,8 +9,8 @@ import { CATALOG_BATCH_QUEUE, CatalogBatchPayload } from './batch-payload.js';
  */
 
 /** Records an accepted batch (its version is its key). */
-export async function recordBatch(pool: Pool, payload: CatalogBatchPayload): Promise<void> {
-  await pool.query(`INSERT INTO catalog_batches (version, workspace_id, catalog_id, op, payload) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (version) DO NOTHING`, [
+export async function recordBatch(db: Pool | PoolClient, payload: CatalogBatchPayload): Promise<void> {
+  await db.query(`INSERT INTO catalog_batches (version, workspace_id, catalog_id, op, payload) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (version) DO NOTHING`, [
     payload.version,
     payload.workspaceId,
     payload.catalogId,

@@ -1,4 +1,4 @@
-import { withTransaction, type Pool } from '../db/pool.js';
+import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { AppError, badRequest } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { CatalogBatchPayload } from './batch-payload.js';
@@ -38,21 +38,43 @@ async function requireCatalog(pool: Pool, workspaceId: string, name: string): Pr
  * no item is written here. Resolves once the batch is recorded, so a 202 means it will be applied, even if Redis is
  * away (the reconciler queues it then). A refused request records nothing.
  */
-export async function acceptBatchReplace(pool: Pool, enqueue: EnqueueBatch, workspaceId: string, catalogName: string, body: unknown): Promise<void> {
+export async function acceptBatchReplace(
+  pool: Pool,
+  enqueue: EnqueueBatch,
+  workspaceId: string,
+  catalogName: string,
+  body: unknown,
+  onRecorded?: OnBatchRecorded,
+): Promise<void> {
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const items = validateBatchReplace(body, catalog, catalogName);
-  await accept(pool, enqueue, { op: 'replace', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), items });
+  await accept(pool, enqueue, { op: 'replace', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), items }, onRecorded);
 }
 
 /** Batch delete: the same contract as batch replace. Ids that name no item are ignored when the job runs. */
-export async function acceptBatchDelete(pool: Pool, enqueue: EnqueueBatch, workspaceId: string, catalogName: string, body: unknown): Promise<void> {
+export async function acceptBatchDelete(
+  pool: Pool,
+  enqueue: EnqueueBatch,
+  workspaceId: string,
+  catalogName: string,
+  body: unknown,
+  onRecorded?: OnBatchRecorded,
+): Promise<void> {
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const ids = validateBatchDelete(body, catalog, catalogName);
-  await accept(pool, enqueue, { op: 'delete', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), ids });
+  await accept(pool, enqueue, { op: 'delete', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), ids }, onRecorded);
 }
 
-async function accept(pool: Pool, enqueue: EnqueueBatch, payload: CatalogBatchPayload): Promise<void> {
-  await guarded(() => recordBatch(pool, payload));
+/** Runs in the transaction that records a batch (an Idempotency-Key answers there). */
+export type OnBatchRecorded = (db: PoolClient) => Promise<void>;
+
+async function accept(pool: Pool, enqueue: EnqueueBatch, payload: CatalogBatchPayload, onRecorded?: OnBatchRecorded): Promise<void> {
+  await guarded(() =>
+    withTransaction(pool, async (client) => {
+      await recordBatch(client, payload);
+      await onRecorded?.(client);
+    }),
+  );
   await enqueue(payload);
 }
 

@@ -1,5 +1,5 @@
 import { publicBaseUrl, type Config } from '../config.js';
-import { withTransaction, type Pool } from '../db/pool.js';
+import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { AppError, badRequest } from '../errors.js';
 import type { Redis } from '../redis.js';
 import { workspaceDestination } from '../storage/stores.js';
@@ -20,6 +20,15 @@ export interface CreatedExport {
   objectPrefix: string;
   /** Download address, for exports to the built-in store. */
   url?: string;
+  /** False when Redis refused the jobs after the export was recorded: the reconciler queues them. */
+  queued: boolean;
+}
+
+export interface CreateExportOptions {
+  scheduledBy?: string;
+  now?: Date;
+  /** Runs in the transaction that records the export (an Idempotency-Key answers there). */
+  onRecorded?: (db: PoolClient, created: CreatedExport) => Promise<void>;
 }
 
 /** An export of the segment, or a company slot, is taken: the spec's 429. */
@@ -57,7 +66,7 @@ export async function createExport(
   deps: CreateExportDeps,
   who: { workspaceId: string; companyId: string },
   body: ExportRequestBody,
-  options: { scheduledBy?: string; now?: Date } = {},
+  options: CreateExportOptions = {},
 ): Promise<CreatedExport> {
   const { config, pool, redis } = deps;
   const spec = normaliseRequest(body);
@@ -96,6 +105,12 @@ export async function createExport(
   if (!lock.ok) throw refuse(lock.limit);
 
   const row = { id: exportId, shard_buckets: config.EXPORT_SHARD_BUCKETS, shard_count: shardRanges(config.EXPORT_SHARD_BUCKETS).length };
+  const created: CreatedExport = {
+    exportId,
+    objectPrefix,
+    ...(destination ? {} : { url: downloadUrl(config, publicBaseUrl(config), objectPrefix) }),
+    queued: false,
+  };
   try {
     // PostgreSQL holds the limits too, so that they survive Redis losing its holds: a unique index lets one unfinished
     // export per segment in, and the company's unfinished exports are counted under a lock of the company.
@@ -129,19 +144,18 @@ export async function createExport(
           if ((err as { code?: string }).code === '23505') throw new ExportLimitReached('segment');
           throw err;
         });
+      await options.onRecorded?.(client, created);
     });
   } catch (err) {
     await releaseExportLock(redis, keys, exportId).catch(() => {});
     if (err instanceof ExportLimitReached) throw refuse(err.limit);
     throw err;
   }
-  try {
-    await enqueueExportFlow(redis, config, row);
-  } catch (err) {
-    await pool.query(`DELETE FROM exports WHERE id = $1`, [exportId]).catch(() => {});
-    await releaseExportLock(redis, keys, exportId).catch(() => {});
-    throw new AppError('unavailable', 'The export could not be queued; retry shortly', { cause: err });
-  }
-
-  return { exportId, objectPrefix, url: destination ? undefined : downloadUrl(config, publicBaseUrl(config), objectPrefix) };
+  // Recorded: the export will run. Redis refusing its jobs now (it went away since the holds were taken) only delays
+  // it until the reconciler queues them.
+  created.queued = await enqueueExportFlow(redis, config, row).then(
+    () => true,
+    () => false,
+  );
+  return created;
 }

@@ -1,4 +1,5 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { PoolClient } from '../db/pool.js';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
@@ -43,7 +44,10 @@ function documentedBody(schema: z.ZodType, description: string) {
 const limitsNote = `Items: ids of letters, digits, - and _ up to ${MAX_ID_LENGTH} characters; at most ${MAX_ITEM_CHARS} characters of JSON each; values nested at most ${MAX_NESTING} levels. Errors use the catalog error body and list every problem found.`;
 
 const sync = { rateLimit: RATE_LIMITS.catalogSync, errorFormat: 'catalog' } as const;
-const async = { rateLimit: RATE_LIMITS.catalogAsync, errorFormat: 'catalog' } as const;
+const async = { rateLimit: RATE_LIMITS.catalogAsync, errorFormat: 'catalog', idempotent: true } as const;
+
+/** An Idempotency-Key of a batch request answers in the transaction that records the batch. */
+const accepted = async (req: FastifyRequest, db: PoolClient) => req.idempotency?.answer(db, 202, { message: 'success' });
 
 const catalogsRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
@@ -69,7 +73,7 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      await acceptBatchReplace(app.ctx.pool, enqueue, apiKeyOf(req).workspaceId, req.params.catalog_name, req.body);
+      await acceptBatchReplace(app.ctx.pool, enqueue, apiKeyOf(req).workspaceId, req.params.catalog_name, req.body, (db) => accepted(req, db));
       return reply.code(202).send({ message: 'success' });
     },
   );
@@ -88,7 +92,7 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      await acceptBatchDelete(app.ctx.pool, enqueue, apiKeyOf(req).workspaceId, req.params.catalog_name, req.body);
+      await acceptBatchDelete(app.ctx.pool, enqueue, apiKeyOf(req).workspaceId, req.params.catalog_name, req.body, (db) => accepted(req, db));
       return reply.code(202).send({ message: 'success' });
     },
   );

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { createExport } from '../exports/create.js';
+import { createExport, type CreatedExport } from '../exports/create.js';
 import { downloadZip, readyDownload, verifyDownloadSignature } from '../exports/download.js';
 import { ExportRequestSchema } from '../exports/request.js';
 import { exportStatus } from '../exports/status.js';
@@ -40,7 +40,7 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
   app.post(
     '/users/export/segment',
     {
-      config: { permission: 'users.export.segment', rateLimit: RATE_LIMITS.default },
+      config: { permission: 'users.export.segment', rateLimit: RATE_LIMITS.default, idempotent: true },
       schema: {
         summary: 'Export the users of a segment',
         description:
@@ -52,10 +52,12 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req, reply) => {
       const key = apiKeyOf(req);
-      const created = await createExport(app.ctx, key, req.body);
-      req.log.info({ exportId: created.exportId, segmentId: req.body.segment_id }, 'segment export queued');
+      const answer = (c: CreatedExport) => ({ message: 'success', object_prefix: c.objectPrefix, ...(c.url ? { url: c.url } : {}) });
+      const created = await createExport(app.ctx, key, req.body, { onRecorded: async (db, c) => req.idempotency?.answer(db, 201, answer(c)) });
+      if (created.queued) req.log.info({ exportId: created.exportId, segmentId: req.body.segment_id }, 'segment export queued');
+      else req.log.warn({ exportId: created.exportId }, 'segment export recorded but not queued (Redis refused); the reconciler will queue it');
       reply.code(201);
-      return { message: 'success', object_prefix: created.objectPrefix, ...(created.url ? { url: created.url } : {}) };
+      return answer(created);
     },
   );
 
