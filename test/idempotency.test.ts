@@ -22,7 +22,7 @@ async function call(method: Method, url: string, body: unknown, key?: string, wh
   return { status: res.statusCode, body: res.json() as Record<string, unknown>, replayed: res.headers['idempotent-replayed'] };
 }
 
-const count = async (sql: string, params: unknown[]) => (await env.ctx.pool.query(sql, params)).rowCount;
+const count = async (sql: string, params: unknown[]) => (await env.ctx.pool.query(sql, params)).rowCount ?? 0;
 const exportsOf = (w: SeededWorkspace) => count('SELECT 1 FROM exports WHERE workspace_id = $1', [w.workspaceId]);
 const batches = () => count('SELECT 1 FROM catalog_batches WHERE catalog_id = $1', [catalogId]);
 
