@@ -5,10 +5,10 @@ import { defineJob } from '../src/worker.js';
 
 /**
  * Sees staged /users/track requests applied: frees the shared deduplication id (src/ingest/track.ts) so that
- * requests committed from now on queue the next job, then drains the staging log, oldest first and many requests per
- * transaction (INGEST_BATCH_MAX_JOBS), through the newest row staged when it started (or through `stagedId`, for
- * jobs queued by older versions), each ingestion partition (INGEST_PARTITIONS) on its own connection at once. A
- * retried job never applies a row twice (rows are deleted as they are applied).
+ * requests committed from now on queue the next job, then drains the staging log, workspaces taking turns (each its
+ * oldest first), many requests per transaction (INGEST_BATCH_MAX_JOBS), through the newest row staged when it
+ * started (or through `stagedId`, for jobs queued by older versions), each ingestion partition (INGEST_PARTITIONS) on
+ * its own connection at once. A retried job never applies a row twice (rows are deleted as they are applied).
  */
 export const trackIngestJob = defineJob({
   queue: TRACK_INGEST_QUEUE,

@@ -8,6 +8,7 @@ import { AppError } from './errors.js';
 import { registerAuth } from './http/auth-hook.js';
 import { registerErrorHandler } from './http/error-handler.js';
 import { registerIdempotency } from './http/idempotency.js';
+import { bodyDepthError, registerHostileInput } from './http/hostile-input.js';
 import './http/route-config.js';
 import { registerOperations } from './http/operations.js';
 import { routes } from './routes/index.js';
@@ -55,6 +56,9 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     }
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') return done(null, undefined);
+    // Before parsing: JSON.parse builds any depth, and the code reading the value afterwards may recurse.
+    const tooDeep = bodyDepthError(req, text);
+    if (tooDeep) return done(tooDeep, undefined);
     return defaultJson(req, text, done);
   });
 
@@ -65,6 +69,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   registerErrorHandler(app);
   registerAuth(app);
   registerIdempotency(app);
+  registerHostileInput(app);
 
   await app.register(fastifySwagger, {
     openapi: {

@@ -138,3 +138,21 @@ describe('Idempotency-Key on catalog batches', () => {
     expect(await batches()).toBe(before + 1);
   });
 });
+
+describe('Idempotency-Key on /users/track', () => {
+  it('stages a request once, answering repeats with its first answer, and refuses the key for another body', async () => {
+    const staged = () => count('SELECT 1 FROM ingest_staging WHERE workspace_id = $1', [other.workspaceId]);
+    const body = { events: [{ external_id: 'u1', name: 'opened', time: '2026-01-01T00:00:00Z' }, { name: 'no-user', time: '2026-01-01T00:00:00Z' }] };
+    const first = await call('POST', '/users/track', body, 'track-1', other);
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({ message: 'success', events_processed: 1, errors: [{ input_array: 'events', index: 1 }] });
+    const again = await call('POST', '/users/track', body, 'track-1', other);
+    expect(again).toMatchObject({ status: 201, body: first.body, replayed: 'true' });
+    expect(await staged()).toBe(1);
+    expect((await call('POST', '/users/track', { events: [body.events[0]] }, 'track-1', other)).status).toBe(422);
+    expect(await staged()).toBe(1);
+    // Without a key, every request is staged as before.
+    await call('POST', '/users/track', body, undefined, other);
+    expect(await staged()).toBe(2);
+  });
+});

@@ -1,14 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
-import { answerKey, claimKey, keyProblem, releaseKey, requestHash, type Claim } from '../idempotency/keys.js';
+import { answerKey, claimKey, keyProblem, releaseKey, requestHash, type ClaimedKey } from '../idempotency/keys.js';
 
-/** A request's claimed Idempotency-Key: the route answers it in the transaction that records its work. */
-export interface IdempotencyHandle {
-  claim: Claim;
-  answered: boolean;
-  /** Records the answer on `db` (the work's transaction client). */
-  answer(db: Parameters<typeof answerKey>[0], status: number, body: unknown): Promise<void>;
-}
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -16,7 +9,7 @@ declare module 'fastify' {
     idempotent?: boolean;
   }
   interface FastifyRequest {
-    idempotency?: IdempotencyHandle;
+    idempotency?: ClaimedKey;
   }
 }
 
@@ -49,7 +42,7 @@ export function registerIdempotency(app: FastifyInstance): void {
         reply.header('Idempotent-Replayed', 'true');
         return reply.code(result.status).send(result.body);
       case 'claimed': {
-        const handle: IdempotencyHandle = {
+        const handle: ClaimedKey = {
           claim: result.claim,
           answered: false,
           async answer(db, status, body) {

@@ -21,6 +21,14 @@ export interface Claim {
   requestHash: Buffer;
 }
 
+/** A request's claimed key, as the code doing its work sees it: answered with the work, in its transaction. */
+export interface ClaimedKey {
+  claim: Claim;
+  answered: boolean;
+  /** Records the answer on `db` (the work's transaction client). */
+  answer(db: Db, status: number, body: unknown): Promise<void>;
+}
+
 export type ClaimResult =
   | { kind: 'claimed'; claim: Claim }
   | { kind: 'replay'; status: number; body: unknown }

@@ -13,9 +13,11 @@ import type { Metrics } from '../metrics.js';
 import { localKeyProblem, MAX_LOCAL_KEY_LENGTH } from '../storage/local-store.js';
 import { ObjectNotFoundError, type ObjectStore } from '../storage/object-store.js';
 import { storeFor, workspaceStorage, type WorkspaceStore } from '../storage/stores.js';
-import { applyObjects, lockIngestPartition, retryOnDeadlock, tuneBatchTransaction } from './apply.js';
+import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction } from './apply.js';
+import { applyIsolating, insertDeadLetters, parsePayload, reasonOf, type DataError, type DeadLetter } from './dead-letters.js';
 import { ingestMetrics } from './metrics.js';
 import { partitionOf } from './partitions.js';
+import { stagedForm } from './staging.js';
 import type { TrackEvent } from './types.js';
 import { validateEvent } from './validate.js';
 
@@ -191,6 +193,21 @@ interface FileRecord {
 
 const MAX_LINE_BYTES = 1024 * 1024;
 
+/** The reason written in the rejects file for a record PostgreSQL refused at apply time. */
+const refusedReason = (message: string) => `the database refused it: ${message}`;
+
+/**
+ * A line of the rejects file. A record nested too deep for JSON.stringify (a few thousand levels; refused for its
+ * nesting, or for not being an event object) is written with `object: null` rather than failing the import.
+ */
+function rejectLine(line: number, reason: string, object: unknown): string {
+  try {
+    return `${JSON.stringify({ line, reason, object })}\n`;
+  } catch {
+    return `${JSON.stringify({ line, reason, object: null })}\n`;
+  }
+}
+
 /** NDJSON lines, split on bytes so that multi-byte characters never straddle a chunk; blank lines are skipped. */
 async function* ndjsonRecords(source: Readable): AsyncGenerator<FileRecord> {
   let carry: Buffer = Buffer.alloc(0);
@@ -324,6 +341,13 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
   const positions: number[] = Array.from({ length: partitions }, () => 0);
   const stored = await deps.pool.query<{ part: number; position: number }>('SELECT part, position FROM import_partitions WHERE import_id = $1', [row.id]);
   for (const r of stored.rows) if (r.part < partitions) positions[r.part] = r.position;
+  // Records PostgreSQL refused in an earlier run lie behind their partition's position, never applied again: their
+  // lines of the rejects file come from ingest_dead_letters, where that run's batch put them. (Read before the file
+  // is opened: its stream flows from then on.)
+  const refusedBefore = await deps.pool.query<{ line: number; error_message: string; payload: string }>(
+    'SELECT line, error_message, payload FROM ingest_dead_letters WHERE import_id = $1 ORDER BY line',
+    [row.id],
+  );
 
   const body = await store.get(row.object_key);
   body.on('data', (chunk: Buffer) => (progress.bytesRead += chunk.length));
@@ -341,6 +365,10 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
   const uploaded = store.put(row.rejects_key, rejects, { contentType: 'application/x-ndjson' });
   uploaded.catch(() => {});
   let rejectBuffer = '';
+  for (const d of refusedBefore.rows) {
+    const parsed = parsePayload(d.payload);
+    rejectBuffer += rejectLine(d.line, refusedReason(d.error_message), 'objects' in parsed ? (parsed.objects.events[0] ?? null) : null);
+  }
   const flushRejects = async (force: boolean) => {
     if (rejectBuffer.length === 0 || (!force && rejectBuffer.length < 64 * 1024)) return;
     const chunk = rejectBuffer;
@@ -350,34 +378,70 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
 
   const emptyBatch = () => Array.from({ length: partitions }, (): TrackEvent[] => []);
   let batch = emptyBatch();
+  // The line of each event of `batch`, for the rejects file when PostgreSQL refuses one.
+  let batchLines = Array.from({ length: partitions }, (): number[] => []);
   let batchEvents = 0;
   let batchRejected = 0;
   let inflight: Promise<void> | undefined;
-  /** One partition's share of a batch, with its position (and, for partition 0, the batch's refused records). */
-  const commitPartition = async (part: number, events: TrackEvent[], upTo: number, rejected: number) => {
+  /**
+   * One partition's share of a batch, with its position (and, for partition 0, the batch's refused records). Events
+   * PostgreSQL refuses are set aside (src/ingest/dead-letters.ts) rather than failing the batch on every attempt:
+   * dead letters in the same transaction, counted as rejected by their partition, and lines of the rejects file.
+   */
+  const commitPartition = async (part: number, events: TrackEvent[], lines: number[], upTo: number, rejected: number) => {
     const r = await retryOnDeadlock(
       () =>
         withTransaction(deps.pool, async (client) => {
           await tuneBatchTransaction(client);
           await lockIngestPartition(client, [row.workspace_id], part);
-          const applied = await applyObjects(client, [{ workspaceId: row.workspace_id, objects: { events, purchases: [], attributes: [] } }]);
+          const refused: { item: TrackEvent; error: DataError }[] = [];
+          const applied = await applyIsolating(
+            client,
+            events,
+            (list) => [{ workspaceId: row.workspace_id, objects: { events: list, purchases: [], attributes: [] } }],
+            refused,
+          );
+          const lineOf = new Map(refused.length > 0 ? events.map((e, i) => [e, lines[i]!]) : []);
+          const letters = refused.map(
+            ({ item, error }): DeadLetter => ({
+              source: 'import',
+              workspaceId: row.workspace_id,
+              importId: row.id,
+              line: lineOf.get(item)!,
+              part,
+              acceptedAt: null,
+              objects: 1,
+              payload: JSON.stringify(stagedForm({ events: [item], purchases: [], attributes: [] })),
+              error,
+            }),
+          );
+          await insertDeadLetters(client, letters);
           await client.query(
             `UPDATE import_partitions SET position = $3, events_applied = events_applied + $4, events_unmatched = events_unmatched + $5,
                     rejected = rejected + $6 WHERE import_id = $1 AND part = $2`,
-            [row.id, part, upTo, applied.events, applied.unmatched, rejected],
+            [row.id, part, upTo, applied.events, applied.unmatched, rejected + letters.length],
           );
-          return applied;
+          return { applied, letters };
         }),
       log,
     );
     positions[part] = upTo;
-    progress.eventsApplied += r.events;
-    deps.metrics.ingestObjects.inc({ kind: 'events', source: 'import' }, r.events);
-    metrics.unmatched.inc({ source: 'import' }, r.unmatched);
+    progress.eventsApplied += r.applied.events;
+    progress.rejected += r.letters.length;
+    deps.metrics.ingestObjects.inc({ kind: 'events', source: 'import' }, r.applied.events);
+    metrics.unmatched.inc({ source: 'import' }, r.applied.unmatched);
+    if (r.letters.length > 0) metrics.deadLetters.inc({ source: 'import' }, r.letters.length);
+    for (const d of r.letters) {
+      // The reason's code only: PostgreSQL's message may quote the record, which is personal data.
+      log.error({ line: d.line, part, code: d.error.code, reason: reasonOf(d.error.code) }, 'import record refused by the database; moved to ingest_dead_letters');
+      rejectBuffer += rejectLine(d.line!, refusedReason(d.error.message), JSON.parse(d.payload).events[0]);
+    }
   };
-  const commit = async (parts: TrackEvent[][], upTo: number, rejected: number) => {
+  const commit = async (parts: TrackEvent[][], lines: number[][], upTo: number, rejected: number) => {
     // A partition already past this batch (it committed further before a crash) has nothing in it to apply.
-    await settleAll(parts.map(async (events, part) => (upTo > positions[part]! ? commitPartition(part, events, upTo, part === 0 ? rejected : 0) : undefined)));
+    await settleAll(
+      parts.map(async (events, part) => (upTo > positions[part]! ? commitPartition(part, events, lines[part]!, upTo, part === 0 ? rejected : 0) : undefined)),
+    );
     progress.recordsHandled = Math.min(...positions);
     progress.rejected += rejected;
     metrics.importPosition.set({ import_id: row.id }, progress.recordsHandled);
@@ -388,11 +452,13 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
   const flush = async (upTo: number) => {
     if (inflight) await inflight;
     const parts = batch;
+    const lines = batchLines;
     const rejected = batchRejected;
     batch = emptyBatch();
+    batchLines = Array.from({ length: partitions }, (): number[] => []);
     batchEvents = 0;
     batchRejected = 0;
-    inflight = commit(parts, upTo, rejected);
+    inflight = commit(parts, lines, upTo, rejected);
     // Surfaced by the next await of `inflight`; avoid an unhandled rejection meanwhile.
     inflight.catch(() => {});
   };
@@ -411,6 +477,7 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
             const part = partitionOf(v.value.identity, partitions);
             if (rec.line > positions[part]!) {
               batch[part]!.push(v.value);
+              batchLines[part]!.push(rec.line);
               batchEvents++;
             }
           } else {
@@ -420,7 +487,7 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
         }
         if (reason !== undefined) {
           // Every run writes the whole rejects file; a refusal is counted once, by partition 0.
-          rejectBuffer += `${JSON.stringify({ line: rec.line, reason, object })}\n`;
+          rejectBuffer += rejectLine(rec.line, reason, object);
           if (rec.line > positions[0]!) {
             batchRejected++;
             deps.metrics.ingestRejected.inc({ kind: 'events', source: 'import' });

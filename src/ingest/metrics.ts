@@ -7,6 +7,7 @@ export interface IngestMetrics {
   batchObjects: Histogram;
   importPosition: Gauge<'import_id'>;
   unmatched: Counter<'source'>;
+  deadLetters: Counter<'source'>;
 }
 
 const byRegistry = new WeakMap<Metrics, IngestMetrics>();
@@ -36,6 +37,12 @@ export function ingestMetrics(metrics: Metrics): IngestMetrics {
       unmatched: new Counter({
         name: 'ces_ingest_unmatched_total',
         help: 'Accepted objects whose user did not exist and could not be created (user_alias, service_id, email or _update_existing_only)',
+        labelNames: ['source'] as const,
+        registers,
+      }),
+      deadLetters: new Counter({
+        name: 'ces_ingest_dead_letters_total',
+        help: 'Staged rows (track) or import records (import) PostgreSQL refused at apply time, moved to ingest_dead_letters',
         labelNames: ['source'] as const,
         registers,
       }),

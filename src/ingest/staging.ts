@@ -2,18 +2,22 @@ import { withTransaction, type Pool } from '../db/pool.js';
 import { settleAll } from '../lib/settle.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import { applyObjects, lockIngestPartition, retryOnDeadlock, tuneBatchTransaction, yieldToEventLoop, type ApplyResult, type WorkspaceObjects } from './apply.js';
+import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction, yieldToEventLoop, type ApplyResult } from './apply.js';
+import { applyIsolating, insertDeadLetters, parsePayload, reasonOf, type DataError, type DeadLetter } from './dead-letters.js';
+import type { ClaimedKey } from '../idempotency/keys.js';
 import { ingestMetrics } from './metrics.js';
 import { splitByPartition } from './partitions.js';
 import type { TrackObjects } from './types.js';
 
 /**
  * The durable log between an accepted /users/track request and its application: rows of ingest_staging. A request
- * commits its row before answering; a BullMQ job then names the row. A worker applies the oldest staged rows in
- * batches, deleting them in the same transaction as the profile updates, so a job retried after a crash finds its
- * row gone and applies nothing twice, and a job lost with Redis loses no data (the next job, or the sweep, drains
- * every older row). A request is staged as one row per ingestion partition its objects fall in
- * (src/ingest/partitions.ts), all in one INSERT, so a request is staged whole or not at all.
+ * commits its row before answering; a BullMQ job then names the row. A worker applies staged rows in batches, each
+ * workspace's oldest first and the workspaces in turns (`TAKE_BATCH_SQL`), deleting them in the same transaction as
+ * the profile updates, so a job retried after a crash finds its row gone and applies nothing twice, and a job lost
+ * with Redis loses no data (the next job, or the sweep, drains every older row). A row PostgreSQL refuses moves to
+ * ingest_dead_letters in that transaction instead (src/ingest/dead-letters.ts). A request is staged as one row per
+ * ingestion partition its objects fall in (src/ingest/partitions.ts), all in one INSERT, so a request is staged whole
+ * or not at all.
  */
 
 interface StagedRow {
@@ -25,8 +29,17 @@ interface StagedRow {
 interface PendingStage {
   workspaceId: string;
   rows: StagedRow[];
+  /** The request's Idempotency-Key, answered by the same statement that stages its rows. */
+  answer?: StagedAnswer;
   resolve: (ids: number[]) => void;
   reject: (err: unknown) => void;
+}
+
+/** An Idempotency-Key's answer, recorded with the rows of its request. */
+export interface StagedAnswer {
+  key: ClaimedKey;
+  status: number;
+  body: unknown;
 }
 
 /**
@@ -45,9 +58,9 @@ class StagingWriter {
     private readonly maxRows = 500,
   ) {}
 
-  stage(workspaceId: string, rows: StagedRow[]): Promise<number[]> {
+  stage(workspaceId: string, rows: StagedRow[], answer?: StagedAnswer): Promise<number[]> {
     return new Promise((resolve, reject) => {
-      this.pending.push({ workspaceId, rows, resolve, reject });
+      this.pending.push({ workspaceId, rows, answer, resolve, reject });
       this.pump();
     });
   }
@@ -60,7 +73,10 @@ class StagingWriter {
         .then(
           (ids) => {
             let next = 0;
-            for (const g of group) g.resolve(ids.slice(next, (next += g.rows.length)));
+            for (const g of group) {
+              if (g.answer) g.answer.key.answered = true;
+              g.resolve(ids.slice(next, (next += g.rows.length)));
+            }
           },
           (err: unknown) => group.forEach((g) => g.reject(err)),
         )
@@ -76,10 +92,23 @@ class StagingWriter {
     // sending the grown string, was a fifth of the API's time per request.
     const rows = group.flatMap((g) => g.rows.map((r) => [g.workspaceId, r.part, r.count, r.payload]));
     const values = rows.map((_, i) => `($${4 * i + 1}::uuid, $${4 * i + 2}::smallint, $${4 * i + 3}::int, $${4 * i + 4}::text)`);
-    const inserted = await this.pool.query<{ id: number }>(
-      `INSERT INTO ingest_staging (workspace_id, part, objects, payload) VALUES ${values.join(', ')} RETURNING id`,
-      rows.flat(),
-    );
+    const params: unknown[] = rows.flat();
+    let sql = `INSERT INTO ingest_staging (workspace_id, part, objects, payload) VALUES ${values.join(', ')} RETURNING id`;
+    const answers = group.flatMap((g) => (g.answer ? [g.answer] : []));
+    if (answers.length > 0) {
+      // Idempotency-Keys are answered by this same statement: staged and answered together, or neither.
+      const keyValues = answers.map((a) => {
+        params.push(a.key.claim.workspaceId, a.key.claim.key, a.key.claim.requestHash, a.status, JSON.stringify(a.body));
+        const n = params.length;
+        return `($${n - 4}::uuid, $${n - 3}::text, $${n - 2}::bytea, $${n - 1}::int, $${n}::jsonb)`;
+      });
+      sql = `WITH staged AS (${sql}),
+                  answered AS (UPDATE idempotency_keys k SET status_code = v.status, response = v.response, completed_at = now()
+                                 FROM (VALUES ${keyValues.join(', ')}) AS v(workspace_id, key, request_hash, status, response)
+                                WHERE k.workspace_id = v.workspace_id AND k.key = v.key AND k.request_hash = v.request_hash AND k.status_code IS NULL)
+             SELECT id FROM staged`;
+    }
+    const inserted = await this.pool.query<{ id: number }>(sql, params);
     // Identity values are drawn in the order of the VALUES rows.
     return inserted.rows.map((r) => r.id).sort((a, b) => a - b);
   }
@@ -112,7 +141,7 @@ export function stagedForm(objects: TrackObjects): TrackObjects {
  * Commits one request's accepted objects (possibly in one commit with other requests'), a row per ingestion
  * partition; returns the staged rows' ids.
  */
-export async function stageObjects(pool: Pool, workspaceId: string, objects: TrackObjects, partitions = 1): Promise<number[]> {
+export async function stageObjects(pool: Pool, workspaceId: string, objects: TrackObjects, partitions = 1, answer?: StagedAnswer): Promise<number[]> {
   let writer = writers.get(pool);
   if (!writer) writers.set(pool, (writer = new StagingWriter(pool)));
   const rows = splitByPartition(stagedForm(objects), partitions).map(({ part, objects: o }) => ({
@@ -120,7 +149,7 @@ export async function stageObjects(pool: Pool, workspaceId: string, objects: Tra
     count: o.events.length + o.attributes.length + o.purchases.length,
     payload: JSON.stringify(o),
   }));
-  return writer.stage(workspaceId, rows);
+  return writer.stage(workspaceId, rows, answer);
 }
 
 export interface DrainOptions {
@@ -134,8 +163,10 @@ export interface DrainOptions {
 
 export interface DrainResult extends ApplyResult {
   batches: number;
-  /** Staged rows applied (a request's objects of one partition each). */
+  /** Staged rows taken (a request's objects of one partition each), dead letters included. */
   rows: number;
+  /** Staged rows refused by PostgreSQL (or not a payload), moved to ingest_dead_letters. */
+  deadLetters: number;
 }
 
 /**
@@ -149,42 +180,119 @@ interface PartitionRange {
 
 const rangeOf = (part: number, partitions: number): PartitionRange => ({ from: part, to: part === partitions - 1 ? 32767 : part });
 
-/** Applies the oldest staged rows of the partitions not being applied by another worker; returns how many rows it took. */
+/**
+ * The next batch of a partition range, taken and deleted: for each workspace with rows staged there, its oldest rows,
+ * in turns (every workspace's oldest row, then every workspace's second, ... oldest first within a turn) up to
+ * `$1` rows, so that one workspace's backlog delays another's rows by one batch at most, and a batch is still full
+ * whenever enough is staged. One statement: the workspaces (with the partition, for the last range) are found by
+ * skipping through ingest_staging_part_workspace (one index probe each, however many rows each has staged), and
+ * each one's oldest rows are read from the same index; rows another worker holds are skipped (FOR UPDATE SKIP
+ * LOCKED). Rows of one workspace are still taken oldest first.
+ */
+const TAKE_BATCH_SQL = `
+WITH RECURSIVE queues(part, workspace_id) AS (
+  (SELECT part, workspace_id FROM ingest_staging WHERE part BETWEEN $2 AND $3 ORDER BY part, workspace_id LIMIT 1)
+  UNION ALL
+  SELECT n.part, n.workspace_id FROM queues q CROSS JOIN LATERAL (
+    SELECT s.part, s.workspace_id FROM ingest_staging s
+     WHERE (s.part, s.workspace_id) > (q.part, q.workspace_id) AND s.part <= $3
+     ORDER BY s.part, s.workspace_id LIMIT 1) n
+)
+DELETE FROM ingest_staging
+ WHERE id IN (SELECT id FROM ingest_staging
+               WHERE id = ANY(ARRAY(SELECT t.id FROM queues q CROSS JOIN LATERAL (
+                                      SELECT s.id, row_number() OVER (ORDER BY s.id) AS turn FROM ingest_staging s
+                                       WHERE s.part = q.part AND s.workspace_id = q.workspace_id ORDER BY s.id LIMIT $1) t
+                                     ORDER BY t.turn, t.id LIMIT $1))
+               FOR UPDATE SKIP LOCKED)
+RETURNING id, workspace_id, part, accepted_at, objects, extract(epoch FROM clock_timestamp() - accepted_at)::float8 AS lag, payload`;
+
+interface TakenRow {
+  id: number;
+  workspace_id: string;
+  part: number;
+  accepted_at: Date;
+  objects: number;
+  lag: number;
+  payload: string;
+}
+
+interface StagedItem {
+  row: TakenRow;
+  objects: TrackObjects;
+}
+
+interface BatchOutcome {
+  taken: number;
+  lag: number;
+  result: ApplyResult;
+  deadLetters: DeadLetter[];
+}
+
+/**
+ * Applies the next batch of the partitions not being applied by another worker (`TAKE_BATCH_SQL`), leaving out the
+ * rows PostgreSQL refuses, which become dead letters in the same transaction; returns how many rows it took.
+ */
 async function applyNextBatch(pool: Pool, options: DrainOptions, range: PartitionRange, total: DrainResult): Promise<number> {
-  return withTransaction(pool, async (client) => {
+  const outcome = await withTransaction(pool, async (client): Promise<BatchOutcome | null> => {
     await tuneBatchTransaction(client);
-    const { rows } = await client.query<{ id: number; workspace_id: string; lag: number; payload: string }>(
-      `DELETE FROM ingest_staging
-        WHERE id IN (SELECT id FROM ingest_staging WHERE part BETWEEN $2 AND $3 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-        RETURNING id, workspace_id, extract(epoch FROM clock_timestamp() - accepted_at)::float8 AS lag, payload`,
-      [options.maxRows, range.from, range.to],
-    );
-    if (rows.length === 0) return 0;
-    const batches: WorkspaceObjects[] = [];
+    const { rows } = await client.query<TakenRow>(TAKE_BATCH_SQL, [options.maxRows, range.from, range.to]);
+    if (rows.length === 0) return null;
+    // Oldest first, as staged: ties of acceptance time between requests go to the later one.
+    rows.sort((a, b) => a.id - b.id);
+    const deadLetters: DeadLetter[] = [];
+    const letter = (r: TakenRow, error: DataError): DeadLetter => ({
+      source: 'track',
+      workspaceId: r.workspace_id,
+      stagedId: r.id,
+      part: r.part,
+      acceptedAt: r.accepted_at,
+      objects: r.objects,
+      payload: r.payload,
+      error,
+    });
+    const items: StagedItem[] = [];
     for (const [i, r] of rows.entries()) {
       // Parsing a few megabytes of payloads in one go would hold up the API sharing this process.
       if (i > 0 && i % 25 === 0) await yieldToEventLoop();
-      batches.push({ workspaceId: r.workspace_id, objects: JSON.parse(r.payload) as TrackObjects });
+      const parsed = parsePayload(r.payload);
+      if ('error' in parsed) deadLetters.push(letter(r, parsed.error));
+      else items.push({ row: r, objects: parsed.objects });
     }
     await lockIngestPartition(
       client,
-      batches.map((b) => b.workspaceId),
+      items.map((b) => b.row.workspace_id),
       range.from,
     );
-    const result = await applyObjects(client, batches);
-    const m = ingestMetrics(options.metrics);
-    m.lag.set(Math.max(...rows.map((r) => r.lag)));
-    m.batchObjects.observe(result.events + result.purchases + result.attributes + result.unmatched);
-    options.metrics.ingestObjects.inc({ kind: 'events', source: 'track' }, result.events);
-    options.metrics.ingestObjects.inc({ kind: 'purchases', source: 'track' }, result.purchases);
-    options.metrics.ingestObjects.inc({ kind: 'attributes', source: 'track' }, result.attributes);
-    m.unmatched.inc({ source: 'track' }, result.unmatched);
-    for (const k of ['events', 'purchases', 'attributes', 'unmatched', 'profilesCreated'] as const) total[k] += result[k];
-    total.batches++;
-    total.rows += rows.length;
-    options.log.debug({ rows: rows.length, part: range.from, ...result }, 'ingest batch applied');
-    return rows.length;
+    const refused: { item: StagedItem; error: DataError }[] = [];
+    const result = await applyIsolating(client, items, (list) => list.map((b) => ({ workspaceId: b.row.workspace_id, objects: b.objects })), refused);
+    for (const { item, error } of refused) deadLetters.push(letter(item.row, error));
+    await insertDeadLetters(client, deadLetters);
+    return { taken: rows.length, lag: Math.max(...rows.map((r) => r.lag)), result, deadLetters };
   });
+  if (!outcome) return 0;
+  const { result, deadLetters } = outcome;
+  const m = ingestMetrics(options.metrics);
+  m.lag.set(outcome.lag);
+  m.batchObjects.observe(result.events + result.purchases + result.attributes + result.unmatched);
+  options.metrics.ingestObjects.inc({ kind: 'events', source: 'track' }, result.events);
+  options.metrics.ingestObjects.inc({ kind: 'purchases', source: 'track' }, result.purchases);
+  options.metrics.ingestObjects.inc({ kind: 'attributes', source: 'track' }, result.attributes);
+  m.unmatched.inc({ source: 'track' }, result.unmatched);
+  for (const k of ['events', 'purchases', 'attributes', 'unmatched', 'profilesCreated'] as const) total[k] += result[k];
+  total.batches++;
+  total.rows += outcome.taken;
+  total.deadLetters += deadLetters.length;
+  if (deadLetters.length > 0) m.deadLetters.inc({ source: 'track' }, deadLetters.length);
+  // No payload and no PostgreSQL message here: both may hold the data, which is personal. The table keeps them.
+  for (const d of deadLetters) {
+    options.log.error(
+      { workspaceId: d.workspaceId, stagedId: d.stagedId, part: d.part, code: d.error.code, reason: reasonOf(d.error.code) },
+      'staged row refused by the database; moved to ingest_dead_letters',
+    );
+  }
+  options.log.debug({ rows: outcome.taken, part: range.from, deadLetters: deadLetters.length, ...result }, 'ingest batch applied');
+  return outcome.taken;
 }
 
 /** Blocks until no other transaction holds a staged row of the range at or before `throughId` (it committed, or its worker died). */
@@ -230,10 +338,11 @@ function inTurn(pool: Pool, range: PartitionRange, loop: () => Promise<void>): P
 /**
  * Applies batches until every row up to `throughId` (default: the newest row now) has been applied, by this call
  * or by another worker: one loop per ingestion partition, at once, each on its own connection, and one at a time
- * per partition in this process. Oldest rows go first, so a job never waits behind newer work.
+ * per partition in this process. Each workspace's oldest rows go first, and workspaces take turns within a batch,
+ * so a job never waits behind newer work of its own workspace, nor a whole backlog of another's.
  */
 export async function drainThrough(pool: Pool, throughId: number | undefined, options: DrainOptions): Promise<DrainResult> {
-  const total: DrainResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0, batches: 0, rows: 0 };
+  const total: DrainResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0, batches: 0, rows: 0, deadLetters: 0 };
   const limit = throughId ?? (await pool.query<{ max: number | null }>('SELECT max(id) AS max FROM ingest_staging')).rows[0]!.max;
   if (limit === null) return total;
   const partitions = Math.max(1, options.partitions ?? 1);

@@ -1,6 +1,7 @@
 import type { Config } from '../config.js';
 import { badRequest } from '../errors.js';
 import type { Pool } from '../db/pool.js';
+import type { ClaimedKey } from '../idempotency/keys.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { Queues } from '../queues.js';
@@ -50,7 +51,7 @@ const JOB_OPTIONS = {
  * Accepts a /users/track body: validates every object, commits the valid ones to the staging log (durable before
  * the answer), then asks a worker to apply them. Nothing is staged when the request is refused as a whole.
  */
-export async function acceptTrack(deps: TrackDeps, workspaceId: string, body: unknown): Promise<TrackAnswer> {
+export async function acceptTrack(deps: TrackDeps, workspaceId: string, body: unknown, idempotencyKey?: ClaimedKey): Promise<TrackAnswer> {
   let validation;
   try {
     validation = validateTrackBody(body, toIso(Date.now()));
@@ -61,17 +62,17 @@ export async function acceptTrack(deps: TrackDeps, workspaceId: string, body: un
   const { objects, errors, sent } = validation;
   for (const e of errors) deps.metrics.ingestRejected.inc({ kind: e.input_array, source: 'track' });
 
-  await stageObjects(deps.pool, workspaceId, objects, deps.config.INGEST_PARTITIONS);
-  // Not awaited: the objects are committed, so the answer need not wait for Redis. If the job cannot be queued,
-  // the next request's or the periodic sweep applies them.
-  kickApply(deps);
-
   const answer: TrackAnswer = { message: 'success' };
   const counts: Record<TrackArray, number> = { attributes: objects.attributes.length, events: objects.events.length, purchases: objects.purchases.length };
   if (sent.attributes) answer.attributes_processed = counts.attributes;
   if (sent.events) answer.events_processed = counts.events;
   if (sent.purchases) answer.purchases_processed = counts.purchases;
   if (errors.length > 0) answer.errors = errors;
+
+  await stageObjects(deps.pool, workspaceId, objects, deps.config.INGEST_PARTITIONS, idempotencyKey && { key: idempotencyKey, status: 201, body: answer });
+  // Not awaited: the objects are committed, so the answer need not wait for Redis. If the job cannot be queued,
+  // the next request's or the periodic sweep applies them.
+  kickApply(deps);
   return answer;
 }
 

@@ -1,5 +1,6 @@
 import type { Config } from '../config.js';
 import { withTransaction, type Pool } from '../db/pool.js';
+import { forgetExpiredKeys } from '../idempotency/keys.js';
 import type { Logger } from '../logger.js';
 import type { Queues } from '../queues.js';
 import type { Redis } from '../redis.js';
@@ -45,6 +46,9 @@ export interface PassResult {
   /** Kinds of work whose repair failed (Redis or PostgreSQL away); retried at the next pass. */
   failed?: string[];
 }
+
+/** Kinds whose counts are not lost work queued again (registrations, clean-up): not in the pass's log line. */
+const QUIET_KINDS = new Set(['schedules', 'expired idempotency keys']);
 
 /** Every this many passes, canvas schedules are re-armed in full even when Redis kept its marker. */
 const FULL_EVERY_PASSES = 10;
@@ -135,6 +139,8 @@ export class Reconciler {
       ['catalog batches', () => repairCatalogBatches(deps)],
       ['imports', () => repairImports(deps)],
       ['live activities', () => repairLiveActivities(deps)],
+      // Not lost work: records past their use, dropped here because a pass runs anyway.
+      ['expired idempotency keys', () => forgetExpiredKeys(deps.pool)],
     ];
     const repaired: Repaired = {};
     const failed: string[] = [];
@@ -148,7 +154,7 @@ export class Reconciler {
     }
     // Only a pass that rebuilt everything may say Redis holds this install's work again.
     if (failed.length === 0) await redis.set(this.markerKey, new Date().toISOString());
-    const queued = Object.entries(repaired).filter(([kind, n]) => kind !== 'schedules' && n > 0);
+    const queued = Object.entries(repaired).filter(([kind, n]) => !QUIET_KINDS.has(kind) && n > 0);
     if (queued.length > 0) log.info({ repaired: Object.fromEntries(queued), redisLost }, 'reconciler queued lost work again');
     return { ran: true, redisLost, repaired, failed };
   }

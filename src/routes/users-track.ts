@@ -56,7 +56,7 @@ const usersTrackRoutes: FastifyPluginAsync = async (base) => {
   app.post(
     '/users/track',
     {
-      config: { permission: 'users.track', rateLimit: RATE_LIMITS.track },
+      config: { permission: 'users.track', rateLimit: RATE_LIMITS.track, idempotent: true },
       schema: {
         summary: 'Record custom events, purchases and profile attributes',
         description:
@@ -71,7 +71,7 @@ const usersTrackRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      const answer = await acceptTrack(app.ctx, apiKeyOf(req).workspaceId, req.body);
+      const answer = await acceptTrack(app.ctx, apiKeyOf(req).workspaceId, req.body, req.idempotency);
       return reply.code(201).send(answer);
     },
   );
