@@ -156,3 +156,20 @@ describe('Idempotency-Key on /users/track', () => {
     expect(await staged()).toBe(2);
   });
 });
+
+describe('Idempotency-Key on /users/import', () => {
+  it('records one import for repeats, answering them with the first answer', async () => {
+    const { LocalStore } = await import('../src/storage/local-store.js');
+    await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws).put('imports/a.ndjson', Buffer.from('{"external_id":"u1","name":"e","time":"2026-01-01"}\n'));
+    await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws).put('imports/b.ndjson', Buffer.from('{"external_id":"u1","name":"e","time":"2026-01-01"}\n'));
+    const imports = () => count('SELECT 1 FROM imports WHERE workspace_id = $1', [ws.workspaceId]);
+    const first = await call('POST', '/users/import', { key: 'imports/a.ndjson' }, 'import-1');
+    expect(first.status).toBe(201);
+    const again = await call('POST', '/users/import', { key: 'imports/a.ndjson' }, 'import-1');
+    expect(again).toMatchObject({ status: 201, replayed: 'true' });
+    expect(again.body.import_id).toBe(first.body.import_id);
+    expect(await imports()).toBe(1);
+    expect((await call('POST', '/users/import', { key: 'imports/b.ndjson' }, 'import-1')).status).toBe(422);
+    expect(await imports()).toBe(1);
+  });
+});

@@ -5,9 +5,9 @@ import { createGunzip } from 'node:zlib';
 import streamArray from 'stream-json/streamers/stream-array.js';
 import { z } from 'zod';
 import type { Config } from '../config.js';
-import { withTransaction, type Pool } from '../db/pool.js';
+import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { settleAll } from '../lib/settle.js';
-import { AppError, badRequest, notFound } from '../errors.js';
+import { badRequest, notFound } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { localKeyProblem, MAX_LOCAL_KEY_LENGTH } from '../storage/local-store.js';
@@ -144,24 +144,35 @@ async function openStore(config: Pick<Config, 'LOCAL_STORE_DIR'>, pool: Pool, wo
 const formatOf = (key: string, given?: ImportFormat): ImportFormat => given ?? (/\.json(\.gz)?$/i.test(key) ? 'json' : 'ndjson');
 
 /** Records an import after checking its file exists; the caller runs or enqueues it. */
+export interface CreateImportOptions {
+  /** Run by the bulk-import workers (the default), rather than in the foreground by `ces import`. */
+  viaQueue?: boolean;
+  /** Runs in the transaction that records the import (an Idempotency-Key answers there). */
+  onRecorded?: (db: PoolClient, status: ImportStatus) => Promise<void>;
+}
+
 export async function createImport(
   deps: { pool: Pool; config: Pick<Config, 'LOCAL_STORE_DIR'> },
   workspaceId: string,
   request: ImportRequest,
   requestedBy: string,
-  options: { viaQueue?: boolean } = {},
+  options: CreateImportOptions = {},
 ): Promise<ImportStatus> {
   const opened = await openStore(deps.config, deps.pool, workspaceId, request.source);
   try {
     const size = await opened.store.head(request.key);
     if (size === null) throw notFound(`No object ${request.key} in the ${request.source === 'local' ? 'local store' : `${opened.store.kind} bucket ${opened.store.bucket}`}`);
     const rejectsKey = `${request.key.replace(/\.gz$/i, '')}.rejects.ndjson`;
-    const { rows } = await deps.pool.query<ImportRow>(
-      `INSERT INTO imports (workspace_id, store, object_key, format, bytes_total, rejects_key, requested_by, via_queue)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
-      [workspaceId, opened.store.kind, request.key, formatOf(request.key, request.format), size, rejectsKey, requestedBy, options.viaQueue ?? true],
-    );
-    return toStatus(rows[0]!);
+    return await withTransaction(deps.pool, async (client) => {
+      const { rows } = await client.query<ImportRow>(
+        `INSERT INTO imports (workspace_id, store, object_key, format, bytes_total, rejects_key, requested_by, via_queue)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
+        [workspaceId, opened.store.kind, request.key, formatOf(request.key, request.format), size, rejectsKey, requestedBy, options.viaQueue ?? true],
+      );
+      const status = toStatus(rows[0]!);
+      await options.onRecorded?.(client, status);
+      return status;
+    });
   } finally {
     opened.close();
   }
@@ -525,14 +536,21 @@ export interface StartImportDeps {
   enqueue: (importId: string) => Promise<void>;
 }
 
-/** Records an import and hands it to the bulk-import workers. */
-export async function startImport(deps: StartImportDeps, workspaceId: string, request: ImportRequest, requestedBy: string): Promise<ImportStatus> {
-  const status = await createImport(deps, workspaceId, request, requestedBy);
-  try {
-    await deps.enqueue(status.import_id);
-  } catch (err) {
-    await failImport(deps.pool, status.import_id, 'the import could not be queued');
-    throw new AppError('unavailable', 'The import could not be queued; retry shortly', { cause: err });
-  }
-  return status;
+/**
+ * Records an import and hands it to the bulk-import workers. Once recorded it will run: Redis refusing the job (it
+ * went away) only delays it until the reconciler queues it (`queued` is false then).
+ */
+export async function startImport(
+  deps: StartImportDeps,
+  workspaceId: string,
+  request: ImportRequest,
+  requestedBy: string,
+  onRecorded?: CreateImportOptions['onRecorded'],
+): Promise<ImportStatus & { queued: boolean }> {
+  const status = await createImport(deps, workspaceId, request, requestedBy, { onRecorded });
+  const queued = await deps.enqueue(status.import_id).then(
+    () => true,
+    () => false,
+  );
+  return { ...status, queued };
 }

@@ -30,7 +30,7 @@ const importsRoutes: FastifyPluginAsync = async (base) => {
   app.post(
     '/users/import',
     {
-      config: { permission: 'users.import', rateLimit: RATE_LIMITS.default },
+      config: { permission: 'users.import', rateLimit: RATE_LIMITS.default, idempotent: true },
       schema: {
         summary: 'Start a bulk import of event objects from a file',
         description:
@@ -46,7 +46,10 @@ const importsRoutes: FastifyPluginAsync = async (base) => {
     async (req, reply) => {
       const key = apiKeyOf(req);
       const enqueue = (importId: string) => enqueueImport(app.ctx.queues, importId);
-      const status = await startImport({ pool: app.ctx.pool, config: app.ctx.config, enqueue }, key.workspaceId, req.body, `api-key:${key.keyName}`);
+      const { queued, ...status } = await startImport({ pool: app.ctx.pool, config: app.ctx.config, enqueue }, key.workspaceId, req.body, `api-key:${key.keyName}`, (db, s) =>
+        req.idempotency ? req.idempotency.answer(db, 201, { message: 'success', ...s }) : Promise.resolve(),
+      );
+      if (!queued) req.log.warn({ importId: status.import_id }, 'import recorded but not queued (Redis refused); the reconciler will queue it');
       return reply.code(201).send({ message: 'success', ...status });
     },
   );
