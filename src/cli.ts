@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { ConfigError, loadConfig } from './config.js';
+import { reachDependencies } from './context.js';
 import { createPool } from './db/pool.js';
 import { migrate } from './db/migrate.js';
 import { createLogger } from './logger.js';
@@ -53,6 +54,7 @@ program
     const log = createLogger(cfg.LOG_LEVEL);
     const pool = createPool(cfg, 1);
     try {
+      await reachDependencies(cfg, pool);
       const applied = await migrate(pool, cfg.DATABASE_SCHEMA, log);
       console.log(applied.length ? `applied ${applied.length} migration(s): ${applied.join(', ')}` : 'database is up to date');
     } finally {

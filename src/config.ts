@@ -11,6 +11,22 @@ const bool = (def: boolean) =>
     .default(def ? 'true' : 'false')
     .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
+/** A connection string: parsed as a URL of one of `protocols`. The message never repeats the value (it may hold a password). */
+const connectionUrl = (protocols: string[], def: string) =>
+  z
+    .string()
+    .refine(
+      (v) => {
+        try {
+          return protocols.includes(new URL(v).protocol);
+        } catch {
+          return false;
+        }
+      },
+      { message: `must be a URL of the form ${protocols.map((p) => `${p}//...`).join(' or ')}` },
+    )
+    .default(def);
+
 export const ConfigSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development').describe('Runtime mode; `production` refuses the built-in development secrets.'),
   HOST: z.string().default('0.0.0.0').describe('Interface the API listens on.'),
@@ -18,15 +34,23 @@ export const ConfigSchema = z.object({
   PUBLIC_BASE_URL: z.url().optional().describe('Base address clients reach the API at; used in download URLs. Default `http://127.0.0.1:<PORT>`.'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('pino log level.'),
 
-  DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/ces').describe('PostgreSQL connection string (the system of record). With PostgreSQL on the same host, a Unix socket (`postgresql:///ces?host=/var/run/postgresql`) costs less CPU than loopback TCP.'),
+  DATABASE_URL: connectionUrl(['postgres:', 'postgresql:'], 'postgres://postgres@127.0.0.1:5432/ces').describe('PostgreSQL connection string (the system of record). With PostgreSQL on the same host, a Unix socket (`postgresql:///ces?host=/var/run/postgresql`) costs less CPU than loopback TCP.'),
   DATABASE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]*$/).default('public').describe('PostgreSQL schema holding every table; lets several installs (or test runs) share one database.'),
   DATABASE_POOL_SIZE: int(10).describe('Connections per process in the PostgreSQL pool.'),
+  DATABASE_CONNECT_TIMEOUT_MS: int(10_000).describe(
+    'How long opening a PostgreSQL connection, or waiting for a free one of the pool, may take before the request fails with 503 (a job attempt fails and is retried); 0 waits forever.',
+  ),
   MIGRATE_ON_START: bool(true).describe('Apply pending migrations when `serve`, `worker` or `start` begins.'),
 
-  REDIS_URL: z.string().default('redis://127.0.0.1:6379').describe('Redis connection string (queues, locks, rate-limit counters).'),
+  REDIS_URL: connectionUrl(['redis:', 'rediss:'], 'redis://127.0.0.1:6379').describe('Redis connection string (queues, locks, rate-limit counters).'),
   REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('ces').describe('Prefix of every Redis key and BullMQ queue this install uses.'),
 
   BODY_LIMIT_BYTES: int(8 * 1024 * 1024).describe('Largest request body accepted; larger bodies get 413.'),
+  STARTUP_TIMEOUT_SECONDS: int(10)
+    .pipe(z.number().min(1))
+    .describe(
+      '`serve`, `worker`, `start` and `migrate` exit (code 1) when PostgreSQL or Redis (`migrate`: PostgreSQL) cannot be reached within this many seconds of starting.',
+    ),
   SHUTDOWN_TIMEOUT_MS: int(30_000).describe('How long SIGTERM waits for in-flight requests and running jobs before closing anyway.'),
   ADMIN_USER: z.string().min(1).optional().describe('User name for the queue dashboard at /admin/queues (disabled when unset).'),
   ADMIN_PASSWORD: z.string().min(8).optional().describe('Password for the queue dashboard (at least 8 characters).'),
@@ -62,6 +86,11 @@ export const ConfigSchema = z.object({
     .pipe(z.number().max(19))
     .describe('Niceness (0-19) `ces start` gives its worker process, so that when the cores are short the API answers first; 0 for equal priority.'),
   WORKER_CONCURRENCY: int(2).describe('Jobs one worker process runs at once per queue.'),
+  RECONCILE_INTERVAL_SECONDS: int(30)
+    .pipe(z.number().min(1))
+    .describe(
+      'How often the reconciler (one worker process at a time) compares unfinished work in PostgreSQL with Redis and queues again what Redis lost (docs/operations.md).',
+    ),
   INGEST_BATCH_MAX_JOBS: int(3000).describe(
     'Staged track rows (a request\'s objects of one partition, at most 225) an ingestion worker coalesces into one transaction per partition. More means fewer profile writes under load (a profile is rewritten once a batch), and longer waits for `/users/alias/update` and `/email/status`, which take the same workspace lock.',
   ),

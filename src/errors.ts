@@ -29,7 +29,7 @@ export interface AppErrorOptions {
   scimType?: string;
   /** Catalog error entries; when present the catalog body lists them. */
   catalogErrors?: CatalogErrorEntry[];
-  /** Seconds after which a rate-limited client may retry. */
+  /** Seconds after which the client may retry (Retry-After): when rate-limited, or on a 503 (default 5 s there). */
   retryAfter?: number;
   cause?: unknown;
 }

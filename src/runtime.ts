@@ -3,9 +3,10 @@ import type { FastifyInstance } from 'fastify';
 import { jobs as allJobs } from '../jobs/index.js';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
-import { closeContext, createContext, type AppContext } from './context.js';
+import { closeContext, createContext, reachDependencies, type AppContext } from './context.js';
 import { migrate } from './db/migrate.js';
 import { removeOrphanSpoolDirs } from './exports/spool.js';
+import { startReconciler, type Reconciler } from './reconcile/reconciler.js';
 import { startWorkers, type RunningWorkers } from './worker.js';
 import { WorkerProcess, type ChildMessage, type ParentMessage } from './worker-process.js';
 
@@ -27,13 +28,22 @@ export interface Running {
 /** Starts the API, the workers, or both in this process, against the configured Redis and PostgreSQL. */
 export async function run(config: Config, options: RunOptions): Promise<Running> {
   const ctx = await createContext(config);
+  try {
+    await reachDependencies(config, ctx.pool, ctx.redis);
+  } catch (err) {
+    await closeContext(ctx);
+    throw err;
+  }
   if (config.MIGRATE_ON_START) await migrate(ctx.pool, config.DATABASE_SCHEMA, ctx.log);
 
   let workers: RunningWorkers | undefined;
+  let reconciler: Reconciler | undefined;
   if (options.worker) {
     const selected = options.queues ? allJobs.filter((j) => options.queues!.includes(j.queue)) : allJobs;
     workers = startWorkers(ctx, selected);
     ctx.log.info({ queues: selected.map((j) => j.queue) }, 'workers started');
+    // Every worker process runs one; they take turns (docs/operations.md).
+    reconciler = startReconciler(ctx, { intervalMs: config.RECONCILE_INTERVAL_SECONDS * 1000 });
     removeOrphanSpoolDirs().then(
       (removed) => {
         if (removed > 0) ctx.log.info({ removed }, 'removed spool directories of export workers that died mid-shard');
@@ -69,6 +79,7 @@ export async function run(config: Config, options: RunOptions): Promise<Running>
       // Stop accepting first, so no request is enqueued after the workers are gone.
       await app?.close();
       await new Promise((resolve) => (metricsServer ? metricsServer.close(resolve) : resolve(undefined)));
+      await reconciler?.stop();
       await workers?.close(config.SHUTDOWN_TIMEOUT_MS);
       await closeContext(ctx);
     })());

@@ -1,7 +1,7 @@
 import { Worker, type Job, type WorkerOptions } from 'bullmq';
 import type { AppContext } from './context.js';
 import { bullPrefix, type QueueName } from './queues.js';
-import { createRedis } from './redis.js';
+import { closeRedis, createRedis } from './redis.js';
 
 /** A queue processor: one per file under jobs/. The payload arrives as unknown and is parsed by the processor. */
 export interface JobDefinition {
@@ -10,7 +10,11 @@ export interface JobDefinition {
   concurrency?: (ctx: AppContext) => number;
   workerOptions?: Partial<Omit<WorkerOptions, 'connection' | 'prefix' | 'concurrency'>>;
   process: (job: Job, ctx: AppContext) => Promise<unknown>;
-  /** Runs once when this process starts the queue's worker (e.g. re-arming delayed jobs from the store); must be idempotent. */
+  /**
+   * Runs when this process starts the queue's worker (e.g. re-arming delayed jobs from the store), again whenever
+   * the worker's Redis connection comes back after an outage, and until it succeeds when it fails for want of
+   * PostgreSQL or Redis; must be idempotent.
+   */
   onStart?: (ctx: AppContext) => Promise<void>;
 }
 
@@ -24,12 +28,19 @@ export interface RunningWorkers {
 
 /** Starts one BullMQ worker per job definition, all in this process. */
 export function startWorkers(ctx: AppContext, definitions: JobDefinition[]): RunningWorkers {
+  let closing = false;
+  /** Jobs this process is running now, all queues together. */
+  let running = 0;
+  const startHookTimers = new Set<NodeJS.Timeout>();
   const workers = definitions.map((def) => {
-    const connection = createRedis(ctx.config.REDIS_URL, 'worker');
+    // Waits for Redis when it is away (maxRetriesPerRequest: null) and reports outages to ctx.health, as the
+    // connections BullMQ duplicates from it do through the worker's 'error' event below.
+    const connection = createRedis(ctx.config.REDIS_URL, 'worker', {}, ctx.health);
     const worker = new Worker(
       def.queue,
       async (job: Job) => {
         const started = performance.now();
+        running++;
         const log = ctx.log.child({ queue: def.queue, jobId: job.id, attempt: job.attemptsMade + 1 });
         try {
           const result = await def.process(job, { ...ctx, log });
@@ -38,8 +49,14 @@ export function startWorkers(ctx: AppContext, definitions: JobDefinition[]): Run
         } catch (err) {
           ctx.metrics.jobDuration.observe({ queue: def.queue, outcome: 'failed' }, (performance.now() - started) / 1000);
           ctx.metrics.jobFailures.inc({ queue: def.queue });
-          log.warn({ err }, 'job attempt failed');
+          // An attempt that failed because PostgreSQL or Redis is away is retried with backoff like any other; the
+          // outage itself is logged once by ctx.health, so no stack per attempt.
+          const dependency = ctx.health.report(err);
+          if (dependency) log.debug({ dependency }, 'job attempt failed: dependency unavailable; it will be retried');
+          else log.warn({ err }, 'job attempt failed');
           throw err;
+        } finally {
+          running--;
         }
       },
       {
@@ -49,21 +66,93 @@ export function startWorkers(ctx: AppContext, definitions: JobDefinition[]): Run
         ...def.workerOptions,
       },
     );
-    worker.on('error', (err) => ctx.log.error({ err, queue: def.queue }, 'worker error'));
-    def.onStart?.(ctx).catch((err: unknown) => ctx.log.error({ err, queue: def.queue }, 'worker start hook failed'));
+    worker.on('error', (err) => {
+      if (!ctx.health.report(err)) ctx.log.error({ err, queue: def.queue }, 'worker error');
+    });
+    // The start hook runs again when Redis comes back after an outage (one without persistence comes back empty,
+    // without the job schedulers the hooks register), and is retried (1 s, 2 s, ... at most a minute apart) when it
+    // failed for want of PostgreSQL or Redis: what it arms must not wait for the next restart.
+    let hookRunning = false;
+    let hookAgain = false;
+    let hookAttempt = 0;
+    const runStartHook = () => {
+      if (!def.onStart || closing) return;
+      if (hookRunning) {
+        hookAgain = true;
+        return;
+      }
+      hookRunning = true;
+      def
+        .onStart(ctx)
+        .then(
+          () => {
+            hookAttempt = 0;
+          },
+          (err: unknown) => {
+            if (closing) return;
+            const dependency = ctx.health.report(err);
+            if (!dependency) {
+              ctx.log.error({ err, queue: def.queue }, 'worker start hook failed');
+              return;
+            }
+            const delayMs = Math.min(1000 * 2 ** hookAttempt++, 60_000);
+            ctx.log.debug({ queue: def.queue, dependency, delayMs }, 'worker start hook failed: dependency unavailable; trying again');
+            const timer = setTimeout(() => {
+              startHookTimers.delete(timer);
+              runStartHook();
+            }, delayMs).unref();
+            startHookTimers.add(timer);
+          },
+        )
+        .finally(() => {
+          hookRunning = false;
+          if (hookAgain) {
+            hookAgain = false;
+            runStartHook();
+          }
+        });
+    };
+    runStartHook();
+    let lost = false;
+    connection.on('close', () => (lost = true));
+    connection.on('ready', () => {
+      if (!lost) return;
+      lost = false;
+      runStartHook();
+    });
     return { worker, connection };
   });
 
   return {
     workers: workers.map((w) => w.worker),
     async close(timeoutMs: number) {
-      const graceful = Promise.all(workers.map((w) => w.worker.close()));
-      const timedOut = await Promise.race([graceful.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), timeoutMs).unref())]);
-      if (timedOut) {
-        ctx.log.warn({ timeoutMs }, 'jobs still running at shutdown: handing them back to the queue');
-        await Promise.all(workers.map((w) => w.worker.close(true)));
+      closing = true;
+      for (const timer of startHookTimers) clearTimeout(timer);
+      let closed = false;
+      const graceful = Promise.all(workers.map((w) => w.worker.close())).then(
+        () => (closed = true),
+        (err: unknown) => {
+          closed = true;
+          ctx.log.warn({ err }, 'worker close failed');
+        },
+      );
+      // BullMQ's close waits for Redis (forever, while it is away); once no job runs, an absent Redis has nothing to
+      // be told, so stop waiting then.
+      const redisAway = () => workers.some((w) => w.connection.status !== 'ready');
+      const deadline = Date.now() + timeoutMs;
+      while (!closed && Date.now() < deadline && !(running === 0 && redisAway())) {
+        await Promise.race([graceful, new Promise((r) => setTimeout(r, 50).unref())]);
       }
-      await Promise.all(workers.map((w) => w.connection.quit().catch(() => w.connection.disconnect())));
+      if (!closed) {
+        if (running > 0) ctx.log.warn({ timeoutMs, running }, 'jobs still running at shutdown: leaving them to the stalled-job check of another worker');
+        // worker.close(true) would only return the close still waiting: dropping the connections ends what it waits on.
+        for (const w of workers) {
+          w.connection.disconnect();
+          w.worker.disconnect().catch(() => {});
+        }
+        await Promise.race([graceful, new Promise((r) => setTimeout(r, 250).unref())]);
+      }
+      await Promise.all(workers.map((w) => closeRedis(w.connection)));
     },
   };
 }

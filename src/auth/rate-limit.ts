@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Config } from '../config.js';
+import type { DependencyHealth } from '../lib/dependency-health.js';
 import type { Redis } from '../redis.js';
 
 /**
@@ -118,6 +119,61 @@ return {allowed, count, now, at}`;
 
 const SLIDING_WINDOW_SHA = createHash('sha1').update(SLIDING_WINDOW).digest('hex');
 
+/** What one step of the window returns: allowed (1/0), counted after this request, now ms, ms of the next change. */
+type WindowStep = [number, number, number, number];
+
+/** Windows kept in memory at most; beyond that they are all forgotten (an outage is short, the map stays small). */
+const LOCAL_MAX_WINDOWS = 10_000;
+
+/** SLIDING_WINDOW, step for step, over hashes kept in this process's memory: the limiter while Redis is away. */
+class LocalWindows {
+  private readonly windows = new Map<string, Map<number, number>>();
+
+  hit(key: string, limit: number, window: number, g: number, now: number): WindowStep {
+    let fields = this.windows.get(key);
+    if (!fields) {
+      if (this.windows.size >= LOCAL_MAX_WINDOWS) this.windows.clear();
+      fields = new Map();
+      this.windows.set(key, fields);
+    }
+    const current = Math.floor(now / g);
+    const first = Math.floor((now - window) / g);
+    let count = 0;
+    let oldest: number | undefined;
+    for (const [sub, n] of fields) {
+      if (sub < first) {
+        fields.delete(sub);
+        continue;
+      }
+      count += n;
+      if (oldest === undefined || sub < oldest) oldest = sub;
+    }
+    let allowed = 0;
+    if (count < limit) {
+      allowed = 1;
+      count += 1;
+      fields.set(current, (fields.get(current) ?? 0) + 1);
+      if (oldest === undefined || current < oldest) oldest = current;
+    }
+    if (fields.size === 0) this.windows.delete(key);
+    let at = now + g;
+    const need = count - Math.min(count, limit) + 1;
+    if (need === 1 && oldest !== undefined) {
+      at = (oldest + 1) * g + window;
+    } else if (count >= need) {
+      let gone = 0;
+      for (const sub of [...fields.keys()].sort((a, b) => a - b)) {
+        gone += fields.get(sub)!;
+        if (gone >= need) {
+          at = (sub + 1) * g + window;
+          break;
+        }
+      }
+    }
+    return [allowed, count, now, at];
+  }
+}
+
 /**
  * A sliding-window limit in Redis, shared by every API process: at most `limit` allowed requests in any rolling
  * `windowSeconds`, whatever the window boundaries.
@@ -137,14 +193,51 @@ const SLIDING_WINDOW_SHA = createHash('sha1').update(SLIDING_WINDOW).digest('hex
  * the limit was lowered below what is already counted. A limit of 0 refuses everything.
  */
 export class RateLimiter {
+  private readonly local = new LocalWindows();
+
+  /** With `health`, a Redis that is away is reported there and the limit is kept in this process meanwhile. */
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
     private readonly config: Config,
+    private readonly health?: DependencyHealth,
   ) {}
 
-  /** Counts one request if it fits. `nowMs` replaces Redis' clock (tests); production callers leave it out. */
+  /**
+   * Counts one request if it fits. `nowMs` replaces Redis' clock (tests); production callers leave it out.
+   *
+   * While Redis is away (not connected, or a call fails for want of a connection), the same sliding window runs
+   * in this process's memory instead, so requests that need only PostgreSQL (/users/track) go on being served and
+   * limited: each API process then allows up to the limit on its own, and its counts are not carried back to Redis.
+   * The outage is reported to `health`, which logs it once, not per request.
+   */
   async hit(rule: RateLimitRule, scopeId: string, route: string, nowMs?: number): Promise<RateLimitResult> {
+    if (this.health && this.redis.status !== 'ready') return this.hitLocally(rule, scopeId, route, nowMs);
+    try {
+      return await this.hitInRedis(rule, scopeId, route, nowMs);
+    } catch (err) {
+      if (!this.health?.report(err)) throw err;
+      return this.hitLocally(rule, scopeId, route, nowMs);
+    }
+  }
+
+  /** The window of `hit`, in this process's memory. */
+  private hitLocally(rule: RateLimitRule, scopeId: string, route: string, nowMs?: number): RateLimitResult {
+    const limit = rule.limit(this.config);
+    const windowMs = rule.windowSeconds * 1000;
+    const subMs = Math.max(1, Math.ceil(windowMs / SUB_WINDOWS));
+    const key = `${rule.perRoute ? `${rule.bucket}:${route}` : rule.bucket}:${scopeId}`;
+    const [allowed, count, now, at] = this.local.hit(key, limit, windowMs, subMs, Math.floor(nowMs ?? Date.now()));
+    return {
+      limit,
+      remaining: Math.max(0, limit - count),
+      reset: Math.ceil(at / 1000),
+      allowed: allowed === 1,
+      retryAfter: Math.max(1, Math.ceil((at - now) / 1000)),
+    };
+  }
+
+  private async hitInRedis(rule: RateLimitRule, scopeId: string, route: string, nowMs?: number): Promise<RateLimitResult> {
     const limit = rule.limit(this.config);
     const windowMs = rule.windowSeconds * 1000;
     const subMs = Math.max(1, Math.ceil(windowMs / SUB_WINDOWS));

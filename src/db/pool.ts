@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Config } from '../config.js';
+import { tagDependency, type DependencyHealth } from '../lib/dependency-health.js';
 
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
@@ -9,15 +10,32 @@ pg.types.setTypeParser(20, (v) => Number(v));
 // Keep `date` columns as 'YYYY-MM-DD' strings rather than local-midnight Date objects.
 pg.types.setTypeParser(1082, (v) => v);
 
-/** A pool whose every connection works inside the configured schema. */
-export function createPool(config: Pick<Config, 'DATABASE_URL' | 'DATABASE_SCHEMA' | 'DATABASE_POOL_SIZE'>, max?: number): Pool {
+export type PoolConfig = Pick<Config, 'DATABASE_URL' | 'DATABASE_SCHEMA' | 'DATABASE_POOL_SIZE'> & Partial<Pick<Config, 'DATABASE_CONNECT_TIMEOUT_MS'>>;
+
+/**
+ * A pool whose every connection works inside the configured schema. No lost connection crashes the process: every
+ * client gets an 'error' listener as it connects, so one checked out (in a transaction, a COPY) when PostgreSQL goes
+ * away only fails its queries; its holder releases it and the pool, finding it unusable, drops it. Outages and
+ * returns are reported to `health`.
+ */
+export function createPool(config: PoolConfig, max?: number, health?: DependencyHealth): Pool {
   const pool = new pg.Pool({
     connectionString: config.DATABASE_URL,
     max: max ?? config.DATABASE_POOL_SIZE,
+    // Bounds both opening a connection and waiting for a free one: with PostgreSQL unreachable a request fails
+    // (503) instead of hanging, and a job attempt fails and is retried with backoff.
+    connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS || undefined,
     options: `-c search_path=${config.DATABASE_SCHEMA},public -c timezone=UTC`,
     application_name: 'ces',
   });
-  // An idle client losing its connection must not crash the process; the pool replaces it.
+  pool.on('connect', (client) => {
+    health?.up('postgresql');
+    client.on('error', (err) => {
+      tagDependency(err, 'postgresql');
+      health?.down('postgresql', err);
+    });
+  });
+  // The pool's own event for idle clients: the listener above has reported it already.
   pool.on('error', () => {});
   return pool;
 }
@@ -25,15 +43,20 @@ export function createPool(config: Pick<Config, 'DATABASE_URL' | 'DATABASE_SCHEM
 /** Runs fn in one transaction; rolls back on any error. */
 export async function withTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  // A connection that cannot even roll back (PostgreSQL went away) is released with that error: the pool discards it.
+  let broken: Error | undefined;
   try {
     await client.query('BEGIN');
     const result = await fn(client);
     await client.query('COMMIT');
     return result;
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
+    broken = await client.query('ROLLBACK').then(
+      () => undefined,
+      (rollbackErr: unknown) => (rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr))),
+    );
     throw err;
   } finally {
-    client.release();
+    client.release(broken);
   }
 }

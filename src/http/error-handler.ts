@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { AppError, renderError, type ErrorCode } from '../errors.js';
+import { DEPENDENCY_NAMES, OUTAGE_RETRY_AFTER_SECONDS, type Dependency, type DependencyHealth } from '../lib/dependency-health.js';
 
 interface ValidationIssue {
   instancePath?: string;
@@ -18,8 +19,20 @@ export function describeValidation(context: string | undefined, issues: Validati
   return `Invalid ${where}: ${parts.join('; ')}`;
 }
 
-/** Translates what Fastify, its parsers and zod throw into our one error type. */
-export function toAppError(err: unknown): AppError {
+/** The answer to a request that needs a dependency that is away: 503, Retry-After, the dependency named. */
+export function dependencyUnavailable(dependency: Dependency, cause?: unknown): AppError {
+  return new AppError('unavailable', `${DEPENDENCY_NAMES[dependency]} is unavailable; retry shortly`, { retryAfter: OUTAGE_RETRY_AFTER_SECONDS, cause });
+}
+
+/**
+ * Translates what Fastify, its parsers and zod throw into our one error type. With `health`, a failure to reach
+ * PostgreSQL or Redis (a lost or refused connection, a pool timeout, an ioredis command given up, a BullMQ add that
+ * failed for one of those, bare or as the cause of a 500/503 AppError) becomes a 503 naming the dependency.
+ */
+export function toAppError(err: unknown, health?: DependencyHealth): AppError {
+  const serverFault = !(err instanceof AppError) || err.code === 'internal' || err.code === 'unavailable';
+  const dependency = serverFault ? health?.classify(err) : undefined;
+  if (dependency) return dependencyUnavailable(dependency, err instanceof AppError ? (err.options.cause ?? err) : err);
   if (err instanceof AppError) return err;
   const fe = err as FastifyError & { validationContext?: string };
   if (hasZodFastifySchemaValidationErrors(fe)) {
@@ -48,15 +61,21 @@ export function toAppError(err: unknown): AppError {
 /** The one error handler: logs server faults with their cause, never sends a stack or SQL to the client. */
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
-    const appErr = toAppError(err);
-    if (appErr.code === 'internal' || appErr.code === 'unavailable') {
+    const { health } = app.ctx;
+    const appErr = toAppError(err, health);
+    const dependency = appErr.code === 'unavailable' ? health.report(appErr.options.cause ?? err) : undefined;
+    if (dependency) {
+      // The outage is logged once by `health`, not once per request.
+      req.log.debug({ dependency }, 'request failed: dependency unavailable');
+    } else if (appErr.code === 'internal' || appErr.code === 'unavailable') {
       req.log.error({ err: appErr.options.cause ?? err }, 'request failed');
     } else {
       req.log.info({ code: appErr.code, reason: appErr.message }, 'request refused');
     }
     const format = req.routeOptions?.config?.errorFormat ?? 'message';
     const rendered = renderError(appErr, format);
-    if (appErr.options.retryAfter) reply.header('Retry-After', appErr.options.retryAfter);
+    const retryAfter = appErr.options.retryAfter ?? (appErr.code === 'unavailable' ? OUTAGE_RETRY_AFTER_SECONDS : undefined);
+    if (retryAfter) reply.header('Retry-After', retryAfter);
     reply.code(rendered.status).type(rendered.contentType).send(rendered.body);
   });
 

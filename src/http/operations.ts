@@ -28,7 +28,8 @@ export async function registerOperations(app: FastifyInstance): Promise<void> {
     async (_req, reply) => {
       const failing: string[] = [];
       await Promise.all([
-        ctx.pool.query('SELECT 1').catch(() => failing.push('postgresql')),
+        // Bounded like the Redis ping: a probe must answer even while the pool waits DATABASE_CONNECT_TIMEOUT_MS.
+        withTimeout(ctx.pool.query('SELECT 1'), 2000).catch(() => failing.push('postgresql')),
         withTimeout(ctx.redis.ping(), 2000).catch(() => failing.push('redis')),
       ]);
       if (failing.length > 0) return reply.code(503).send({ status: 'unavailable' as const, failing });

@@ -1,4 +1,5 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { chown, cp, mkdtemp, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,6 +13,21 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
+
+/**
+ * What a test process must not leave behind if a test fails before its `close` (or times out): stopped and removed
+ * synchronously when the process exits.
+ */
+const leftovers = new Set<() => void>();
+process.once('exit', () => {
+  for (const cleanUp of leftovers) {
+    try {
+      cleanUp();
+    } catch {
+      // Best effort: the process is going.
+    }
+  }
+});
 
 /** A TCP port nobody listens on now (the kernel's pick; another process could take it before us, rarely). */
 export async function freePort(): Promise<number> {
@@ -52,6 +68,11 @@ export async function startOwnRedis(): Promise<OwnRedis> {
   let child: ChildProcess | undefined;
   const cli = (...args: string[]) => run('redis-cli', ['-p', String(port), ...args]);
   const ping = async () => (await cli('PING')).stdout.trim() === 'PONG';
+  const cleanUp = () => {
+    child?.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  leftovers.add(cleanUp);
   const own: OwnRedis = {
     port,
     url: `redis://127.0.0.1:${port}`,
@@ -72,6 +93,7 @@ export async function startOwnRedis(): Promise<OwnRedis> {
     async close() {
       await own.kill();
       await rm(dir, { recursive: true, force: true });
+      leftovers.delete(cleanUp);
     },
   };
   await own.start();
@@ -95,6 +117,7 @@ let template: Promise<string> | undefined;
 function templateDir(): Promise<string> {
   template ??= (async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'ces-own-pg-template-'));
+    leftovers.add(() => rmSync(dir, { recursive: true, force: true }));
     await chown(dir, ...(await postgresIds()));
     await run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'initdb'), '-D', dir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8'], {
       env: { ...process.env, LC_ALL: 'C' },
@@ -126,6 +149,14 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
   await cp(await templateDir(), data, { recursive: true });
   await run('chown', ['-R', `${uid}:${gid}`, data]);
   const pgCtl = (...args: string[]) => run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_ctl'), '-D', data, ...args], { env: { ...process.env, LC_ALL: 'C' } });
+  const cleanUp = () => {
+    try {
+      execFileSync('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_ctl'), '-D', data, '-m', 'immediate', 'stop'], { stdio: 'ignore' });
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  };
+  leftovers.add(cleanUp);
   const own: OwnPostgres = {
     port,
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
@@ -141,6 +172,7 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
     async close() {
       await own.stop('immediate').catch(() => {});
       await rm(base, { recursive: true, force: true });
+      leftovers.delete(cleanUp);
     },
   };
   await own.start();
