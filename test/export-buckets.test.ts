@@ -2,8 +2,6 @@ import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/clien
 import { Storage } from '@google-cloud/storage';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -13,7 +11,7 @@ import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
 import { S3Store } from '../src/storage/s3-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { createSegment, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import { createSegment, insertProfiles, readPartFile, requestExport, waitForExport, startCallbackReceiver } from './helpers/export-fixtures.js';
 import { startGcsEmulator, type RunningGcs } from './helpers/gcs-emulator.js';
 import { startS3rver, type RunningS3 } from './helpers/s3rver.js';
 import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
@@ -25,9 +23,9 @@ let s3: RunningS3;
 let gcs: RunningGcs;
 let s3Ws: SeededWorkspace;
 let gcsWs: SeededWorkspace;
-let receiver: Server;
+let receiver: Awaited<ReturnType<typeof startCallbackReceiver>>;
 let receiverUrl: string;
-const callbacks: unknown[] = [];
+let callbacks: unknown[] = [];
 let scratch: string;
 
 beforeAll(async () => {
@@ -42,16 +40,9 @@ beforeAll(async () => {
     await insertProfiles(env.ctx.pool, w.workspaceId, w === s3Ws ? 1 : 100_001, MEMBERS);
     await insertProfiles(env.ctx.pool, w.workspaceId, w === s3Ws ? 50_001 : 150_001, 300, false);
   }
-  receiver = createServer((req, res) => {
-    let data = '';
-    req.on('data', (c) => (data += c));
-    req.on('end', () => {
-      callbacks.push(JSON.parse(data));
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/cb`;
+  receiver = await startCallbackReceiver();
+  receiverUrl = receiver.url;
+  callbacks = receiver.received;
   env.startWorkers([segmentExportJob, exportShardJob, exportCallbackJob]);
 }, 120_000);
 afterAll(async () => {

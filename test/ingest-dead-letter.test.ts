@@ -1,22 +1,15 @@
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { restageDeadLetters } from '../src/ingest/dead-letters.js';
 import { createImport, runImport } from '../src/ingest/imports.js';
 import { drainThrough, stageObjects } from '../src/ingest/staging.js';
 import type { TrackEvent } from '../src/ingest/types.js';
 import { LocalStore } from '../src/storage/local-store.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { captureLogs, createTestEnv, type TestEnv } from './helpers/context.js';
 import { entries } from './helpers/aggregates.js';
 import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
 // Every line the process logs at error level, as the service writes it.
-const logged: string[] = [];
-const capture = new Writable({
-  write(chunk: Buffer, _enc, cb) {
-    logged.push(chunk.toString('utf8'));
-    cb();
-  },
-});
+const { lines: logged, destination: capture } = captureLogs();
 
 let env: TestEnv;
 let wsA: SeededWorkspace;

@@ -1,6 +1,3 @@
-import { readdir } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../jobs/export-callback.js';
@@ -11,7 +8,7 @@ import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { startWorkers } from '../src/worker.js';
 import { waitFor } from './helpers/cli.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { createSegment, exportStatus, insertProfiles, readPartFile, requestExport } from './helpers/export-fixtures.js';
+import { createSegment, exportedExternalIds, exportStatus, insertProfiles, requestExport, startCallbackReceiver } from './helpers/export-fixtures.js';
 import { startOwnPostgres, startOwnRedis, type OwnPostgres, type OwnRedis } from './helpers/own-servers.js';
 import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
@@ -22,9 +19,9 @@ let pg: OwnPostgres;
 let redis: OwnRedis;
 let env: TestEnv;
 let ws: SeededWorkspace;
-let receiver: Server;
+let receiver: Awaited<ReturnType<typeof startCallbackReceiver>>;
 let receiverUrl: string;
-const callbacks: Array<Record<string, unknown>> = [];
+let callbacks: Array<Record<string, unknown>> = [];
 const MEMBERS = 30_000;
 const API_PORT = 4567;
 
@@ -43,16 +40,9 @@ beforeAll(async () => {
   ws = await seedWorkspace(env.ctx.pool);
   for (const seg of ['fast', 'immediate', 'redis']) await createSegment(env.ctx.pool, ws.workspaceId, seg);
   await insertProfiles(env.ctx.pool, ws.workspaceId, 1, MEMBERS);
-  receiver = createServer((req, res) => {
-    let data = '';
-    req.on('data', (c) => (data += c));
-    req.on('end', () => {
-      callbacks.push(JSON.parse(data));
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/cb`;
+  receiver = await startCallbackReceiver();
+  receiverUrl = receiver.url;
+  callbacks = receiver.received;
 }, 120_000);
 afterAll(async () => {
   receiver?.close();
@@ -68,15 +58,7 @@ async function shardsEnded(prefix: string): Promise<number> {
   return rows[0]!.n;
 }
 
-async function exportedIds(keyPrefix: string): Promise<string[]> {
-  const dir = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), keyPrefix);
-  const ids: string[] = [];
-  for (const name of await readdir(dir)) {
-    if (name === 'manifest.json') continue;
-    for (const line of await readPartFile(path.join(dir, name))) ids.push(JSON.parse(line).external_id);
-  }
-  return ids;
-}
+const exportedIds = (keyPrefix: string) => exportedExternalIds(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), keyPrefix));
 
 /** Runs an export of `segment`, breaks a server once a few of its 40 shards have ended, and checks what users see. */
 async function exportThrough(segment: string, fault: () => Promise<void>) {

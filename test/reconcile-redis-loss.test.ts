@@ -1,6 +1,3 @@
-import { readdir } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bulkImportJob } from '../jobs/bulk-import.js';
@@ -19,7 +16,7 @@ import { LocalStore, localWorkspaceDir } from '../src/storage/local-store.js';
 import type { RunningWorkers } from '../src/worker.js';
 import { waitFor } from './helpers/cli.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { createSegment, exportStatus, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import { createSegment, exportedExternalIds, exportStatus, insertProfiles, requestExport, startCallbackReceiver, waitForExport } from './helpers/export-fixtures.js';
 import { startOwnRedis, type OwnRedis } from './helpers/own-servers.js';
 import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
@@ -27,9 +24,9 @@ import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 let redis: OwnRedis;
 let env: TestEnv;
 let ws: SeededWorkspace;
-let receiver: Server;
+let receiver: Awaited<ReturnType<typeof startCallbackReceiver>>;
 let receiverUrl: string;
-const callbacks: Array<Record<string, unknown>> = [];
+let callbacks: Array<Record<string, unknown>> = [];
 const MEMBERS = 40_000;
 
 const EXPORT_JOBS = [segmentExportJob, exportShardJob, exportCallbackJob];
@@ -50,15 +47,7 @@ async function post(url: string, body: unknown, method: 'POST' | 'PUT' = 'POST')
 }
 
 /** external_ids of every line of an export's parts on disk. */
-async function exportedIds(keyPrefix: string): Promise<string[]> {
-  const dir = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), keyPrefix);
-  const ids: string[] = [];
-  for (const name of await readdir(dir)) {
-    if (name === 'manifest.json') continue;
-    for (const line of await readPartFile(path.join(dir, name))) ids.push(JSON.parse(line).external_id);
-  }
-  return ids;
-}
+const exportedIds = (keyPrefix: string) => exportedExternalIds(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), keyPrefix));
 
 beforeAll(async () => {
   redis = await startOwnRedis();
@@ -67,16 +56,9 @@ beforeAll(async () => {
   await createSegment(env.ctx.pool, ws.workspaceId, 'us');
   await createSegment(env.ctx.pool, ws.workspaceId, 'queued-one');
   await insertProfiles(env.ctx.pool, ws.workspaceId, 1, MEMBERS);
-  receiver = createServer((req, res) => {
-    let data = '';
-    req.on('data', (c) => (data += c));
-    req.on('end', () => {
-      callbacks.push(JSON.parse(data));
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/cb`;
+  receiver = await startCallbackReceiver();
+  receiverUrl = receiver.url;
+  callbacks = receiver.received;
 }, 120_000);
 afterAll(async () => {
   receiver?.close();

@@ -1,23 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../jobs/export-callback.js';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { captureLogs, createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, insertProfiles, requestExport, waitForExport } from './helpers/export-fixtures.js';
 import { startS3rver, type RunningS3 } from './helpers/s3rver.js';
 import { scimHeaders } from './helpers/scim.js';
 import { bearer, createScimToken, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
 // Every line the process logs, at info, as the service writes it.
-const logged: string[] = [];
-const capture = new Writable({
-  write(chunk: Buffer, _enc, cb) {
-    logged.push(chunk.toString('utf8'));
-    cb();
-  },
-});
+const { lines: logged, destination: capture } = captureLogs();
 
 let env: TestEnv;
 let ws: SeededWorkspace;

@@ -227,14 +227,7 @@ export class RateLimiter {
     const windowMs = rule.windowSeconds * 1000;
     const subMs = Math.max(1, Math.ceil(windowMs / SUB_WINDOWS));
     const key = `${rule.perRoute ? `${rule.bucket}:${route}` : rule.bucket}:${scopeId}`;
-    const [allowed, count, now, at] = this.local.hit(key, limit, windowMs, subMs, Math.floor(nowMs ?? Date.now()));
-    return {
-      limit,
-      remaining: Math.max(0, limit - count),
-      reset: Math.ceil(at / 1000),
-      allowed: allowed === 1,
-      retryAfter: Math.max(1, Math.ceil((at - now) / 1000)),
-    };
+    return windowResult(limit, this.local.hit(key, limit, windowMs, subMs, Math.floor(nowMs ?? Date.now())));
   }
 
   private async hitInRedis(rule: RateLimitRule, scopeId: string, route: string, nowMs?: number): Promise<RateLimitResult> {
@@ -246,14 +239,7 @@ export class RateLimiter {
     // a changed window or granularity starts a new hash rather than misreading the fields of the old one.
     const key = `${this.prefix}:rls:${bucket}:${scopeId}:${subMs}`;
     const args = [String(limit), String(windowMs), String(subMs), nowMs === undefined ? '' : String(Math.floor(nowMs))];
-    const [allowed, count, now, at] = (await this.evalScript(key, args)).map(Number) as [number, number, number, number];
-    return {
-      limit,
-      remaining: Math.max(0, limit - count),
-      reset: Math.ceil(at / 1000),
-      allowed: allowed === 1,
-      retryAfter: Math.max(1, Math.ceil((at - now) / 1000)),
-    };
+    return windowResult(limit, (await this.evalScript(key, args)).map(Number) as WindowStep);
   }
 
   // EVALSHA spares sending the script with every request; a Redis that restarted or was flushed loads it again.
@@ -265,4 +251,15 @@ export class RateLimiter {
       return (await this.redis.eval(SLIDING_WINDOW, 1, key, ...args)) as unknown[];
     }
   }
+}
+
+/** The headers' figures from a window step (see RateLimiter). */
+function windowResult(limit: number, [allowed, count, now, at]: WindowStep): RateLimitResult {
+  return {
+    limit,
+    remaining: Math.max(0, limit - count),
+    reset: Math.ceil(at / 1000),
+    allowed: allowed === 1,
+    retryAfter: Math.max(1, Math.ceil((at - now) / 1000)),
+  };
 }

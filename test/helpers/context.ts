@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
+import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import { buildApp } from '../../src/app.js';
@@ -82,4 +83,16 @@ async function deleteKeys(ctx: AppContext, pattern: string): Promise<void> {
     cursor = next;
     if (keys.length > 0) await ctx.redis.unlink(...keys);
   } while (cursor !== '0');
+}
+
+/** A log destination that keeps every line a process writes (pass it as `logDestination`, with a LOG_LEVEL). */
+export function captureLogs(): { lines: string[]; destination: DestinationStream } {
+  const lines: string[] = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      lines.push(chunk.toString('utf8'));
+      cb();
+    },
+  });
+  return { lines, destination };
 }

@@ -1,4 +1,8 @@
 import { execFile } from 'node:child_process';
+import { readdir } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Pool } from '../../src/db/pool.js';
 import type { TestEnv } from './context.js';
@@ -89,4 +93,29 @@ function expectEndsWithNewline(text: string): void {
 export async function zipEntries(file: string): Promise<string[]> {
   const { stdout } = await run('unzip', ['-Z1', file]);
   return stdout.split('\n').filter(Boolean);
+}
+
+/** A real HTTP receiver of export callbacks on a free loopback port: every body it got, answered 204. */
+export async function startCallbackReceiver(): Promise<{ url: string; received: Array<Record<string, unknown>>; close(): void }> {
+  const received: Array<Record<string, unknown>> = [];
+  const server = createServer((req, res) => {
+    let data = '';
+    req.on('data', (c) => (data += c));
+    req.on('end', () => {
+      received.push(JSON.parse(data));
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/cb`, received, close: () => server.close() };
+}
+
+/** The external_id of every line of every part in a local export directory (the manifest aside). */
+export async function exportedExternalIds(dir: string): Promise<string[]> {
+  const ids: string[] = [];
+  for (const name of await readdir(dir)) {
+    if (name === 'manifest.json') continue;
+    for (const line of await readPartFile(path.join(dir, name))) ids.push(JSON.parse(line).external_id);
+  }
+  return ids;
 }

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { freePort } from './own-servers.js';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -18,16 +18,6 @@ export interface RunningGcs {
 /** True when tools/gcs-emulator has been installed (scripts/test.sh does it). */
 export const gcsEmulatorInstalled = () => existsSync(path.join(TOOL_DIR, 'node_modules', 'firebase-tools'));
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * The firebase-tools Cloud Storage emulator in a child process on a free loopback port, with a TMPDIR of its own
