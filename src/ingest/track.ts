@@ -2,6 +2,7 @@ import type { Config } from '../config.js';
 import { badRequest } from '../errors.js';
 import type { Pool } from '../db/pool.js';
 import type { ClaimedKey } from '../idempotency/keys.js';
+import type { DependencyHealth } from '../lib/dependency-health.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { Queues } from '../queues.js';
@@ -17,6 +18,8 @@ export interface TrackDeps {
   queues: Queues;
   log: Logger;
   metrics: Metrics;
+  /** Where a Redis outage is reported (logged once), rather than a warning per request. */
+  health?: Pick<DependencyHealth, 'report'>;
 }
 
 export interface TrackAnswer {
@@ -102,7 +105,9 @@ function kickApply(deps: TrackDeps): void {
       lastSent = Date.now();
       queue
         .add('apply', {}, { ...JOB_OPTIONS, deduplication: { id: APPLY_DEDUPLICATION_ID } })
-        .catch((err: unknown) => deps.log.warn({ err }, 'track objects staged but their job could not be queued; the sweep will apply them'))
+        .catch((err: unknown) => {
+          if (!deps.health?.report(err)) deps.log.warn({ err }, 'track objects staged but their job could not be queued; the sweep will apply them');
+        })
         .finally(() => {
           if (!again) {
             busy = false;

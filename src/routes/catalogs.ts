@@ -54,9 +54,10 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
   // The batch is recorded in PostgreSQL before this runs: when Redis is away the 202 still holds, and the
   // reconciler queues the batch once Redis is back.
   const enqueue: EnqueueBatch = async (payload) => {
-    await enqueueBatch(app.ctx.queues, payload).catch((err: unknown) =>
-      app.log.warn({ err, version: payload.version }, 'catalog batch recorded but not queued; the reconciler will queue it'),
-    );
+    await enqueueBatch(app.ctx.queues, payload).catch((err: unknown) => {
+      // A Redis outage is logged once by the health module, not with a stack per request.
+      if (!app.ctx.health.report(err)) app.log.warn({ err, version: payload.version }, 'catalog batch recorded but not queued; the reconciler will queue it');
+    });
   };
 
   app.put(
