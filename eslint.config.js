@@ -1,5 +1,10 @@
 import tseslint from 'typescript-eslint';
 
+/** What each layer may not import: the arrows of the house run routes -> domain -> db/storage/queues, never back. */
+const BULLMQ = { name: 'bullmq', message: 'Only src/queues/, src/worker.ts and jobs/ use BullMQ: add or read jobs through a src/queues/<queue>.ts function.' };
+const HTTP = ['fastify', 'fastify-type-provider-zod', '@fastify/*', '@bull-board/*'];
+const PG = ['pg', 'pg-*'];
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'data/**', 'tools/**'] },
   ...tseslint.configs.recommended,
@@ -12,5 +17,24 @@ export default tseslint.config(
   {
     files: ['src/cli.ts', 'scripts/**', 'bench/**', 'src/cli/**'],
     rules: { 'no-console': 'off' },
+  },
+  {
+    // Domain modules know nothing of HTTP nor of the queue library.
+    files: ['src/**/*.ts'],
+    ignores: ['src/queues/**', 'src/worker.ts', 'src/app.ts', 'src/runtime.ts', 'src/http/**', 'src/routes/**'],
+    rules: {
+      'no-restricted-imports': ['error', { paths: [BULLMQ], patterns: [{ group: HTTP, message: 'Domain modules know nothing of HTTP: only src/app.ts, src/runtime.ts, src/http/ and src/routes/ use Fastify.' }] }],
+    },
+  },
+  {
+    files: ['src/app.ts', 'src/runtime.ts', 'src/http/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { paths: [BULLMQ] }] },
+  },
+  {
+    // Routes parse, call a domain function and answer: no SQL client, no queue library.
+    files: ['src/routes/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { paths: [BULLMQ], patterns: [{ group: PG, message: 'Routes call domain modules; SQL lives beside the module that owns the table.' }] }],
+    },
   },
 );

@@ -16,16 +16,15 @@ import { mkdir, open, readFile, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Queue } from 'bullmq';
 import { loadConfig, type Config } from '../src/config.js';
 import { createPool, type Pool } from '../src/db/pool.js';
 import { migrate } from '../src/db/migrate.js';
 import { createExport } from '../src/exports/create.js';
-import { EXPORT_SHARD_QUEUE } from '../src/exports/payloads.js';
+import { EXPORT_SHARD_QUEUE } from '../src/queues/export-shard.js';
 import { ExportSpecSchema } from '../src/exports/request.js';
 import { exportLineSelect, windowStart } from '../src/exports/sql.js';
 import { generateUsers } from '../src/profiles/generate.js';
-import { bullPrefix } from '../src/queues.js';
+import { Queues } from '../src/queues/index.js';
 import { createRedis, type Redis } from '../src/redis.js';
 
 const run = promisify(execFile);
@@ -177,13 +176,13 @@ async function startWorkers(config: Config, redis: Redis): Promise<ChildProcess[
       stdio: ['ignore', 'ignore', 'inherit'],
     }),
   );
-  const queue = new Queue(EXPORT_SHARD_QUEUE, { connection: redis, prefix: bullPrefix(config.REDIS_PREFIX) });
+  const queues = new Queues(redis, config.REDIS_PREFIX);
   const deadline = Date.now() + 60_000;
-  while ((await queue.getWorkers()).length < WORKERS) {
+  while ((await queues.get(EXPORT_SHARD_QUEUE).getWorkers()).length < WORKERS) {
     if (Date.now() > deadline) throw new Error('workers did not start');
     await new Promise((r) => setTimeout(r, 200));
   }
-  await queue.close();
+  await queues.close();
   return children;
 }
 
@@ -221,13 +220,14 @@ async function exportRun(name: string, format: 'zip' | 'gzip', target: 'local' |
   const config = benchConfig({ NODE_ENV: 'production', DOWNLOAD_URL_SECRET: 'bench-only-download-url-secret' });
   await rm(config.LOCAL_STORE_DIR, { recursive: true, force: true });
   const workers = await startWorkers(config, redis);
+  const queues = new Queues(redis, config.REDIS_PREFIX);
   const peaks = new Map<number, number>();
   const sampler = setInterval(() => {
     for (const w of workers) if (w.pid) void peakRssMb(w.pid).then((mb) => peaks.set(w.pid!, Math.max(peaks.get(w.pid!) ?? 0, mb)));
   }, 250);
   try {
     const t = performance.now();
-    const created = await createExport({ config, pool, redis }, ws, { segment_id: SEGMENT, fields_to_export: FIELDS, output_format: format });
+    const created = await createExport({ config, pool, redis, queues }, ws, { segment_id: SEGMENT, fields_to_export: FIELDS, output_format: format });
     for (;;) {
       const row = (await pool.query(`SELECT status, error FROM exports WHERE id = $1`, [created.exportId])).rows[0];
       if (row.status === 'ready') break;
@@ -241,6 +241,7 @@ async function exportRun(name: string, format: 'zip' | 'gzip', target: 'local' |
     return { name, seconds, usersPerSecond: USERS / seconds, parts: Number(stats.parts), bytes: Number(stats.bytes), peakRssMb: Math.max(...peaks.values()) };
   } finally {
     clearInterval(sampler);
+    await queues.close();
     await stopWorkers(workers);
     await rm(config.LOCAL_STORE_DIR, { recursive: true, force: true });
     if (s3) {

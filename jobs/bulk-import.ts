@@ -1,6 +1,6 @@
 import { UnrecoverableError } from 'bullmq';
 import { failImport, ImportFileError, runImport } from '../src/ingest/imports.js';
-import { BULK_IMPORT_QUEUE, BulkImportPayload } from '../src/ingest/payloads.js';
+import { BULK_IMPORT_QUEUE, BulkImportPayload } from '../src/queues/bulk-import.js';
 import { defineJob } from '../src/worker.js';
 
 /**

@@ -1,8 +1,7 @@
 import type { Job } from 'bullmq';
 import { fireSchedule } from '../src/canvases/fire.js';
-import { CANVAS_SCHEDULE_QUEUE, CanvasSchedulePayload } from '../src/canvases/schedule-time.js';
+import { CANVAS_SCHEDULE_QUEUE, CanvasSchedulePayload, registerCanvasSweep } from '../src/queues/canvas-schedule.js';
 import { rearmSchedules } from '../src/canvases/schedules.js';
-import { registerCanvasSweep } from '../src/reconcile/repeatables.js';
 import { defineJob } from '../src/worker.js';
 
 /**

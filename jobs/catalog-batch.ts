@@ -1,4 +1,4 @@
-import { CatalogBatchPayload, CATALOG_BATCH_QUEUE } from '../src/catalogs/batch-payload.js';
+import { CatalogBatchPayload, CATALOG_BATCH_QUEUE } from '../src/queues/catalog-batch.js';
 import { applyBatch } from '../src/catalogs/items.js';
 import { defineJob } from '../src/worker.js';
 

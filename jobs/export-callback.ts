@@ -1,6 +1,6 @@
 import { UnrecoverableError } from 'bullmq';
 import { CallbackRefusedError, postCallback } from '../src/exports/callback.js';
-import { ExportCallbackPayload, EXPORT_CALLBACK_QUEUE } from '../src/exports/payloads.js';
+import { ExportCallbackPayload, EXPORT_CALLBACK_QUEUE } from '../src/queues/export-callback.js';
 import { callbackPolicy } from '../src/exports/request.js';
 import { defineJob } from '../src/worker.js';
 

@@ -1,4 +1,4 @@
-import { ExportShardPayload, EXPORT_SHARD_QUEUE } from '../src/exports/payloads.js';
+import { ExportShardPayload, EXPORT_SHARD_QUEUE } from '../src/queues/export-shard.js';
 import { runShard } from '../src/exports/run.js';
 import { defineJob } from '../src/worker.js';
 

@@ -1,15 +1,6 @@
 import type { Job } from 'bullmq';
-import {
-  deliverPush,
-  deliveryAdapter,
-  failPush,
-  LIVE_ACTIVITY_PUSH_QUEUE,
-  LIVE_ACTIVITY_REMOVAL_QUEUE,
-  LiveActivityPushPayload,
-  LiveActivityRemovalPayload,
-  PushNotVisibleError,
-  removeEndedActivity,
-} from '../src/live-activities/push.js';
+import { deliverPush, deliveryAdapter, failPush, PushNotVisibleError } from '../src/live-activities/push.js';
+import { LIVE_ACTIVITY_PUSH_QUEUE, LiveActivityPushPayload } from '../src/queues/live-activity-push.js';
 import { defineJob } from '../src/worker.js';
 
 /** Delivers one recorded ActivityKit push through the configured adapter (LIVE_ACTIVITY_DELIVERY). */
@@ -28,16 +19,5 @@ export const liveActivityPushJob = defineJob({
       if (lastAttempt && !(err instanceof PushNotVisibleError)) await failPush(ctx.pool, pushId, (err as Error).message);
       throw err;
     }
-  },
-});
-
-/** Takes an ended activity off the UI at its dismissal date (a delayed job armed by the end update). */
-export const liveActivityRemovalJob = defineJob({
-  queue: LIVE_ACTIVITY_REMOVAL_QUEUE,
-  async process(job: Job, ctx) {
-    const { liveActivityId } = LiveActivityRemovalPayload.parse(job.data);
-    const removed = await removeEndedActivity(ctx.pool, liveActivityId);
-    ctx.log.info({ liveActivityId, removed }, 'live activity dismissal');
-    return { removed };
   },
 });

@@ -1,6 +1,5 @@
-import { ScheduledExportPayload, SCHEDULED_EXPORT_QUEUE } from '../src/exports/payloads.js';
+import { registerExportSchedulesSync, ScheduledExportPayload, SCHEDULED_EXPORT_QUEUE } from '../src/queues/scheduled-export.js';
 import { runScheduledExport, syncExportSchedules } from '../src/exports/schedules.js';
-import { registerExportSchedulesSync } from '../src/reconcile/repeatables.js';
 import { defineJob } from '../src/worker.js';
 
 /**

@@ -1,5 +1,5 @@
 import { failExport, finishExport, ShardsNotEndedError } from '../src/exports/run.js';
-import { SegmentExportPayload, SEGMENT_EXPORT_QUEUE } from '../src/exports/payloads.js';
+import { SegmentExportPayload, SEGMENT_EXPORT_QUEUE } from '../src/queues/segment-export.js';
 import { defineJob } from '../src/worker.js';
 
 /**

@@ -1,6 +1,5 @@
 import { drainThrough } from '../src/ingest/staging.js';
-import { TRACK_INGEST_QUEUE, TrackIngestPayload } from '../src/ingest/payloads.js';
-import { registerTrackSweep } from '../src/reconcile/repeatables.js';
+import { registerTrackSweep, TRACK_INGEST_QUEUE, TrackIngestPayload } from '../src/queues/track-ingest.js';
 import { defineJob } from '../src/worker.js';
 
 /**

@@ -5,7 +5,7 @@ import { createPool, type Pool } from './db/pool.js';
 import { DEPENDENCY_NAMES, DependencyHealth, maskUrl, type Dependency } from './lib/dependency-health.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
-import { Queues } from './queues.js';
+import { Queues } from './queues/index.js';
 import { closeRedis, createRedis, type Redis } from './redis.js';
 
 /**

@@ -1,6 +1,6 @@
 import { Worker, type Job, type WorkerOptions } from 'bullmq';
 import type { AppContext } from './context.js';
-import { bullPrefix, type QueueName } from './queues.js';
+import { bullPrefix, type QueueName } from './queues/index.js';
 import { closeRedis, createRedis } from './redis.js';
 
 /** A queue processor: one per file under jobs/. The payload arrives as unknown and is parsed by the processor. */

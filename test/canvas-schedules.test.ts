@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canvasScheduleJob } from '../jobs/canvas-schedule.js';
-import { CANVAS_SCHEDULE_QUEUE, fireJobId } from '../src/canvases/schedule-time.js';
+import { CANVAS_SCHEDULE_QUEUE, fireJobId } from '../src/queues/canvas-schedule.js';
 import { rearmSchedules } from '../src/canvases/schedules.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { catalogBatchJob } from '../jobs/catalog-batch.js';
-import { CATALOG_BATCH_QUEUE } from '../src/catalogs/batch-payload.js';
+import { CATALOG_BATCH_QUEUE } from '../src/queues/catalog-batch.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
@@ -218,7 +218,7 @@ describe('PUT /catalogs/{name}/items: accepted batches', () => {
     expect((await put('retry', { items: [item('r1', { Name: 'newer' })] })).status).toBe(202);
     await runQueuedJobs();
     const { applyBatch } = await import('../src/catalogs/items.js');
-    const { CatalogBatchPayload } = await import('../src/catalogs/batch-payload.js');
+    const { CatalogBatchPayload } = await import('../src/queues/catalog-batch.js');
     const again = await applyBatch(env.ctx.pool, CatalogBatchPayload.parse(job!.data), env.ctx.log);
     expect(again.written).toBe(0);
     expect(before[0].data.Name).toBe('Restaurant r1');

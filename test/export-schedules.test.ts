@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { scheduledExportJob } from '../jobs/scheduled-export.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
-import { SCHEDULED_EXPORT_QUEUE } from '../src/exports/payloads.js';
+import { SCHEDULED_EXPORT_QUEUE } from '../src/queues/scheduled-export.js';
 import { syncExportSchedules } from '../src/exports/schedules.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, insertProfiles } from './helpers/export-fixtures.js';

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { liveActivityPushJob, liveActivityRemovalJob } from '../jobs/live-activity-push.js';
-import { LIVE_ACTIVITY_REMOVAL_QUEUE } from '../src/live-activities/push.js';
+import { liveActivityPushJob } from '../jobs/live-activity-push.js';
+import { liveActivityRemovalJob } from '../jobs/live-activity-removal.js';
+import { LIVE_ACTIVITY_REMOVAL_QUEUE } from '../src/queues/live-activity-removal.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 

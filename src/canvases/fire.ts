@@ -1,7 +1,8 @@
 import { withTransaction, type Pool } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import { audiencePredicate } from './audience.js';
-import { parseScheduleTime, type CanvasFirePayload } from './schedule-time.js';
+import type { CanvasFirePayload } from '../queues/canvas-schedule.js';
+import { parseScheduleTime } from './schedule-time.js';
 
 export interface FireOptions {
   now?: Date;

@@ -6,15 +6,6 @@ import { z } from 'zod';
  * zone designator, which the public API tells clients not to send in that mode, is ignored.
  */
 
-export const CANVAS_SCHEDULE_QUEUE = 'canvas-schedule';
-/** One firing: the schedule row, the version it was armed for, and its UTC instant. */
-export const CanvasFirePayload = z.object({ scheduleRowId: z.uuid(), version: z.number().int().positive(), fireAt: z.iso.datetime() });
-export type CanvasFirePayload = z.infer<typeof CanvasFirePayload>;
-/** The periodic sweep that arms schedules written by the workspace file while the worker runs. */
-export const CanvasSweepPayload = z.object({ sweep: z.literal(true) });
-export const CanvasSchedulePayload = z.union([CanvasFirePayload, CanvasSweepPayload]);
-export const SWEEP_SCHEDULER_ID = 'canvas-schedule-sweep';
-
 /** The public API schedules at most 90 days ahead. */
 export const MAX_DAYS_AHEAD = 90;
 /** A time this close behind now is "now" (client clocks drift); further back is refused. */
@@ -69,5 +60,3 @@ export const ScheduleObject = z
   });
 export type ScheduleObject = z.infer<typeof ScheduleObject>;
 
-/** The deterministic id of one firing's delayed job, so re-arming never duplicates and updates can remove it. */
-export const fireJobId = (scheduleRowId: string, version: number, fireAt: Date) => `cs-${scheduleRowId}-v${version}-${fireAt.getTime()}`;

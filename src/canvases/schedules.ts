@@ -3,17 +3,10 @@ import { z } from 'zod';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { badRequest, notFound } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Queues } from '../queues.js';
+import { enqueueFires, removeFires } from '../queues/canvas-schedule.js';
+import type { Queues } from '../queues/index.js';
 import { Audience, audiencePredicate, MAX_RECIPIENTS, Properties, Recipient } from './audience.js';
-import {
-  CANVAS_SCHEDULE_QUEUE,
-  fireJobId,
-  MAX_DAYS_AHEAD,
-  PAST_GRACE_MS,
-  parseScheduleTime,
-  ScheduleObject,
-  type ScheduleTime,
-} from './schedule-time.js';
+import { MAX_DAYS_AHEAD, PAST_GRACE_MS, parseScheduleTime, ScheduleObject, type ScheduleTime } from './schedule-time.js';
 
 /**
  * Scheduled API-triggered canvases. A schedule is a row plus one BullMQ delayed job per fire instant: one instant
@@ -121,23 +114,6 @@ export async function computeFireTimes(db: Pool | PoolClient, row: ScheduleRow, 
   return instants.filter((d) => d.getTime() >= now.getTime() - PAST_GRACE_MS);
 }
 
-async function addFireJobs(queues: Queues, row: Pick<ScheduleRow, 'id' | 'version'>, fireTimes: Date[], now: Date): Promise<void> {
-  const queue = queues.get(CANVAS_SCHEDULE_QUEUE);
-  await queue.addBulk(
-    fireTimes.map((t) => ({
-      name: 'fire',
-      data: { scheduleRowId: row.id, version: row.version, fireAt: t.toISOString() },
-      opts: { jobId: fireJobId(row.id, row.version, t), delay: Math.max(0, t.getTime() - now.getTime()) },
-    })),
-  );
-}
-
-/** Best effort: a job that is running or already gone stays, and finds itself stale by its version. */
-async function removeFireJobs(queues: Queues, rowId: string, version: number, fireTimes: Date[] | null): Promise<void> {
-  const queue = queues.get(CANVAS_SCHEDULE_QUEUE);
-  await Promise.all((fireTimes ?? []).map((t) => queue.remove(fireJobId(rowId, version, t)).catch(() => 0)));
-}
-
 export interface CreatedSchedule {
   schedule_id: string;
   dispatch_id: string;
@@ -176,7 +152,7 @@ export async function createSchedule(pool: Pool, queues: Queues, workspaceId: st
     await client.query(`UPDATE canvas_schedules SET fire_times = $2 WHERE id = $1`, [row.id, fireTimes]);
     // Armed before COMMIT so a Redis failure refuses the request with nothing stored; a job that starts before the
     // commit is visible waits for it (see fireSchedule).
-    await addFireJobs(queues, row, fireTimes, now);
+    await enqueueFires(queues, row, fireTimes, now);
     return ids;
   });
 }
@@ -231,13 +207,13 @@ export async function updateSchedule(pool: Pool, queues: Queues, workspaceId: st
         body.canvas_entry_properties ? JSON.stringify(body.canvas_entry_properties) : null,
       ],
     );
-    await addFireJobs(queues, next, fireTimes, now);
+    await enqueueFires(queues, next, fireTimes, now);
     const replaced = { id: row.id, version: row.version, fireTimes: row.fire_times };
     return sent[0]!.any
       ? { outcome: { applied: true, detail: 'Part of the audience had already been sent this schedule; the update applies to the rest' }, old: replaced }
       : { outcome: { applied: true }, old: replaced };
   });
-  if (old) await removeFireJobs(queues, old.id, old.version, old.fireTimes);
+  if (old) await removeFires(queues, old.id, old.version, old.fireTimes);
   return outcome;
 }
 
@@ -248,7 +224,7 @@ export async function deleteSchedule(pool: Pool, queues: Queues, workspaceId: st
     await client.query(`UPDATE canvas_schedules SET state = 'cancelled', updated_at = now() WHERE id = $1`, [r.id]);
     return r;
   });
-  await removeFireJobs(queues, row.id, row.version, row.fire_times);
+  await removeFires(queues, row.id, row.version, row.fire_times);
 }
 
 /**
@@ -294,7 +270,7 @@ export async function rearmSchedules(
         );
         const done = new Set(finished.map((f) => f.fire_at.getTime()));
         const pending = fireTimes.filter((t) => !done.has(t.getTime()));
-        if (pending.length > 0) await addFireJobs(queues, row, pending, now);
+        if (pending.length > 0) await enqueueFires(queues, row, pending, now);
         return pending.length;
       });
     } catch (err) {

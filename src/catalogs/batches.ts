@@ -1,6 +1,5 @@
 import type { Pool, PoolClient } from '../db/pool.js';
-import type { Queues } from '../queues.js';
-import { CATALOG_BATCH_QUEUE, CatalogBatchPayload } from './batch-payload.js';
+import { CatalogBatchPayload } from '../queues/catalog-batch.js';
 
 /**
  * Asynchronous catalog batches are work of record: a batch is written to `catalog_batches` before the 202 that
@@ -18,13 +17,6 @@ export async function recordBatch(db: Pool | PoolClient, payload: CatalogBatchPa
     JSON.stringify(payload),
   ]);
 }
-
-/** Queues a recorded batch; its job id is fixed by its version, so queueing it twice adds one job. */
-export async function enqueueBatch(queues: Queues, payload: CatalogBatchPayload): Promise<void> {
-  await queues.get(CATALOG_BATCH_QUEUE).add(CATALOG_BATCH_QUEUE, payload, { jobId: batchJobId(payload) });
-}
-
-export const batchJobId = (payload: Pick<CatalogBatchPayload, 'op' | 'version'>) => `catalog-${payload.op}-${payload.version}`;
 
 /** Batches accepted before `before` and not applied yet, oldest first. */
 export async function waitingBatches(pool: Pool, before: Date, limit = 1000): Promise<CatalogBatchPayload[]> {

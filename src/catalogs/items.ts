@@ -1,7 +1,7 @@
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { AppError, badRequest } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { CatalogBatchPayload } from './batch-payload.js';
+import type { CatalogBatchPayload } from '../queues/catalog-batch.js';
 import { recordBatch } from './batches.js';
 import { arbitraryError, catalogNotFound, CatalogErrors, itemNotFound } from './errors.js';
 import type { CatalogDefinition } from './fields.js';

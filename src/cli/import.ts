@@ -4,10 +4,10 @@ import type { Config } from '../config.js';
 import { createPool, type Pool } from '../db/pool.js';
 import { AppError } from '../errors.js';
 import { createImport, ImportRequest, runImport, type ImportProgress, type ImportStatus } from '../ingest/imports.js';
-import { enqueueImport } from '../ingest/import-queue.js';
+import { enqueueImport } from '../queues/bulk-import.js';
 import { createLogger } from '../logger.js';
 import { Metrics } from '../metrics.js';
-import { Queues } from '../queues.js';
+import { Queues } from '../queues/index.js';
 import { createRedis } from '../redis.js';
 
 interface ImportOptions {

@@ -4,7 +4,9 @@ import { AppError, badRequest } from '../errors.js';
 import type { Redis } from '../redis.js';
 import { workspaceDestination } from '../storage/stores.js';
 import { downloadUrl } from './download.js';
-import { enqueueExportFlow, shardRanges } from './flow.js';
+import { enqueueExportFlow } from '../queues/segment-export.js';
+import type { Queues } from '../queues/index.js';
+import { exportShards, shardRanges } from './shards.js';
 import { acquireExportLock, exportLockKeys, releaseExportLock, type AcquireResult, type ExportLockKeys } from './locks.js';
 import { newObjectPrefix } from './names.js';
 import { callbackPolicy, callbackRefusal, normaliseRequest, type ExportRequestBody } from './request.js';
@@ -13,6 +15,7 @@ export interface CreateExportDeps {
   config: Config;
   pool: Pool;
   redis: Redis;
+  queues: Queues;
 }
 
 export interface CreatedExport {
@@ -153,7 +156,7 @@ export async function createExport(
   }
   // Recorded: the export will run. Redis refusing its jobs now (it went away since the holds were taken) only delays
   // it until the reconciler queues them.
-  created.queued = await enqueueExportFlow(redis, config, row).then(
+  created.queued = await enqueueExportFlow(deps.queues, exportId, exportShards(row), config.EXPORT_SHARD_ATTEMPTS).then(
     () => true,
     () => false,
   );

@@ -7,6 +7,7 @@ import type { Pool } from '../db/pool.js';
 import { AppError, notFound } from '../errors.js';
 import type { LocalNamespace } from '../storage/local-store.js';
 import type { ObjectStore } from '../storage/object-store.js';
+import { storeFor } from '../storage/stores.js';
 import { MANIFEST_FILE } from './names.js';
 
 const OBJECT_PREFIX = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-\d{1,12}$/;
@@ -112,11 +113,16 @@ function partNdjson(body: Readable, key: string): Readable {
   return inflate;
 }
 
+/** The ZIP of a ready export (below), read from the workspace's part of the built-in store. */
+export function exportDownload(config: Pick<Config, 'LOCAL_STORE_DIR'>, exp: DownloadableExport): Readable {
+  return downloadZip(storeFor(config, null, exp.namespace, { sharedRoot: exp.sharedRoot }).store, exp);
+}
+
 /**
  * One ZIP of all the export's user files, streamed: each part's NDJSON as `<object_prefix>/<part name>.json`
  * (decompressed from the stored part and deflated again at level 1) and the manifest. One part is read at a time.
  */
-export function downloadZip(store: ObjectStore, exp: DownloadableExport): Readable {
+function downloadZip(store: ObjectStore, exp: DownloadableExport): Readable {
   const zip = new ZipArchive({ zlib: { level: 1 } });
   const out = new PassThrough();
   zip.on('error', (err: Error) => out.destroy(err));

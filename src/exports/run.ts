@@ -8,7 +8,7 @@ import { publicBaseUrl, type Config } from '../config.js';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import type { Queues } from '../queues.js';
+import type { Queues } from '../queues/index.js';
 import type { Redis } from '../redis.js';
 import { SegmentFilterSchema } from '../segments/filter.js';
 import { LocalStore } from '../storage/local-store.js';
@@ -19,7 +19,7 @@ import { exportLockKeys, releaseExportLock, renewExportLock, withLeaseRenewal, t
 import { buildManifest } from './manifest.js';
 import { exportKeyPrefix, MANIFEST_FILE } from './names.js';
 import { PART_LINES, writeParts, type PartWriterOptions, type UploadedPart } from './part-writer.js';
-import { EXPORT_CALLBACK_QUEUE } from './payloads.js';
+import { enqueueExportCallback, type ExportCallbackBody } from '../queues/export-callback.js';
 import { ExportSpecSchema, type ExportSpec } from './request.js';
 import { liveUsersSql } from './status.js';
 import { exportLineSelect, windowStart } from './sql.js';
@@ -357,7 +357,7 @@ function callbackEndpoint(exp: ExportRow): string | null {
 export function exportCallback(
   config: Config,
   exp: { id: string; object_prefix: string; destination: string; request: unknown; status: string; error: string | null; public_base_url: string | null },
-): { endpoint: string; body: { success: boolean; url?: string; error?: string } } | null {
+): { endpoint: string; body: ExportCallbackBody } | null {
   const parsed = ExportSpecSchema.safeParse(exp.request);
   const endpoint = parsed.success ? parsed.data.callbackEndpoint : null;
   if (!endpoint) return null;
@@ -368,29 +368,11 @@ export function exportCallback(
 }
 
 /** Queues an export's callback (once: its job id is fixed), recorded as pending until delivered or given up. */
-export async function enqueueExportCallback(
-  queues: Queues,
-  config: Pick<Config, 'CALLBACK_MAX_ATTEMPTS'>,
-  exportId: string,
-  callback: { endpoint: string; body: { success: boolean; url?: string; error?: string } },
-): Promise<void> {
-  await queues.get(EXPORT_CALLBACK_QUEUE).add(
-    'callback',
-    { exportId, endpoint: callback.endpoint, body: callback.body },
-    {
-      // One callback per export, even when the finishing job runs twice.
-      jobId: `${exportId}.callback`,
-      attempts: Math.max(1, config.CALLBACK_MAX_ATTEMPTS),
-      backoff: { type: 'exponential', delay: 1000 },
-    },
-  );
-}
-
-async function enqueueCallback(deps: ExportJobDeps, exp: ExportRow, body: { success: boolean; url?: string; error?: string }): Promise<void> {
+async function enqueueCallback(deps: ExportJobDeps, exp: ExportRow, body: ExportCallbackBody): Promise<void> {
   const endpoint = callbackEndpoint(exp);
   if (!endpoint) return;
   await deps.pool.query(`UPDATE exports SET callback_state = 'pending' WHERE id = $1 AND callback_state IS NULL`, [exp.id]);
-  await enqueueExportCallback(deps.queues, deps.config, exp.id, { endpoint, body });
+  await enqueueExportCallback(deps.queues, deps.config.CALLBACK_MAX_ATTEMPTS, exp.id, { endpoint, body });
 }
 
 async function afterReady(deps: ExportJobDeps, exp: ExportRow): Promise<void> {

@@ -2,13 +2,11 @@ import type { Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Queues } from '../queues.js';
+import type { Queues } from '../queues/index.js';
 import type { Redis } from '../redis.js';
 import { createExport } from './create.js';
-import { SCHEDULED_EXPORT_QUEUE } from './payloads.js';
+import { removeExportSchedulesBut, upsertExportSchedule } from '../queues/scheduled-export.js';
 import { ExportRequestSchema } from './request.js';
-
-const SCHEDULER_PREFIX = 'export-schedule-';
 
 /**
  * Makes the BullMQ job schedulers match the enabled rows of scheduled_exports (declared in the workspace file):
@@ -19,31 +17,22 @@ export async function syncExportSchedules(deps: { pool: Pool; queues: Queues; lo
   const { rows } = await deps.pool.query<{ id: string; cron: string; time_zone: string }>(
     `SELECT id, cron, time_zone FROM scheduled_exports WHERE enabled ORDER BY id`,
   );
-  const queue = deps.queues.get(SCHEDULED_EXPORT_QUEUE);
   const wanted = new Set<string>();
   for (const r of rows) {
-    const schedulerId = `${SCHEDULER_PREFIX}${r.id}`;
-    wanted.add(schedulerId);
+    wanted.add(r.id);
     try {
-      await queue.upsertJobScheduler(schedulerId, { pattern: r.cron, tz: r.time_zone }, { name: 'scheduled-export', data: { scheduledExportId: r.id } });
+      await upsertExportSchedule(deps.queues, r.id, r.cron, r.time_zone);
     } catch (err) {
       deps.log.warn({ err, scheduledExportId: r.id }, 'scheduled export has an invalid cron pattern or time zone; skipped');
     }
   }
-  let removed = 0;
-  for (const s of await queue.getJobSchedulers(0, -1)) {
-    const id = s.key;
-    if (id.startsWith(SCHEDULER_PREFIX) && !wanted.has(id)) {
-      await queue.removeJobScheduler(id);
-      removed++;
-    }
-  }
+  const removed = await removeExportSchedulesBut(deps.queues, wanted);
   return { active: wanted.size, removed };
 }
 
 /** Starts one export for a scheduled run; a run that finds the segment still exporting (or the cap reached) is skipped. */
 export async function runScheduledExport(
-  deps: { config: Config; pool: Pool; redis: Redis; log: Logger },
+  deps: { config: Config; pool: Pool; redis: Redis; queues: Queues; log: Logger },
   scheduledExportId: string,
 ): Promise<{ objectPrefix?: string; skipped?: string }> {
   const { rows } = await deps.pool.query(

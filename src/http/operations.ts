@@ -4,7 +4,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { QUEUE_NAMES } from '../queues.js';
+import { QUEUE_NAMES } from '../queues/index.js';
 
 const probe = { auth: 'none' as const };
 

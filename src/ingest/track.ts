@@ -5,8 +5,8 @@ import type { ClaimedKey } from '../idempotency/keys.js';
 import type { DependencyHealth } from '../lib/dependency-health.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import type { Queues } from '../queues.js';
-import { TRACK_INGEST_QUEUE } from './payloads.js';
+import type { Queues } from '../queues/index.js';
+import { enqueueApply } from '../queues/track-ingest.js';
 import { stageObjects } from './staging.js';
 import { toIso } from './time.js';
 import type { ObjectError, TrackArray } from './types.js';
@@ -30,25 +30,11 @@ export interface TrackAnswer {
   errors?: ObjectError[];
 }
 
-/** How often staged rows whose job was lost (Redis restarted without persistence) are swept up. */
-export const SWEEP_EVERY_MS = 5_000;
-
 /**
- * Every track request shares one waiting apply job: while one waits, BullMQ drops further adds with this id. The
- * job frees the id as it starts (jobs/track-ingest.ts) and only then reads the backlog, so a row committed after
- * that start queues a new job, and a row committed before it is in the backlog the job drains. One job per request
- * cost a Redis script on each side and a PostgreSQL round trip per request for the worker.
+ * Every track request shares one waiting apply job (src/queues/track-ingest.ts deduplicates the adds). One job per
+ * request cost a Redis script on each side and a PostgreSQL round trip per request for the worker.
  */
-const APPLY_DEDUPLICATION_ID = 'apply-staged';
 const kickers = new WeakMap<Queues, () => void>();
-
-const JOB_OPTIONS = {
-  // The row, not the job, carries the data: a job only asks for it to be applied, so retries can be generous.
-  attempts: 20,
-  backoff: { type: 'exponential', delay: 500 },
-  removeOnComplete: { age: 3600, count: 1000 },
-  removeOnFail: { age: 7 * 24 * 3600, count: 5000 },
-};
 
 /**
  * Accepts a /users/track body: validates every object, commits the valid ones to the staging log (durable before
@@ -95,7 +81,6 @@ const KICK_MIN_INTERVAL_MS = 50;
 function kickApply(deps: TrackDeps): void {
   let kick = kickers.get(deps.queues);
   if (!kick) {
-    const queue = deps.queues.get(TRACK_INGEST_QUEUE);
     let busy = false;
     let again = false;
     let lastSent = 0;
@@ -103,8 +88,7 @@ function kickApply(deps: TrackDeps): void {
       busy = true;
       again = false;
       lastSent = Date.now();
-      queue
-        .add('apply', {}, { ...JOB_OPTIONS, deduplication: { id: APPLY_DEDUPLICATION_ID } })
+      enqueueApply(deps.queues)
         .catch((err: unknown) => {
           if (!deps.health?.report(err)) deps.log.warn({ err }, 'track objects staged but their job could not be queued; the sweep will apply them');
         })
@@ -127,15 +111,3 @@ function kickApply(deps: TrackDeps): void {
   kick();
 }
 
-/**
- * Queues an apply of everything staged (a no-op while one waits): for the reconciler, when rows are staged and Redis
- * lost the job that would apply them.
- */
-export async function queueApply(queues: Queues): Promise<void> {
-  await queues.get(TRACK_INGEST_QUEUE).add('apply', {}, { ...JOB_OPTIONS, deduplication: { id: APPLY_DEDUPLICATION_ID } });
-}
-
-/** The sweep: every SWEEP_EVERY_MS, an apply of whatever is staged (src/reconcile/repeatables.ts registers it). */
-export async function scheduleTrackSweep(queues: Queues): Promise<void> {
-  await queues.get(TRACK_INGEST_QUEUE).upsertJobScheduler('track-ingest-sweep', { every: SWEEP_EVERY_MS }, { name: 'sweep', data: {}, opts: JOB_OPTIONS });
-}

@@ -2,14 +2,10 @@ import { z } from 'zod';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { AppError, badRequest, conflict, notFound } from '../errors.js';
 import { parseIsoTime } from '../lib/iso-time.js';
-import type { Queues } from '../queues.js';
-import {
-  activityKitPayload,
-  APNS_MAX_PAYLOAD_BYTES,
-  LIVE_ACTIVITY_PUSH_QUEUE,
-  LIVE_ACTIVITY_REMOVAL_QUEUE,
-  payloadBytes,
-} from './push.js';
+import type { Queues } from '../queues/index.js';
+import { enqueuePush } from '../queues/live-activity-push.js';
+import { enqueueRemoval } from '../queues/live-activity-removal.js';
+import { activityKitPayload, APNS_MAX_PAYLOAD_BYTES, payloadBytes } from './push.js';
 import { ContentStateShape, shapeMismatch } from './shape.js';
 
 /**
@@ -202,19 +198,4 @@ export async function registerLiveActivity(pool: Pool, workspaceId: string, r: L
 function sameShape(a: ContentStateShape, b: ContentStateShape): boolean {
   const ka = Object.keys(a);
   return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
-}
-
-export const pushJobId = (pushId: number) => `la-push-${pushId}`;
-export const removalJobId = (liveActivityId: string) => `la-remove-${liveActivityId}`;
-
-/** Queues the delivery of a recorded push (its job id is fixed by the push: queueing it twice adds one job). */
-export async function enqueuePush(queues: Queues, pushId: number): Promise<void> {
-  await queues.get(LIVE_ACTIVITY_PUSH_QUEUE).add('push', { pushId }, { jobId: pushJobId(pushId) });
-}
-
-/** Arms the removal of an ended activity at its dismissal date. */
-export async function enqueueRemoval(queues: Queues, liveActivityId: string, dismissal: Date, now = new Date()): Promise<void> {
-  await queues
-    .get(LIVE_ACTIVITY_REMOVAL_QUEUE)
-    .add('remove', { liveActivityId }, { jobId: removalJobId(liveActivityId), delay: Math.max(0, dismissal.getTime() - now.getTime()) });
 }

@@ -1,16 +1,8 @@
-import { z } from 'zod';
 import type { Pool } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 
 /** APNs refuses a live activity push whose payload is over 4 KB. */
 export const APNS_MAX_PAYLOAD_BYTES = 4096;
-
-export const LIVE_ACTIVITY_PUSH_QUEUE = 'live-activity-push';
-/** Carries only the id of the recorded push: the payload and tokens are read from the store. */
-export const LiveActivityPushPayload = z.object({ pushId: z.number().int().positive() });
-
-export const LIVE_ACTIVITY_REMOVAL_QUEUE = 'live-activity-removal';
-export const LiveActivityRemovalPayload = z.object({ liveActivityId: z.uuid() });
 
 /** The push ActivityKit expects (Apple's "Updating and ending your Live Activity with ActivityKit push notifications"). */
 export interface ActivityKitPayload {

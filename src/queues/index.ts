@@ -1,25 +1,23 @@
-import { Queue, type JobsOptions } from 'bullmq';
+import { FlowProducer, Queue, type JobState } from 'bullmq';
 import type { z } from 'zod';
-import type { Redis } from './redis.js';
-import { CANVAS_SCHEDULE_QUEUE, CanvasSchedulePayload } from './canvases/schedule-time.js';
-import { LIVE_ACTIVITY_PUSH_QUEUE, LIVE_ACTIVITY_REMOVAL_QUEUE, LiveActivityPushPayload, LiveActivityRemovalPayload } from './live-activities/push.js';
-import {
-  EXPORT_CALLBACK_QUEUE,
-  EXPORT_SHARD_QUEUE,
-  ExportCallbackPayload,
-  ExportShardPayload,
-  SCHEDULED_EXPORT_QUEUE,
-  SEGMENT_EXPORT_QUEUE,
-  ScheduledExportPayload,
-  SegmentExportPayload,
-} from './exports/payloads.js';
-import { CatalogBatchPayload, CATALOG_BATCH_QUEUE } from './catalogs/batch-payload.js';
-import { BULK_IMPORT_QUEUE, BulkImportPayload, TRACK_INGEST_QUEUE, TrackIngestPayload } from './ingest/payloads.js';
+import type { Redis } from '../redis.js';
+import { BULK_IMPORT_QUEUE, BulkImportPayload } from './bulk-import.js';
+import { CANVAS_SCHEDULE_QUEUE, CanvasSchedulePayload } from './canvas-schedule.js';
+import { CATALOG_BATCH_QUEUE, CatalogBatchPayload } from './catalog-batch.js';
+import { EXPORT_CALLBACK_QUEUE, ExportCallbackPayload } from './export-callback.js';
+import { EXPORT_SHARD_QUEUE, ExportShardPayload } from './export-shard.js';
+import { LIVE_ACTIVITY_PUSH_QUEUE, LiveActivityPushPayload } from './live-activity-push.js';
+import { LIVE_ACTIVITY_REMOVAL_QUEUE, LiveActivityRemovalPayload } from './live-activity-removal.js';
+import { bullPrefix, DEFAULT_JOB_OPTIONS } from './options.js';
+import { SCHEDULED_EXPORT_QUEUE, ScheduledExportPayload } from './scheduled-export.js';
+import { SEGMENT_EXPORT_QUEUE, SegmentExportPayload } from './segment-export.js';
+import { TRACK_INGEST_QUEUE, TrackIngestPayload } from './track-ingest.js';
 
 /**
- * The typed list of queues: each name maps to the zod schema of its payload, so every `add()` is type-checked
- * and every processor parses what it receives (old or foreign jobs exist). Payload schemas live beside the
- * domain module that owns the work; processors live in jobs/, one file per queue.
+ * The queues of the service, one module each under src/queues/: its name, the zod schema of its payload, its job
+ * options, and typed functions that add its jobs (every producer calls those; nothing outside src/queues/,
+ * src/worker.ts and jobs/ imports BullMQ). Processors live in jobs/, one file per queue, and parse what they receive
+ * with the same schema (old or foreign jobs exist). Repeatable jobs are registered in ./repeatables.ts.
  */
 export const QUEUE_PAYLOADS = {
   [SEGMENT_EXPORT_QUEUE]: SegmentExportPayload,
@@ -38,19 +36,12 @@ export type QueueName = keyof typeof QUEUE_PAYLOADS;
 export type QueuePayload<N extends QueueName> = z.infer<(typeof QUEUE_PAYLOADS)[N]>;
 export const QUEUE_NAMES = Object.keys(QUEUE_PAYLOADS) as QueueName[];
 
-/** Retention every job gets unless its producer says otherwise: keep recent history, never grow without bound. */
-export const DEFAULT_JOB_OPTIONS: JobsOptions = {
-  removeOnComplete: { age: 24 * 3600, count: 1000 },
-  removeOnFail: { age: 7 * 24 * 3600, count: 5000 },
-  attempts: 5,
-  backoff: { type: 'exponential', delay: 1000 },
-};
+export { bullPrefix, DEFAULT_JOB_OPTIONS };
 
-export const bullPrefix = (redisPrefix: string) => `${redisPrefix}:bull`;
-
-/** Producer-side handles on every queue, created lazily and closed together. */
+/** Producer-side handles on every queue (created lazily, closed together), and the flow producer of exports. */
 export class Queues {
   private readonly open = new Map<QueueName, Queue>();
+  private flowProducer: FlowProducer | undefined;
 
   constructor(
     private readonly connection: Redis,
@@ -74,8 +65,26 @@ export class Queues {
     return QUEUE_NAMES.map((n) => this.get(n) as unknown as Queue);
   }
 
+  /** Adds parents with their children at once (an export's finishing job and its shards). */
+  flow(): FlowProducer {
+    this.flowProducer ??= new FlowProducer({ connection: this.connection, prefix: bullPrefix(this.redisPrefix) });
+    return this.flowProducer;
+  }
+
+  /** Where a job stands in Redis; 'unknown' when Redis has no job of that id (never added, removed, or lost). */
+  async state(name: QueueName, jobId: string): Promise<JobState | 'unknown'> {
+    return (this.get(name) as unknown as Queue).getJobState(jobId);
+  }
+
+  /** Removes a job (the reconciler does, for a finishing job that failed because Redis lost its shards). */
+  async remove(name: QueueName, jobId: string): Promise<void> {
+    await (this.get(name) as unknown as Queue).remove(jobId);
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.open.values()].map((q) => q.close()));
+    await this.flowProducer?.close();
     this.open.clear();
+    this.flowProducer = undefined;
   }
 }

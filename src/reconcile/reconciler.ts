@@ -2,7 +2,7 @@ import type { Config } from '../config.js';
 import { withTransaction, type Pool } from '../db/pool.js';
 import { forgetExpiredKeys } from '../idempotency/keys.js';
 import type { Logger } from '../logger.js';
-import type { Queues } from '../queues.js';
+import type { Queues } from '../queues/index.js';
 import type { Redis } from '../redis.js';
 import {
   repairCatalogBatches,

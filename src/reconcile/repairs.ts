@@ -1,23 +1,22 @@
-import type { Queue } from 'bullmq';
-import { batchJobId, enqueueBatch, forgetAppliedBatches, waitingBatches } from '../catalogs/batches.js';
-import { CATALOG_BATCH_QUEUE } from '../catalogs/batch-payload.js';
+import { forgetAppliedBatches, waitingBatches } from '../catalogs/batches.js';
 import { rearmSchedules } from '../canvases/schedules.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
-import { enqueueExportFlow, exportShards } from '../exports/flow.js';
 import { exportLockKeys, releaseExportLock, renewExportLock } from '../exports/locks.js';
-import { EXPORT_CALLBACK_QUEUE, SEGMENT_EXPORT_QUEUE } from '../exports/payloads.js';
-import { enqueueExportCallback, exportCallback } from '../exports/run.js';
+import { exportCallback } from '../exports/run.js';
 import { syncExportSchedules } from '../exports/schedules.js';
-import { enqueueImport, importJobId } from '../ingest/import-queue.js';
-import { BULK_IMPORT_QUEUE } from '../ingest/payloads.js';
-import { queueApply } from '../ingest/track.js';
-import { enqueuePush, enqueueRemoval, pushJobId, removalJobId } from '../live-activities/live-activities.js';
-import { LIVE_ACTIVITY_PUSH_QUEUE, LIVE_ACTIVITY_REMOVAL_QUEUE } from '../live-activities/push.js';
+import { exportShards } from '../exports/shards.js';
 import type { Logger } from '../logger.js';
-import type { Queues } from '../queues.js';
+import { BULK_IMPORT_QUEUE, enqueueImport, importJobId } from '../queues/bulk-import.js';
+import { batchJobId, CATALOG_BATCH_QUEUE, enqueueCatalogBatch } from '../queues/catalog-batch.js';
+import { callbackJobId, enqueueExportCallback, EXPORT_CALLBACK_QUEUE } from '../queues/export-callback.js';
+import type { Queues, QueueName } from '../queues/index.js';
+import { enqueuePush, LIVE_ACTIVITY_PUSH_QUEUE, pushJobId } from '../queues/live-activity-push.js';
+import { enqueueRemoval, LIVE_ACTIVITY_REMOVAL_QUEUE, removalJobId } from '../queues/live-activity-removal.js';
+import { registerRepeatableJobs } from '../queues/repeatables.js';
+import { enqueueExportFlow, SEGMENT_EXPORT_QUEUE } from '../queues/segment-export.js';
+import { enqueueApply } from '../queues/track-ingest.js';
 import type { Redis } from '../redis.js';
-import { registerRepeatableJobs } from './repeatables.js';
 
 /**
  * What the reconciler repairs, kind of work by kind of work: each compares PostgreSQL's unfinished work with what Redis
@@ -39,8 +38,8 @@ export interface RepairDeps {
 export type Repaired = Record<string, number>;
 
 /** True when Redis has no job of that id (never added, removed, or lost). */
-async function lost(queue: Queue, jobId: string): Promise<boolean> {
-  return (await queue.getJobState(jobId)) === 'unknown';
+async function lost(queues: Queues, name: QueueName, jobId: string): Promise<boolean> {
+  return (await queues.state(name, jobId)) === 'unknown';
 }
 
 const before = (ms: number) => new Date(Date.now() - ms);
@@ -57,7 +56,6 @@ export async function repairExports(deps: RepairDeps): Promise<number> {
        FROM exports WHERE status IN ('queued', 'running') AND created_at < $1 ORDER BY created_at`,
     [before(GRACE_MS)],
   );
-  const parents = queues.get(SEGMENT_EXPORT_QUEUE) as unknown as Queue;
   let queued = 0;
   for (const exp of rows) {
     const keys = exportLockKeys(config.REDIS_PREFIX, exp.segment_id, exp.company_id);
@@ -67,15 +65,14 @@ export async function repairExports(deps: RepairDeps): Promise<number> {
       if (holder) await releaseExportLock(redis, keys, holder);
       await renewExportLock(redis, keys, exp.id, config.EXPORT_QUEUED_LEASE_MS);
     }
-    const state = await parents.getJobState(exp.id);
+    const state = await queues.state(SEGMENT_EXPORT_QUEUE, exp.id);
     if (state !== 'unknown' && state !== 'failed') continue;
-    if (state === 'failed') await parents.remove(exp.id);
+    if (state === 'failed') await queues.remove(SEGMENT_EXPORT_QUEUE, exp.id);
     const ended = await pool.query<{ shard: number }>('SELECT shard FROM export_shards_done WHERE export_id = $1', [exp.id]);
     const done = new Set(ended.rows.map((r) => r.shard));
-    const shards = exportShards(exp)
-      .map((_, shard) => shard)
-      .filter((shard) => !done.has(shard));
-    await enqueueExportFlow(redis, config, exp, shards);
+    const all = exportShards(exp);
+    const shards = all.filter((s) => !done.has(s.shard));
+    await enqueueExportFlow(queues, exp.id, shards, config.EXPORT_SHARD_ATTEMPTS);
     log.warn({ exportId: exp.id, shards: shards.length, ended: done.size }, 'export queued again: Redis had lost its jobs');
     queued++;
   }
@@ -98,13 +95,12 @@ export async function repairExportCallbacks(deps: RepairDeps): Promise<number> {
       WHERE callback_state = 'pending' AND finished_at BETWEEN now() - interval '1 day' AND $1`,
     [before(GRACE_MS)],
   );
-  const queue = queues.get(EXPORT_CALLBACK_QUEUE) as unknown as Queue;
   let queued = 0;
   for (const exp of rows) {
-    if (!(await lost(queue, `${exp.id}.callback`))) continue;
+    if (!(await lost(queues, EXPORT_CALLBACK_QUEUE, callbackJobId(exp.id)))) continue;
     const callback = exportCallback(config, exp);
     if (!callback) continue;
-    await enqueueExportCallback(queues, config, exp.id, callback);
+    await enqueueExportCallback(queues, config.CALLBACK_MAX_ATTEMPTS, exp.id, callback);
     log.warn({ exportId: exp.id }, 'export callback queued again: Redis had lost its job');
     queued++;
   }
@@ -117,17 +113,16 @@ export async function repairStagedTrack(deps: RepairDeps): Promise<number> {
     before(GRACE_MS),
   ]);
   if (rows[0]!.n === 0) return 0;
-  await queueApply(deps.queues);
+  await enqueueApply(deps.queues);
   return 1;
 }
 
 /** Catalog batches answered 202 and not applied, whose job is gone; applied ones older than a week are forgotten. */
 export async function repairCatalogBatches(deps: RepairDeps): Promise<number> {
-  const queue = deps.queues.get(CATALOG_BATCH_QUEUE) as unknown as Queue;
   let queued = 0;
   for (const batch of await waitingBatches(deps.pool, before(GRACE_MS))) {
-    if (!(await lost(queue, batchJobId(batch)))) continue;
-    await enqueueBatch(deps.queues, batch);
+    if (!(await lost(deps.queues, CATALOG_BATCH_QUEUE, batchJobId(batch)))) continue;
+    await enqueueCatalogBatch(deps.queues, batch);
     deps.log.warn({ version: batch.version, op: batch.op }, 'catalog batch queued again: Redis had lost its job');
     queued++;
   }
@@ -144,10 +139,9 @@ export async function repairImports(deps: RepairDeps): Promise<number> {
     `SELECT id FROM imports WHERE status IN ('queued', 'running') AND via_queue AND updated_at < $1 ORDER BY created_at`,
     [before(GRACE_MS)],
   );
-  const queue = deps.queues.get(BULK_IMPORT_QUEUE) as unknown as Queue;
   let queued = 0;
   for (const { id } of rows) {
-    if (!(await lost(queue, importJobId(id)))) continue;
+    if (!(await lost(deps.queues, BULK_IMPORT_QUEUE, importJobId(id)))) continue;
     const free = await deps.pool.query<{ free: boolean }>(
       `SELECT NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
                             AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($1, 0)) AS free`,
@@ -166,9 +160,8 @@ export async function repairLiveActivities(deps: RepairDeps): Promise<number> {
   const { pool, queues, log } = deps;
   let queued = 0;
   const pushes = await pool.query<{ id: number }>(`SELECT id FROM live_activity_pushes WHERE status = 'queued' AND created_at < $1 ORDER BY id`, [before(GRACE_MS)]);
-  const pushQueue = queues.get(LIVE_ACTIVITY_PUSH_QUEUE) as unknown as Queue;
   for (const { id } of pushes.rows) {
-    if (!(await lost(pushQueue, pushJobId(id)))) continue;
+    if (!(await lost(queues, LIVE_ACTIVITY_PUSH_QUEUE, pushJobId(id)))) continue;
     await enqueuePush(queues, id);
     log.warn({ pushId: id }, 'live activity push queued again: Redis had lost its job');
     queued++;
@@ -177,9 +170,8 @@ export async function repairLiveActivities(deps: RepairDeps): Promise<number> {
     `SELECT id, dismissal_date FROM live_activities WHERE state = 'ended' AND dismissal_date IS NOT NULL AND updated_at < $1`,
     [before(GRACE_MS)],
   );
-  const removalQueue = queues.get(LIVE_ACTIVITY_REMOVAL_QUEUE) as unknown as Queue;
   for (const a of ended.rows) {
-    if (!(await lost(removalQueue, removalJobId(a.id)))) continue;
+    if (!(await lost(queues, LIVE_ACTIVITY_REMOVAL_QUEUE, removalJobId(a.id)))) continue;
     await enqueueRemoval(queues, a.id, a.dismissal_date);
     queued++;
   }

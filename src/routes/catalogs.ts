@@ -3,7 +3,7 @@ import type { PoolClient } from '../db/pool.js';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { enqueueBatch } from '../catalogs/batches.js';
+import { enqueueCatalogBatch } from '../queues/catalog-batch.js';
 import {
   acceptBatchDelete,
   acceptBatchReplace,
@@ -54,7 +54,7 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
   // The batch is recorded in PostgreSQL before this runs: when Redis is away the 202 still holds, and the
   // reconciler queues the batch once Redis is back.
   const enqueue: EnqueueBatch = async (payload) => {
-    await enqueueBatch(app.ctx.queues, payload).catch((err: unknown) => {
+    await enqueueCatalogBatch(app.ctx.queues, payload).catch((err: unknown) => {
       // A Redis outage is logged once by the health module, not with a stack per request.
       if (!app.ctx.health.report(err)) app.log.warn({ err, version: payload.version }, 'catalog batch recorded but not queued; the reconciler will queue it');
     });

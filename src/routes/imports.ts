@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/route-config.js';
 import { ImportRequest, readImport, startImport } from '../ingest/imports.js';
-import { enqueueImport } from '../ingest/import-queue.js';
+import { enqueueImport } from '../queues/bulk-import.js';
 
 export const ImportStatusResponse = z.object({
   message: z.string(),

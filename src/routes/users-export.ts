@@ -3,11 +3,10 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { createExport, type CreatedExport } from '../exports/create.js';
-import { downloadZip, readyDownload, verifyDownloadSignature } from '../exports/download.js';
+import { exportDownload, readyDownload, verifyDownloadSignature } from '../exports/download.js';
 import { ExportRequestSchema } from '../exports/request.js';
 import { exportStatus } from '../exports/status.js';
 import { apiKeyOf } from '../http/route-config.js';
-import { storeFor } from '../storage/stores.js';
 
 export const ExportResponse = z.object({ message: z.string(), object_prefix: z.string(), url: z.string().optional() });
 export const ExportStatusQuery = z.object({
@@ -99,8 +98,7 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
       const ready = await readyDownload(app.ctx.pool, objectPrefix);
       reply.header('content-type', 'application/zip');
       reply.header('content-disposition', `attachment; filename="${objectPrefix}.zip"`);
-      const { store } = storeFor(app.ctx.config, null, ready.namespace, { sharedRoot: ready.sharedRoot });
-      return reply.send(downloadZip(store, ready));
+      return reply.send(exportDownload(app.ctx.config, ready));
     },
   );
 };
