@@ -176,3 +176,32 @@ describe('bad input is refused and changes nothing', () => {
     expect(await counts()).toEqual(before);
   });
 });
+
+describe('records declared in the workspace file go through the same writers', () => {
+  it('a hard bounce from the workspace file unsubscribes the address and its profiles, like one from the API', async () => {
+    const { applyWorkspaceFile } = await import('../src/workspace/apply.js');
+    const { parseWorkspaceFile } = await import('../src/workspace/parse.js');
+    const file = `company: { name: Bounce Co }
+workspaces:
+  - name: Mail
+    records:
+      hard_bounces:
+        - { email: Carol@Example.com, at: "2026-02-01T10:00:00Z" }
+`;
+    const first = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(file));
+    const workspaceId = first.workspaceIds.Mail!;
+    await env.ctx.pool.query(
+      `INSERT INTO profiles (workspace_id, service_id, external_id, random_bucket, email, email_subscribe, attribute_times)
+       VALUES ($1, 'wf1', 'carol', 1, 'carol@example.com', 'opted_in', '{}')`,
+      [workspaceId],
+    );
+    // The profile came after the first apply; applying again unsubscribes it (the bounce is stored once).
+    const again = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(file));
+    expect(again.counts.hard_bounces).toEqual({ created: 0, updated: 0, unchanged: 1 });
+    const { rows } = await env.ctx.pool.query(`SELECT email_subscribe FROM profiles WHERE workspace_id = $1 AND external_id = 'carol'`, [workspaceId]);
+    expect(rows[0].email_subscribe).toBe('unsubscribed');
+    const subs = await env.ctx.pool.query(`SELECT state FROM email_subscriptions WHERE workspace_id = $1 AND email = 'carol@example.com'`, [workspaceId]);
+    expect(subs.rows).toEqual([{ state: 'unsubscribed' }]);
+    expect((await env.ctx.pool.query(`SELECT 1 FROM hard_bounces WHERE workspace_id = $1`, [workspaceId])).rowCount).toBe(1);
+  });
+});

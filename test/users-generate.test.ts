@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateUsers } from '../src/profiles/generate.js';
-import { AWKWARD_NOTES } from '../src/profiles/synthetic-data.js';
+import { generateUsers } from '../src/synthetic-users/generate.js';
+import { AWKWARD_NOTES } from '../src/synthetic-users/synthetic-data.js';
 import { STANDARD_ATTRIBUTES } from '../src/segments/filter.js';
 import { EXPORT_FIELDS } from '../src/exports/request.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Config } from '../config.js';
 import { createPool, type Pool } from '../db/pool.js';
-import { generateUsers } from '../profiles/generate.js';
+import { generateUsers } from '../synthetic-users/generate.js';
 
 /** `ces users generate`: bulk-loads synthetic profiles. */
 export function registerUsersCommands(program: Command, config: () => Config): void {

@@ -2,9 +2,9 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { DELIVERABILITY_DEFAULT_LIMIT, DELIVERABILITY_MAX_LIMIT, E164, MAX_FILTER_VALUES } from '../deliverability/common.js';
-import { listHardBounces } from '../deliverability/hard-bounces.js';
-import { listInvalidPhoneNumbers } from '../deliverability/invalid-phone-numbers.js';
+import { DELIVERABILITY_DEFAULT_LIMIT, DELIVERABILITY_MAX_LIMIT, MAX_FILTER_VALUES } from '../lib/list-page.js';
+import { listHardBounces } from '../hard-bounces/hard-bounces.js';
+import { E164, listInvalidPhoneNumbers } from '../invalid-phone-numbers/invalid-phone-numbers.js';
 import { apiKeyOf } from '../http/route-config.js';
 import { QueryStringList, mergeArrayParam, queryInteger, queryUtcDate } from '../http/schemas.js';
 

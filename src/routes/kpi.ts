@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/route-config.js';
 import { queryInteger, queryIsoTime } from '../http/schemas.js';
-import { uninstallSeries } from '../kpi/uninstalls.js';
+import { uninstallSeries } from '../uninstalls/uninstalls.js';
 import { DAY_MS } from '../lib/iso-time.js';
 
 export const UninstallSeriesQuery = z.object({

@@ -3,10 +3,10 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/route-config.js';
-import { MAX_RECORDS_PER_REQUEST } from '../records/common.js';
-import { HardBounceRecords, recordHardBounces } from '../records/hard-bounces.js';
-import { InvalidPhoneNumberRecords, recordInvalidPhoneNumbers } from '../records/invalid-phone-numbers.js';
-import { UninstallRecords, recordUninstalls } from '../records/uninstalls.js';
+import { MAX_RECORDS_PER_REQUEST } from '../lib/record-batches.js';
+import { HardBounceRecords, recordHardBounces } from '../hard-bounces/hard-bounces.js';
+import { InvalidPhoneNumberRecords, recordInvalidPhoneNumbers } from '../invalid-phone-numbers/invalid-phone-numbers.js';
+import { UninstallRecords, recordUninstalls } from '../uninstalls/uninstalls.js';
 
 export const RecordsResponse = z.object({ recorded: z.number().int(), duplicates: z.number().int(), message: z.string() });
 

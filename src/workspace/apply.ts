@@ -3,6 +3,10 @@ import { generateSecret, hashSecret, secretPrefix } from '../auth/secrets.js';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { formatPath, WorkspaceFileError, type FileIssue } from './parse.js';
 import { resolveRecordTime, type WorkspaceFile } from './schema.js';
+import { recordHardBouncesIn } from '../hard-bounces/hard-bounces.js';
+import { recordInvalidPhoneNumbersIn } from '../invalid-phone-numbers/invalid-phone-numbers.js';
+import type { RecordResult } from '../lib/record-batches.js';
+import { topUpUninstalls } from '../uninstalls/uninstalls.js';
 import { upsert, type UpsertCounts, type UpsertSpec } from './upsert.js';
 
 export const KINDS = [
@@ -386,23 +390,17 @@ async function applyIn(client: PoolClient, file: WorkspaceFile, now: Date): Prom
   counts.live_activities = await upsert(client, SPECS.live_activities, liveRows);
   counts.scheduled_exports = await upsert(client, SPECS.scheduled_exports, exportRows);
 
-  counts.uninstalls = await insertUninstalls(client, uninstallRows);
-  counts.hard_bounces = await insertMissing(
-    client,
-    `hard_bounces`,
-    { workspace_id: 'uuid', email: 'text', bounced_at: 'timestamptz' },
-    workspaces.flatMap((w) =>
-      (w.decl.records?.hard_bounces ?? []).map((b) => ({ workspace_id: w.id, email: b.email.toLowerCase(), bounced_at: resolveRecordTime(b.at, now) })),
-    ),
-  );
-  counts.invalid_phone_numbers = await insertMissing(
-    client,
-    `invalid_phone_numbers`,
-    { workspace_id: 'uuid', phone: 'text', reason: 'text', detected_at: 'timestamptz' },
-    workspaces.flatMap((w) =>
-      (w.decl.records?.invalid_phone_numbers ?? []).map((p) => ({ workspace_id: w.id, phone: p.phone, reason: p.reason, detected_at: resolveRecordTime(p.at, now) })),
-    ),
-  );
+  // Records go through the same writers as the internal API's, so that both do the same (a hard bounce unsubscribes
+  // the address's profiles whichever way it arrives); an exact repeat of a stored record counts as unchanged.
+  counts.uninstalls = await topUpUninstalls(client, uninstallRows);
+  counts.hard_bounces = { created: 0, updated: 0, unchanged: 0 };
+  counts.invalid_phone_numbers = { created: 0, updated: 0, unchanged: 0 };
+  for (const w of workspaces) {
+    const bounces = (w.decl.records?.hard_bounces ?? []).map((b) => ({ email: b.email, time: new Date(resolveRecordTime(b.at, now)) }));
+    if (bounces.length > 0) addRecorded(counts.hard_bounces, await recordHardBouncesIn(client, w.id, bounces, now));
+    const phones = (w.decl.records?.invalid_phone_numbers ?? []).map((p) => ({ phone: p.phone, reason: p.reason, time: new Date(resolveRecordTime(p.at, now)) }));
+    if (phones.length > 0) addRecorded(counts.invalid_phone_numbers, await recordInvalidPhoneNumbersIn(client, w.id, phones, now));
+  }
 
   return { companyId, workspaceIds: Object.fromEntries(wsId), counts, generatedSecrets };
 }
@@ -520,46 +518,8 @@ async function loadReferences(client: PoolClient, workspaces: DeclaredWorkspace[
   return refs;
 }
 
-/**
- * Uninstall records are events, not objects: an entry declares `count` events of an app at one time. Re-applying
- * tops the stored events up to that count and never removes any (events from the API may share the moment).
- */
-async function insertUninstalls(client: PoolClient, rows: { workspace_id: string; app_id?: string; occurred_at: string; count: number }[]): Promise<UpsertCounts> {
-  if (rows.length === 0) return { created: 0, updated: 0, unchanged: 0 };
-  const merged = new Map<string, (typeof rows)[number]>();
-  for (const r of rows) {
-    const k = `${r.workspace_id}/${r.app_id}/${r.occurred_at}`;
-    const prev = merged.get(k);
-    merged.set(k, prev ? { ...prev, count: prev.count + r.count } : r);
-  }
-  const { rows: result } = await client.query<{ created: number }>(
-    `WITH i AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(workspace_id uuid, app_id uuid, occurred_at timestamptz, count int)),
-          missing AS (
-            SELECT i.workspace_id, i.app_id, i.occurred_at,
-                   i.count - (SELECT count(*) FROM uninstall_events e
-                               WHERE e.workspace_id = i.workspace_id AND e.occurred_at = i.occurred_at
-                                 AND e.app_id = i.app_id AND e.profile_id IS NULL) AS n
-              FROM i),
-          ins AS (INSERT INTO uninstall_events (workspace_id, app_id, occurred_at)
-                  SELECT m.workspace_id, m.app_id, m.occurred_at FROM missing m, generate_series(1, GREATEST(m.n, 0)) RETURNING 1)
-     SELECT (SELECT count(*) FROM missing WHERE n > 0)::int AS created, (SELECT count(*) FROM ins) AS inserted`,
-    [JSON.stringify([...merged.values()])],
-  );
-  const created = result[0]!.created;
-  return { created, updated: 0, unchanged: merged.size - created };
-}
-
-/** Records identical to a stored one (every column equal) are the same record: insert only the others. */
-async function insertMissing(client: PoolClient, table: string, columns: Record<string, string>, rows: Record<string, unknown>[]): Promise<UpsertCounts> {
-  if (rows.length === 0) return { created: 0, updated: 0, unchanged: 0 };
-  const names = Object.keys(columns);
-  const { rows: result } = await client.query<{ created: number }>(
-    `WITH i AS (SELECT DISTINCT * FROM jsonb_to_recordset($1::jsonb) AS x(${names.map((n) => `${n} ${columns[n]}`).join(', ')})),
-          ins AS (INSERT INTO ${table} (${names.join(', ')}) SELECT ${names.map((n) => `i.${n}`).join(', ')} FROM i
-                  WHERE NOT EXISTS (SELECT 1 FROM ${table} t WHERE ${names.map((n) => `t.${n} = i.${n}`).join(' AND ')}) RETURNING 1)
-     SELECT (SELECT count(*) FROM ins)::int AS created, (SELECT count(*) FROM i)::int AS total`,
-    [JSON.stringify(rows)],
-  );
-  const r = result[0] as unknown as { created: number; total: number };
-  return { created: r.created, updated: 0, unchanged: r.total - r.created };
+/** Adds a writer's result to an apply's counts: records written are created, exact repeats unchanged. */
+function addRecorded(counts: UpsertCounts, result: RecordResult): void {
+  counts.created += result.recorded;
+  counts.unchanged += result.duplicates;
 }
