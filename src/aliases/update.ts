@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { badRequest } from '../errors.js';
 import { withTransaction, type Pool } from '../db/pool.js';
 import { lockWorkspaces } from '../ingest/apply.js';
 
@@ -113,4 +114,16 @@ export async function updateAliases(pool: Pool, workspaceId: string, updates: { 
     );
     return result;
   });
+}
+
+/**
+ * An /users/alias/update request: every entry validated on its own, the valid ones applied, and every refused entry
+ * (invalid, or a rename onto an alias another user holds) reported by index in request order. With no valid entry,
+ * nothing is applied and the request is refused as a whole.
+ */
+export async function acceptAliasUpdates(pool: Pool, workspaceId: string, raw: unknown[]): Promise<{ aliasesProcessed: number; errors: AliasUpdateError[] }> {
+  const { updates, errors } = parseAliasUpdates(raw);
+  if (updates.length === 0) throw badRequest(`No valid alias update: ${errors.slice(0, 5).map((e) => `alias_updates[${e.index}]: ${e.type}`).join('; ')}`);
+  const result = await updateAliases(pool, workspaceId, updates);
+  return { aliasesProcessed: result.aliasesProcessed, errors: [...errors, ...result.errors].sort((a, b) => a.index - b.index) };
 }

@@ -2,9 +2,8 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { badRequest } from '../errors.js';
 import { apiKeyOf } from '../http/route-config.js';
-import { AliasUpdate, MAX_ALIAS_UPDATES, parseAliasUpdates, updateAliases } from '../aliases/update.js';
+import { acceptAliasUpdates, AliasUpdate, MAX_ALIAS_UPDATES } from '../aliases/update.js';
 
 export const AliasUpdateBody = z.object({
   alias_updates: z
@@ -36,11 +35,8 @@ const usersAliasRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      const { updates, errors } = parseAliasUpdates(req.body.alias_updates);
-      if (updates.length === 0) throw badRequest(`No valid alias update: ${errors.slice(0, 5).map((e) => `alias_updates[${e.index}]: ${e.type}`).join('; ')}`);
-      const result = await updateAliases(app.ctx.pool, apiKeyOf(req).workspaceId, updates);
-      const all = [...errors, ...result.errors].sort((a, b) => a.index - b.index);
-      return reply.code(201).send({ message: 'success', aliases_processed: result.aliasesProcessed, ...(all.length ? { errors: all } : {}) });
+      const { aliasesProcessed, errors } = await acceptAliasUpdates(app.ctx.pool, apiKeyOf(req).workspaceId, req.body.alias_updates);
+      return reply.code(201).send({ message: 'success', aliases_processed: aliasesProcessed, ...(errors.length ? { errors } : {}) });
     },
   );
 };
