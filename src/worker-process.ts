@@ -14,7 +14,7 @@ const METRICS_TIMEOUT_MS = 2000;
 /**
  * The queue processors of `ces start`, as a `ces worker` child process. Applying a batch or cutting an export part
  * keeps a Node thread busy for tens of milliseconds at a time; in the API's own thread that delay lands on
- * acknowledgements (p99 of /users/track under load: 280 ms in one process, 30-70 ms split). The child runs at a
+ * acknowledgements (their p99 under load was several times higher in one process: BENCHMARKS.md). The child runs at a
  * lower priority (`niceness`) so that, when the cores are short, the API goes first. A child that dies is started
  * again; the parent stops it by closing the IPC channel, on which it stops gracefully.
  */

@@ -107,8 +107,8 @@ async function walCompressionFor(client: PoolClient): Promise<string | null> {
  * Session settings of a transaction that applies a batch (a staging drain or an import chunk), which writes tens of
  * megabytes of WAL, mostly full-page images of the profile pages it is first to touch after a checkpoint:
  * - wal_compression, where the role may set it: compressing those images (lz4, else pglz) shrinks the WAL that
- *   every acknowledgement's commit must flush before it (in one pair of runs, p99 of /users/track under load went
- *   from 75 ms to 43 ms; acknowledgements mostly wait on that flush, IO:WALSync);
+ *   every acknowledgement's commit must flush before it (acknowledgements mostly wait on that flush, IO:WALSync;
+ *   what it saved is in BENCHMARKS.md);
  * - no waiting for the commit's flush: the batch's inputs (staged rows, an import's position) change in the same
  *   transaction, so a crash that loses the commit loses them with it and the batch is applied again, once.
  */

@@ -89,7 +89,7 @@ class StagingWriter {
 
   private async insert(group: PendingStage[]): Promise<number[]> {
     // One parameter per payload rather than a text[]: quoting every '"' of the JSON into an array literal, and
-    // sending the grown string, was a fifth of the API's time per request.
+    // sending the grown string, was a large share of the API's time per request (BENCHMARKS.md).
     const rows = group.flatMap((g) => g.rows.map((r) => [g.workspaceId, r.part, r.count, r.payload]));
     const values = rows.map((_, i) => `($${4 * i + 1}::uuid, $${4 * i + 2}::smallint, $${4 * i + 3}::int, $${4 * i + 4}::text)`);
     const params: unknown[] = rows.flat();
