@@ -3,7 +3,7 @@ import { rearmSchedules } from '../canvases/schedules.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import { exportLockKeys, releaseExportLock, renewExportLock } from '../exports/locks.js';
-import { exportCallback } from '../exports/run.js';
+import { exportCallback } from '../exports/finish.js';
 import { syncExportSchedules } from '../exports/schedules.js';
 import { exportShards } from '../exports/shards.js';
 import type { Logger } from '../logger.js';
