@@ -1,5 +1,6 @@
 import { UnrecoverableError } from 'bullmq';
-import { failImport, ImportFileError, runImport } from '../src/ingest/imports.js';
+import { ImportFileError, runImport } from '../src/ingest/import-run.js';
+import { failImport } from '../src/ingest/imports.js';
 import { BULK_IMPORT_QUEUE, BulkImportPayload } from '../src/queues/bulk-import.js';
 import { defineJob } from '../src/worker.js';
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { restageDeadLetters } from '../src/ingest/dead-letters.js';
-import { createImport, runImport } from '../src/ingest/imports.js';
+import { runImport } from '../src/ingest/import-run.js';
+import { createImport } from '../src/ingest/imports.js';
 import { drainThrough, stageObjects } from '../src/ingest/staging.js';
 import type { TrackEvent } from '../src/ingest/types.js';
 import { LocalStore } from '../src/storage/local-store.js';

@@ -1,7 +1,8 @@
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bulkImportJob } from '../jobs/bulk-import.js';
-import { createImport, runImport } from '../src/ingest/imports.js';
+import { runImport } from '../src/ingest/import-run.js';
+import { createImport } from '../src/ingest/imports.js';
 import { LocalStore } from '../src/storage/local-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { runCli, waitFor } from './helpers/cli.js';
