@@ -8,7 +8,7 @@ import { settleAll } from '../lib/settle.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { ObjectNotFoundError, type ObjectStore } from '../storage/object-store.js';
-import { type WorkspaceStore } from '../storage/stores.js';
+import type { WorkspaceStore } from '../storage/stores.js';
 import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction } from './apply.js';
 import { applyIsolating, insertDeadLetters, parsePayload, reasonOf, type DataError, type DeadLetter } from './dead-letters.js';
 import { ingestMetrics } from './metrics.js';
