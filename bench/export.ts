@@ -22,7 +22,7 @@ import { migrate } from '../src/db/migrate.js';
 import { createExport } from '../src/exports/create.js';
 import { EXPORT_SHARD_QUEUE } from '../src/queues/export-shard.js';
 import { ExportSpecSchema } from '../src/exports/request.js';
-import { exportLineSelect, windowStart } from '../src/exports/sql.js';
+import { exportLineSelect, windowStart } from '../src/exports/line-query.js';
 import { generateUsers } from '../src/synthetic-users/generate.js';
 import { Queues } from '../src/queues/index.js';
 import { createRedis, type Redis } from '../src/redis.js';

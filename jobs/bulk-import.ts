@@ -2,7 +2,7 @@ import { UnrecoverableError } from 'bullmq';
 import { ImportFileError, runImport } from '../src/ingest/import-run.js';
 import { failImport } from '../src/ingest/imports.js';
 import { BULK_IMPORT_QUEUE, BulkImportPayload } from '../src/queues/bulk-import.js';
-import { defineJob } from '../src/worker.js';
+import { defineJob } from '../src/queue-processors.js';
 
 /**
  * Runs a bulk import to the end of its file. Safe to retry at any point: the import resumes at the position its

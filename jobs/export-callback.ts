@@ -2,7 +2,7 @@ import { UnrecoverableError } from 'bullmq';
 import { CallbackRefusedError, postCallback } from '../src/exports/callback.js';
 import { ExportCallbackPayload, EXPORT_CALLBACK_QUEUE } from '../src/queues/export-callback.js';
 import { callbackPolicy } from '../src/exports/request.js';
-import { defineJob } from '../src/worker.js';
+import { defineJob } from '../src/queue-processors.js';
 
 /** POSTs the export-ready (or failed) callback; retried with exponential backoff, never to a refused address. */
 export const exportCallbackJob = defineJob({

@@ -1,6 +1,6 @@
 import { ExportShardPayload, EXPORT_SHARD_QUEUE } from '../src/queues/export-shard.js';
 import { runShard } from '../src/exports/shard.js';
-import { defineJob } from '../src/worker.js';
+import { defineJob } from '../src/queue-processors.js';
 
 /**
  * One random_bucket range of a segment export. A worker killed mid-shard stops renewing the job's lock; after

@@ -1,6 +1,6 @@
 import { registerExportSchedulesSync, ScheduledExportPayload, SCHEDULED_EXPORT_QUEUE } from '../src/queues/scheduled-export.js';
 import { runScheduledExport, syncExportSchedules } from '../src/exports/schedules.js';
-import { defineJob } from '../src/worker.js';
+import { defineJob } from '../src/queue-processors.js';
 
 /**
  * Runs of the scheduled exports declared in the workspace file (one BullMQ job scheduler each, with its cron), and

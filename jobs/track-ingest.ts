@@ -1,6 +1,6 @@
 import { drainThrough } from '../src/ingest/staging.js';
 import { registerTrackSweep, TRACK_INGEST_QUEUE, TrackIngestPayload } from '../src/queues/track-ingest.js';
-import { defineJob } from '../src/worker.js';
+import { defineJob } from '../src/queue-processors.js';
 
 /**
  * Sees staged /users/track requests applied: frees the shared deduplication id (src/ingest/track.ts) so that

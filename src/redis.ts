@@ -28,7 +28,7 @@ export function createRedis(url: string, role: 'producer' | 'worker' = 'producer
 
 /**
  * Reports a connection's errors and returns to `health`. (The blocking connections BullMQ duplicates from a worker's
- * carry BullMQ's own listener, which hands their errors to the worker's 'error' event: src/worker.ts reports those.)
+ * carry BullMQ's own listener, which hands their errors to the worker's 'error' event: src/queue-processors.ts reports those.)
  */
 function watchRedis(redis: Redis, health?: DependencyHealth): void {
   redis.on('error', (err: unknown) => {

@@ -7,8 +7,8 @@ import { closeContext, createContext, reachDependencies, type AppContext } from 
 import { migrate } from './db/migrate.js';
 import { removeOrphanSpoolDirs } from './exports/spool.js';
 import { startReconciler, type Reconciler } from './reconcile/reconciler.js';
-import { startWorkers, type RunningWorkers } from './worker.js';
-import { WorkerProcess, type ChildMessage, type ParentMessage } from './worker-process.js';
+import { startWorkers, type RunningWorkers } from './queue-processors.js';
+import { WorkerProcess, type ChildMessage, type ParentMessage } from './worker-child-process.js';
 
 export interface RunOptions {
   api: boolean;

@@ -5,7 +5,7 @@ import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
 import { startReconciler } from '../src/reconcile/reconciler.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
-import { startWorkers } from '../src/worker.js';
+import { startWorkers } from '../src/queue-processors.js';
 import { waitFor } from './helpers/cli.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, exportedExternalIds, exportStatus, insertProfiles, requestExport, startCallbackReceiver } from './helpers/export-fixtures.js';

@@ -13,7 +13,7 @@ import { SCHEDULED_EXPORT_QUEUE } from '../src/queues/scheduled-export.js';
 import { TRACK_INGEST_QUEUE } from '../src/queues/track-ingest.js';
 import { startReconciler, type Reconciler } from '../src/reconcile/reconciler.js';
 import { LocalStore, localWorkspaceDir } from '../src/storage/local-store.js';
-import type { RunningWorkers } from '../src/worker.js';
+import type { RunningWorkers } from '../src/queue-processors.js';
 import { waitFor } from './helpers/cli.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, exportedExternalIds, exportStatus, insertProfiles, requestExport, startCallbackReceiver, waitForExport } from './helpers/export-fixtures.js';

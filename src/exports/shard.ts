@@ -8,7 +8,7 @@ import { CopyBinaryLines, type LineBatch } from './lines.js';
 import { renewExportLock, withLeaseRenewal } from './locks.js';
 import { PART_LINES, writeParts } from './part-writer.js';
 import { ExportSpecSchema } from './request.js';
-import { exportLineSelect, windowStart } from './sql.js';
+import { exportLineSelect, windowStart } from './line-query.js';
 
 /** Removes what an earlier attempt of this shard stored: a retry starts clean, so no user is exported twice. */
 async function clearShard(pool: Pool, ws: WorkspaceStore, exportId: string, shard: number): Promise<void> {

@@ -2,8 +2,8 @@ import type { ApiKeyPrincipal, ScimPrincipal } from '../auth/principals.js';
 import type { Permission } from '../auth/permissions.js';
 import type { RateLimitRule } from '../auth/rate-limit.js';
 import type { AppContext } from '../context.js';
-import { AppError, type ErrorFormat } from '../errors.js';
-import type { FastifyContextConfig, FastifyRequest } from 'fastify';
+import type { ErrorFormat } from '../errors.js';
+import type { FastifyContextConfig } from 'fastify';
 
 export interface RouteEntry {
   method: string;
@@ -33,15 +33,4 @@ declare module 'fastify' {
     /** Every route registered, with its auth configuration (for tests and docs). */
     routeCatalog: RouteEntry[];
   }
-}
-
-/** The API key principal of an authenticated route (set by the auth hook before any handler runs). */
-export function apiKeyOf(req: FastifyRequest): ApiKeyPrincipal {
-  if (!req.apiKey) throw new AppError('internal', 'route reached without an API key principal');
-  return req.apiKey;
-}
-
-export function scimTokenOf(req: FastifyRequest): ScimPrincipal {
-  if (!req.scimToken) throw new AppError('internal', 'route reached without a SCIM principal');
-  return req.scimToken;
 }

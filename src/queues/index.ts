@@ -16,7 +16,7 @@ import { TRACK_INGEST_QUEUE, TrackIngestPayload } from './track-ingest.js';
 /**
  * The queues of the service, one module each under src/queues/: its name, the zod schema of its payload, its job
  * options, and typed functions that add its jobs (every producer calls those; nothing outside src/queues/,
- * src/worker.ts and jobs/ imports BullMQ). Processors live in jobs/, one file per queue, and parse what they receive
+ * src/queue-processors.ts and jobs/ imports BullMQ). Processors live in jobs/, one file per queue, and parse what they receive
  * with the same schema (old or foreign jobs exist). Repeatable jobs are registered in ./repeatables.ts.
  */
 export const QUEUE_PAYLOADS = {

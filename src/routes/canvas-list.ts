@@ -3,7 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { listCanvases } from '../canvases/list.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 import { LIST_PAGE_SIZE, PageParam, QueryBoolean, SortDirectionParam, queryIsoTime } from '../http/schemas.js';
 
 export const CanvasListQuery = z.object({

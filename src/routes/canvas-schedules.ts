@@ -3,7 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { createSchedule, deleteSchedule, ScheduleCreateBody, ScheduleDeleteBody, ScheduleUpdateBody, updateSchedule } from '../canvases/schedules.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 
 export const ScheduleCreated = z.object({ dispatch_id: z.string(), schedule_id: z.string(), message: z.literal('success') });
 export const ScheduleUpdated = z.object({

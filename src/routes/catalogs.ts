@@ -16,7 +16,7 @@ import {
   type EnqueueBatch,
 } from '../catalogs/items.js';
 import { MAX_BATCH_ITEMS, MAX_ID_LENGTH, MAX_ITEM_CHARS, MAX_NESTING } from '../catalogs/validate.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 import { MessageResponse } from '../http/schemas.js';
 
 const ItemObject = z.record(z.string(), z.unknown());

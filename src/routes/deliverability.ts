@@ -5,7 +5,7 @@ import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { DELIVERABILITY_DEFAULT_LIMIT, DELIVERABILITY_MAX_LIMIT, MAX_FILTER_VALUES } from '../lib/list-page.js';
 import { listHardBounces } from '../hard-bounces/hard-bounces.js';
 import { E164, listInvalidPhoneNumbers } from '../invalid-phone-numbers/invalid-phone-numbers.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 import { QueryStringList, mergeArrayParam, queryInteger, queryUtcDate } from '../http/schemas.js';
 
 const rangeAndPage = {

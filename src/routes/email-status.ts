@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 import { MessageResponse } from '../http/schemas.js';
 import { EmailStatusBody, MAX_EMAILS_PER_REQUEST, setEmailStatus } from '../subscriptions/email-status.js';
 

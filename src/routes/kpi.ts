@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 import { queryInteger, queryIsoTime } from '../http/schemas.js';
 import { uninstallSeries } from '../uninstalls/uninstalls.js';
 import { DAY_MS } from '../lib/iso-time.js';

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 import { LiveActivityRegisterBody, LiveActivityUpdateBody, registerLiveActivity, updateLiveActivity } from '../live-activities/live-activities.js';
 
 const Success = z.object({ message: z.literal('success') });

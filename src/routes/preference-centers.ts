@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 import { getPreferenceCenter, listPreferenceCenters } from '../preference-centers/read.js';
 
 const Summary = z.object({ name: z.string(), preference_center_api_id: z.string(), created_at: z.string(), updated_at: z.string() });

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 import { MAX_RECORDS_PER_REQUEST } from '../lib/record-batches.js';
 import { HardBounceRecords, recordHardBounces } from '../hard-bounces/hard-bounces.js';
 import { InvalidPhoneNumberRecords, recordInvalidPhoneNumbers } from '../invalid-phone-numbers/invalid-phone-numbers.js';

@@ -5,7 +5,7 @@ import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { publicBaseUrl } from '../config.js';
 import { AppError } from '../errors.js';
 import { describeValidation } from '../http/error-handler.js';
-import { scimTokenOf } from '../http/route-config.js';
+import { scimTokenOf } from '../http/principals.js';
 import type { ScimActor } from '../scim/audit.js';
 import { SCIM_LIMITS, ScimListResponse, ScimUser, ScimUserCreate, ScimUserReplace } from '../scim/schemas.js';
 import { createUser, deleteUser, getUser, listUsers, replaceUser } from '../scim/users.js';

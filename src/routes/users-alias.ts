@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 import { acceptAliasUpdates, AliasUpdate, MAX_ALIAS_UPDATES } from '../aliases/update.js';
 
 export const AliasUpdateBody = z.object({

@@ -6,7 +6,7 @@ import { createExport, type CreatedExport } from '../exports/create.js';
 import { exportDownload, readyDownload, verifyDownloadSignature } from '../exports/download.js';
 import { ExportRequestSchema } from '../exports/request.js';
 import { exportStatus } from '../exports/status.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 
 export const ExportResponse = z.object({ message: z.string(), object_prefix: z.string(), url: z.string().optional() });
 export const ExportStatusQuery = z.object({

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/route-config.js';
+import { apiKeyOf } from '../http/principals.js';
 import { acceptTrack } from '../ingest/track.js';
 import { MAX_NESTED_PROPERTIES_BYTES, MAX_OBJECTS_PER_ARRAY, MAX_STRING_CHARS } from '../ingest/validate.js';
 

@@ -8,7 +8,7 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { closeContext, createContext, type AppContext } from '../../src/context.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
-import { startWorkers, type JobDefinition, type RunningWorkers } from '../../src/worker.js';
+import { startWorkers, type JobDefinition, type RunningWorkers } from '../../src/queue-processors.js';
 
 export interface TestEnv {
   config: Config;
