@@ -1,0 +1,108 @@
+import { SPECS, type ApplyRun } from './apply-specs.js';
+import type { WorkspaceFile } from './schema.js';
+import { upsert } from './upsert.js';
+
+/**
+ * The objects a workspace declares, each kind upserted by its natural key in one statement: teams, apps, tags (those
+ * the file's objects carry too), content blocks, segments, catalogs, canvases, feed cards, preference centers, and
+ * the company's permission sets.
+ */
+export async function applyObjects(run: ApplyRun): Promise<void> {
+  const { client, file, companyId, workspaces, counts } = run;
+  const perWorkspace = <T, R>(pick: (w: WorkspaceFile['workspaces'][number]) => T[], map: (item: T, workspaceId: string) => R) =>
+    workspaces.flatMap((w) => pick(w.decl).map((item) => map(item, w.id)));
+
+  counts.teams = await upsert(client, SPECS.teams, perWorkspace((w) => w.teams, (t, id) => ({ workspace_id: id, name: t.name })));
+  counts.apps = await upsert(
+    client,
+    SPECS.apps,
+    perWorkspace((w) => w.apps, (a, id) => ({ workspace_id: id, name: a.name, platform: a.platform, api_id: a.api_id })),
+  );
+  // Tags the file's objects carry exist as tags too, so that features requiring existing tags accept them.
+  counts.tags = await upsert(
+    client,
+    SPECS.tags,
+    workspaces.flatMap((w) => {
+      const d = w.decl;
+      const all = new Set([...d.tags, ...d.segments.flatMap((s) => s.tags), ...d.canvases.flatMap((c) => c.tags), ...d.feed_cards.flatMap((c) => c.tags)]);
+      return [...all].map((name) => ({ workspace_id: w.id, name }));
+    }),
+  );
+  counts.content_blocks = await upsert(
+    client,
+    SPECS.content_blocks,
+    perWorkspace((w) => w.content_blocks, (c, id) => ({ workspace_id: id, name: c.name, content: c.content })),
+  );
+  counts.segments = await upsert(
+    client,
+    SPECS.segments,
+    perWorkspace(
+      (w) => w.segments,
+      (s, id) => ({
+        workspace_id: id,
+        api_id: s.id,
+        name: s.name,
+        tags: s.tags,
+        analytics_tracking_enabled: s.analytics_tracking_enabled,
+        archived: s.archived,
+        filter: s.filter,
+        created_at: s.created_at,
+      }),
+    ),
+  );
+  counts.catalogs = await upsert(
+    client,
+    SPECS.catalogs,
+    perWorkspace((w) => w.catalogs, (c, id) => ({ workspace_id: id, name: c.name, description: c.description, fields: c.fields })),
+  );
+  counts.canvases = await upsert(
+    client,
+    SPECS.canvases,
+    perWorkspace(
+      (w) => w.canvases,
+      (c, id) => ({
+        workspace_id: id,
+        api_id: c.id,
+        name: c.name,
+        tags: c.tags,
+        status: c.status,
+        archived: c.archived,
+        created_at: c.created_at,
+        last_edited: c.last_edited,
+      }),
+    ),
+  );
+  counts.feed_cards = await upsert(
+    client,
+    SPECS.feed_cards,
+    perWorkspace(
+      (w) => w.feed_cards,
+      (c, id) => ({ workspace_id: id, api_id: c.id, type: c.type, title: c.title, tags: c.tags, archived: c.archived, created_at: c.created_at }),
+    ),
+  );
+  counts.preference_centers = await upsert(
+    client,
+    SPECS.preference_centers,
+    perWorkspace(
+      (w) => w.preference_centers,
+      (p, id) => ({
+        workspace_id: id,
+        api_id: p.id,
+        name: p.name,
+        title: p.title,
+        page_html: p.page_html,
+        confirmation_page_html: p.confirmation_page_html,
+        redirect_page_html: p.redirect_page_html,
+        options: p.options,
+        state: p.state,
+        created_at: p.created_at,
+      }),
+    ),
+  );
+  counts.permission_sets = await upsert(
+    client,
+    SPECS.permission_sets,
+    file.permission_sets.map((p) => ({ company_id: companyId, name: p.name, permissions: p.permissions })),
+  );
+
+}

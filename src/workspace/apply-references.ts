@@ -1,0 +1,148 @@
+import { createHash } from 'node:crypto';
+import type { PoolClient } from '../db/pool.js';
+import { recordHardBouncesIn } from '../hard-bounces/hard-bounces.js';
+import { recordInvalidPhoneNumbersIn } from '../invalid-phone-numbers/invalid-phone-numbers.js';
+import type { RecordResult } from '../lib/record-batches.js';
+import { topUpUninstalls } from '../uninstalls/uninstalls.js';
+import { failOnIssues } from './apply-issues.js';
+import { SPECS, type ApplyRun, type DeclaredWorkspace, type Path } from './apply-specs.js';
+import { formatPath } from './parse.js';
+import { resolveRecordTime } from './schema.js';
+import { upsert, type UpsertCounts } from './upsert.js';
+
+/**
+ * What refers to other objects (canvas schedules, live activities, scheduled exports) and the records (uninstalls,
+ * hard bounces, invalid phone numbers), resolved against the objects just written and whatever was stored before.
+ * Every unresolved reference is an issue; all of them are reported at once, before anything of this step is written.
+ */
+export async function applyReferences(run: ApplyRun): Promise<void> {
+  const { client, workspaces, issues, counts, now } = run;
+  // References, resolved against the file's objects just written and whatever was stored before.
+  const refs = await loadReferences(client, workspaces);
+  const scheduleRows = workspaces.flatMap((w) =>
+    w.decl.canvases.flatMap((c) =>
+      c.schedules.map((s, si) => {
+        const scheduleId = s.schedule_id ?? derivedId(`schedule/${w.id}/${c.id}/${si}`);
+        return {
+          schedule_id: scheduleId,
+          canvas_id: refs.canvases.get(`${w.id}/${c.id}`),
+          schedule: s.schedule,
+          recipients: s.recipients,
+          audience: s.audience,
+          trigger_properties: s.trigger_properties,
+          canvas_entry_properties: s.canvas_entry_properties,
+          broadcast: s.broadcast,
+          dispatch_id: derivedId(`dispatch/${scheduleId}`),
+        };
+      }),
+    ),
+  );
+  const appOf = (w: (typeof workspaces)[number], ref: string, path: Path): string | undefined => {
+    const id = refs.apps.get(`${w.id}/name/${ref}`) ?? refs.apps.get(`${w.id}/api_id/${ref}`);
+    if (!id) issues.push({ path: formatPath(path), message: `no app named (or with api_id) "${ref}" in workspace "${w.decl.name}"` });
+    return id;
+  };
+  const liveRows = workspaces.flatMap((w) =>
+    w.decl.live_activities.map((l, li) => ({
+      app_id: appOf(w, l.app, [...w.path, 'live_activities', li, 'app']),
+      activity_id: l.activity_id,
+      content_state_shape: l.content_state_shape,
+    })),
+  );
+  const exportRows = workspaces.flatMap((w) =>
+    w.decl.scheduled_exports.map((e, ei) => {
+      const segmentId = refs.segments.get(`${w.id}/${e.segment}`);
+      if (!segmentId) issues.push({ path: formatPath([...w.path, 'scheduled_exports', ei, 'segment']), message: `no segment with id "${e.segment}" in workspace "${w.decl.name}"` });
+      return {
+        workspace_id: w.id,
+        name: e.name,
+        segment_id: segmentId,
+        cron: e.cron,
+        time_zone: e.time_zone,
+        fields_to_export: e.fields_to_export,
+        custom_attributes_to_export: e.custom_attributes_to_export,
+        output_format: e.output_format,
+        callback_endpoint: e.callback_endpoint,
+        enabled: e.enabled,
+      };
+    }),
+  );
+  const uninstallRows = workspaces.flatMap((w) =>
+    (w.decl.records?.uninstalls ?? []).map((u, ui) => ({
+      workspace_id: w.id,
+      app_id: appOf(w, u.app, [...w.path, 'records', 'uninstalls', ui, 'app']),
+      occurred_at: resolveRecordTime(u.at, now),
+      count: u.count,
+    })),
+  );
+  failOnIssues(run);
+
+  counts.canvas_schedules = await upsert(client, SPECS.canvas_schedules, scheduleRows);
+  counts.live_activities = await upsert(client, SPECS.live_activities, liveRows);
+  counts.scheduled_exports = await upsert(client, SPECS.scheduled_exports, exportRows);
+
+  // Records go through the same writers as the internal API's, so that both do the same (a hard bounce unsubscribes
+  // the address's profiles whichever way it arrives); an exact repeat of a stored record counts as unchanged.
+  counts.uninstalls = await topUpUninstalls(client, uninstallRows);
+  counts.hard_bounces = { created: 0, updated: 0, unchanged: 0 };
+  counts.invalid_phone_numbers = { created: 0, updated: 0, unchanged: 0 };
+  for (const w of workspaces) {
+    const bounces = (w.decl.records?.hard_bounces ?? []).map((b) => ({ email: b.email, time: new Date(resolveRecordTime(b.at, now)) }));
+    if (bounces.length > 0) addRecorded(counts.hard_bounces, await recordHardBouncesIn(client, w.id, bounces, now));
+    const phones = (w.decl.records?.invalid_phone_numbers ?? []).map((p) => ({ phone: p.phone, reason: p.reason, time: new Date(resolveRecordTime(p.at, now)) }));
+    if (phones.length > 0) addRecorded(counts.invalid_phone_numbers, await recordInvalidPhoneNumbersIn(client, w.id, phones, now));
+  }
+
+}
+
+/** A stable id in UUID form for objects the file declares without one. */
+function derivedId(seed: string): string {
+  const h = createHash('sha256').update(seed).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
+
+
+interface References {
+  /** `${workspaceId}/name/${name}` and `${workspaceId}/api_id/${apiId}` -> app id. */
+  apps: Map<string, string>;
+  /** `${workspaceId}/${apiId}` -> segment id. */
+  segments: Map<string, string>;
+  /** `${workspaceId}/${apiId}` -> canvas id. */
+  canvases: Map<string, string>;
+}
+
+async function loadReferences(client: PoolClient, workspaces: DeclaredWorkspace[]): Promise<References> {
+  const ids = workspaces.map((w) => w.id);
+  const refs: References = { apps: new Map(), segments: new Map(), canvases: new Map() };
+  const apps = await client.query<{ id: string; workspace_id: string; name: string; api_id: string }>(
+    'SELECT id, workspace_id, name, api_id FROM apps WHERE workspace_id = ANY($1)',
+    [ids],
+  );
+  for (const a of apps.rows) {
+    refs.apps.set(`${a.workspace_id}/name/${a.name}`, a.id);
+    refs.apps.set(`${a.workspace_id}/api_id/${a.api_id}`, a.id);
+  }
+  const segmentIds = workspaces.flatMap((w) => w.decl.scheduled_exports.map((e) => e.segment));
+  if (segmentIds.length > 0) {
+    const { rows } = await client.query<{ id: string; workspace_id: string; api_id: string }>(
+      'SELECT id, workspace_id, api_id FROM segments WHERE workspace_id = ANY($1) AND api_id = ANY($2)',
+      [ids, segmentIds],
+    );
+    for (const s of rows) refs.segments.set(`${s.workspace_id}/${s.api_id}`, s.id);
+  }
+  const canvasIds = workspaces.flatMap((w) => w.decl.canvases.filter((c) => c.schedules.length > 0).map((c) => c.id));
+  if (canvasIds.length > 0) {
+    const { rows } = await client.query<{ id: string; workspace_id: string; api_id: string }>(
+      'SELECT id, workspace_id, api_id FROM canvases WHERE workspace_id = ANY($1) AND api_id = ANY($2)',
+      [ids, canvasIds],
+    );
+    for (const c of rows) refs.canvases.set(`${c.workspace_id}/${c.api_id}`, c.id);
+  }
+  return refs;
+}
+
+/** Adds a writer's result to an apply's counts: records written are created, exact repeats unchanged. */
+function addRecorded(counts: UpsertCounts, result: RecordResult): void {
+  counts.created += result.recorded;
+  counts.unchanged += result.duplicates;
+}
