@@ -3,7 +3,8 @@ import { canvasScheduleJob } from '../jobs/canvas-schedule.js';
 import { CANVAS_SCHEDULE_QUEUE, fireJobId } from '../src/queues/canvas-schedule.js';
 import { rearmSchedules } from '../src/canvases/schedules.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { callApi, statusAndBody } from './helpers/http.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -74,10 +75,7 @@ beforeAll(async () => {
 });
 afterAll(async () => env?.close());
 
-async function post(url: string, payload: unknown, key = ws.apiKey, raw = false) {
-  const res = await env.app.inject({ method: 'POST', url, headers: { ...bearer(key), 'content-type': 'application/json' }, payload: raw ? (payload as string) : JSON.stringify(payload) });
-  return { status: res.statusCode, body: res.json() as Json };
-}
+const post = (url: string, payload: unknown, key = ws.apiKey, raw = false) => callApi(env.app, 'POST', url, { key, ...(raw ? { raw: payload as string } : { body: payload }) }).then(statusAndBody);
 const create = (payload: unknown, key?: string) => post('/canvas/trigger/schedule/create', payload, key);
 const update = (payload: unknown, key?: string) => post('/canvas/trigger/schedule/update', payload, key);
 const remove = (payload: unknown, key?: string) => post('/canvas/trigger/schedule/delete', payload, key);

@@ -3,6 +3,7 @@ import { catalogBatchJob } from '../jobs/catalog-batch.js';
 import { CATALOG_BATCH_QUEUE } from '../src/queues/catalog-batch.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { bodyOrRaw, callApi, statusAndBody } from './helpers/http.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -33,30 +34,11 @@ interface ErrorEntry {
   parameter_values: unknown[];
 }
 
-async function put(catalog: string, body: unknown, key = ws.apiKey) {
-  const res = await env.app.inject({
-    method: 'PUT',
-    url: `/catalogs/${catalog}/items`,
-    headers: { ...bearer(key), 'content-type': 'application/json' },
-    payload: typeof body === 'string' ? body : JSON.stringify(body),
-  });
-  return { status: res.statusCode, body: res.json(), headers: res.headers };
-}
+const put = (catalog: string, body: unknown, key = ws.apiKey) => callApi(env.app, 'PUT', `/catalogs/${catalog}/items`, { key, ...bodyOrRaw(body) });
 
-async function del(catalog: string, body: unknown, key = ws.apiKey) {
-  const res = await env.app.inject({
-    method: 'DELETE',
-    url: `/catalogs/${catalog}/items`,
-    headers: { ...bearer(key), 'content-type': 'application/json' },
-    payload: typeof body === 'string' ? body : JSON.stringify(body),
-  });
-  return { status: res.statusCode, body: res.json() };
-}
+const del = (catalog: string, body: unknown, key = ws.apiKey) => callApi(env.app, 'DELETE', `/catalogs/${catalog}/items`, { key, ...bodyOrRaw(body) }).then(statusAndBody);
 
-async function getItem(catalog: string, id: string, key = ws.apiKey) {
-  const res = await env.app.inject({ method: 'GET', url: `/catalogs/${catalog}/items/${id}`, headers: { ...bearer(key), 'content-type': 'application/json' } });
-  return { status: res.statusCode, body: res.json() };
-}
+const getItem = (catalog: string, id: string, key = ws.apiKey) => callApi(env.app, 'GET', `/catalogs/${catalog}/items/${id}`, { key }).then(statusAndBody);
 
 const ids = (body: { errors: ErrorEntry[] }) => body.errors.map((e) => e.id);
 

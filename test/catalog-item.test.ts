@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { bodyOrRaw, callApi } from './helpers/http.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -33,15 +34,8 @@ async function makeCatalog(workspaceId: string, name: string, fields: unknown = 
   return rows[0]!.id;
 }
 
-async function call(method: 'GET' | 'PUT' | 'POST' | 'DELETE', url: string, body?: unknown, key: string | null = ws.apiKey) {
-  const res = await env.app.inject({
-    method,
-    url,
-    headers: { ...(key === null ? {} : bearer(key)), 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { payload: typeof body === 'string' ? body : JSON.stringify(body) }),
-  });
-  return { status: res.statusCode, body: res.json(), headers: res.headers };
-}
+const call = (method: 'GET' | 'PUT' | 'POST' | 'DELETE', url: string, body?: unknown, key: string | null = ws.apiKey) =>
+  callApi(env.app, method, url, { key, ...(body === undefined ? {} : bodyOrRaw(body)) });
 
 const ids = (body: { errors: ErrorEntry[] }) => body.errors.map((e) => e.id);
 const one = (fields: Record<string, unknown>) => ({ items: [fields] });

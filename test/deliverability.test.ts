@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { callApi } from './helpers/http.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -41,10 +42,7 @@ async function record(kind: string, records: unknown[], key = ws.apiKey) {
   expect(res.statusCode, res.body).toBe(201);
 }
 
-async function get(url: string, key: string | null = ws.apiKey) {
-  const res = await env.app.inject({ method: 'GET', url, headers: { ...(key ? bearer(key) : {}), 'content-type': 'application/json' } });
-  return { status: res.statusCode, body: res.json(), headers: res.headers };
-}
+const get = (url: string, key: string | null = ws.apiKey) => callApi(env.app, 'GET', url, { key: key || null });
 
 type Sms = { phone: string; invalid_detected_at: string; reason: string };
 

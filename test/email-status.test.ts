@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { bodyOrRaw, callApi, statusAndBody } from './helpers/http.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -21,15 +22,7 @@ beforeAll(async () => {
 });
 afterAll(async () => env?.close());
 
-async function post(body: unknown, key = ws.apiKey) {
-  const res = await env.app.inject({
-    method: 'POST',
-    url: '/email/status',
-    headers: { ...bearer(key), 'content-type': 'application/json' },
-    payload: typeof body === 'string' ? body : JSON.stringify(body),
-  });
-  return { status: res.statusCode, body: res.json() };
-}
+const post = (body: unknown, key = ws.apiKey) => callApi(env.app, 'POST', '/email/status', { key, ...bodyOrRaw(body) }).then(statusAndBody);
 
 async function states() {
   return (await env.ctx.pool.query('SELECT external_id, email_subscribe FROM profiles ORDER BY external_id')).rows;

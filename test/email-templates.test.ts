@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { callApi, statusAndBody } from './helpers/http.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -19,19 +20,8 @@ beforeAll(async () => {
 afterAll(async () => env?.close());
 
 type Json = Record<string, unknown>;
-async function post(path: string, payload: unknown, key = ws.apiKey, raw = false) {
-  const res = await env.app.inject({
-    method: 'POST',
-    url: path,
-    headers: { ...bearer(key), 'content-type': 'application/json' },
-    payload: raw ? (payload as string) : JSON.stringify(payload),
-  });
-  return { status: res.statusCode, body: res.json() as Json, headers: res.headers };
-}
-async function get(url: string, key = ws.apiKey) {
-  const res = await env.app.inject({ method: 'GET', url, headers: { ...bearer(key), 'content-type': 'application/json' } });
-  return { status: res.statusCode, body: res.json() as Json };
-}
+const post = (path: string, payload: unknown, key = ws.apiKey, raw = false) => callApi(env.app, 'POST', path, { key, ...(raw ? { raw: payload as string } : { body: payload }) });
+const get = (url: string, key = ws.apiKey) => callApi(env.app, 'GET', url, { key }).then(statusAndBody);
 const count = async () => (await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM email_templates`)).rows[0]!.n;
 const snapshot = async () => (await env.ctx.pool.query(`SELECT * FROM email_templates ORDER BY id`)).rows;
 

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, insertProfiles } from './helpers/export-fixtures.js';
 import { startOwnRedis, type OwnRedis } from './helpers/own-servers.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { callApi, type Method } from './helpers/http.js';
+import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
 // Keys live in PostgreSQL; a Redis of the test's own is flushed to show they survive it.
 let redis: OwnRedis;
@@ -11,15 +12,9 @@ let ws: SeededWorkspace;
 let other: SeededWorkspace;
 let catalogId: string;
 
-type Method = 'POST' | 'PUT' | 'DELETE';
 async function call(method: Method, url: string, body: unknown, key?: string, who = ws) {
-  const res = await env.app.inject({
-    method,
-    url,
-    headers: { ...bearer(who.apiKey), 'content-type': 'application/json', ...(key === undefined ? {} : { 'idempotency-key': key }) },
-    payload: JSON.stringify(body),
-  });
-  return { status: res.statusCode, body: res.json() as Record<string, unknown>, replayed: res.headers['idempotent-replayed'] };
+  const res = await callApi(env.app, method, url, { key: who.apiKey, body, headers: key === undefined ? {} : { 'idempotency-key': key } });
+  return { status: res.status, body: res.body as Record<string, unknown>, replayed: res.headers['idempotent-replayed'] };
 }
 
 const count = async (sql: string, params: unknown[]) => (await env.ctx.pool.query(sql, params)).rowCount ?? 0;

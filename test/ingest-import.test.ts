@@ -6,8 +6,9 @@ import { createImport } from '../src/ingest/imports.js';
 import { LocalStore } from '../src/storage/local-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { runCli, waitFor } from './helpers/cli.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 import { entries } from './helpers/aggregates.js';
+import { callApi, statusAndBody } from './helpers/http.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -22,10 +23,7 @@ afterAll(async () => env?.close());
 
 const line = (external_id: string, name: string, time: string) => JSON.stringify({ external_id, name, time });
 
-async function api(method: 'GET' | 'POST', url: string, body?: unknown, key = ws.apiKey) {
-  const res = await env.app.inject({ method, url, headers: { ...bearer(key), 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
-  return { status: res.statusCode, body: res.json() };
-}
+const api = (method: 'GET' | 'POST', url: string, body?: unknown, key = ws.apiKey) => callApi(env.app, method, url, { key, body }).then(statusAndBody);
 
 async function eventsOf(externalId: string) {
   const { rows } = await env.ctx.pool.query('SELECT custom_events FROM profiles WHERE workspace_id = $1 AND external_id = $2', [ws.workspaceId, externalId]);

@@ -3,7 +3,8 @@ import { liveActivityPushJob } from '../jobs/live-activity-push.js';
 import { liveActivityRemovalJob } from '../jobs/live-activity-removal.js';
 import { LIVE_ACTIVITY_REMOVAL_QUEUE } from '../src/queues/live-activity-removal.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { callApi, statusAndBody } from './helpers/http.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -32,10 +33,7 @@ async function declare(activityId: string, shape: Json = SHAPE) {
     ])
   ).rows[0]!.id;
 }
-async function post(url: string, payload: unknown, key = ws.apiKey, raw = false) {
-  const res = await env.app.inject({ method: 'POST', url, headers: { ...bearer(key), 'content-type': 'application/json' }, payload: raw ? (payload as string) : JSON.stringify(payload) });
-  return { status: res.statusCode, body: res.json() as Json };
-}
+const post = (url: string, payload: unknown, key = ws.apiKey, raw = false) => callApi(env.app, 'POST', url, { key, ...(raw ? { raw: payload as string } : { body: payload }) }).then(statusAndBody);
 const update = (payload: unknown, key?: string) => post('/messages/live_activity/update', payload, key);
 const activity = async (id: string) => (await env.ctx.pool.query(`SELECT * FROM live_activities WHERE id = $1`, [id])).rows[0]!;
 const pushes = async (id: string) => (await env.ctx.pool.query(`SELECT * FROM live_activity_pushes WHERE live_activity_id = $1 ORDER BY id`, [id])).rows;

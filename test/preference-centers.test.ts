@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { callApi } from './helpers/http.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -21,10 +22,7 @@ beforeAll(async () => {
 });
 afterAll(async () => env?.close());
 
-async function get(app: TestEnv['app'], url: string, key: string | null = ws.apiKey) {
-  const res = await app.inject({ method: 'GET', url, headers: { ...(key ? bearer(key) : {}), 'content-type': 'application/json' } });
-  return { status: res.statusCode, body: res.json(), headers: res.headers };
-}
+const get = (app: TestEnv['app'], url: string, key: string | null = ws.apiKey) => callApi(app, 'GET', url, { key: key || null });
 
 describe('GET /preference_center/v1/list', () => {
   it('lists the workspace\'s centers, oldest first, with the list fields only', async () => {

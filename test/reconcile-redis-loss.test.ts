@@ -18,7 +18,8 @@ import { waitFor } from './helpers/cli.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, exportedExternalIds, exportStatus, insertProfiles, requestExport, startCallbackReceiver, waitForExport } from './helpers/export-fixtures.js';
 import { startOwnRedis, type OwnRedis } from './helpers/own-servers.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { callApi, statusAndBody } from './helpers/http.js';
+import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
 // A Redis of the test's own, without persistence, that the test flushes and restarts; PostgreSQL is the shared one.
 let redis: OwnRedis;
@@ -41,10 +42,7 @@ async function stopAll(workers: RunningWorkers[], reconcilers: Reconciler[]) {
   for (const w of workers) await w.close(2_000);
 }
 
-async function post(url: string, body: unknown, method: 'POST' | 'PUT' = 'POST') {
-  const res = await env.app.inject({ method, url, headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' }, payload: JSON.stringify(body) });
-  return { status: res.statusCode, body: res.json() as Record<string, unknown> };
-}
+const post = (url: string, body: unknown, method: 'POST' | 'PUT' = 'POST') => callApi(env.app, method, url, { key: ws.apiKey, body }).then(statusAndBody);
 
 /** external_ids of every line of an export's parts on disk. */
 const exportedIds = (keyPrefix: string) => exportedExternalIds(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), keyPrefix));

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { bodyOrRaw, callApi, statusAndBody } from './helpers/http.js';
 
 let env: TestEnv;
 let ws: SeededWorkspace;
@@ -25,15 +26,7 @@ beforeAll(async () => {
 });
 afterAll(async () => env?.close());
 
-async function post(kind: string, payload: unknown, key = ws.apiKey) {
-  const res = await env.app.inject({
-    method: 'POST',
-    url: `/internal/records/${kind}`,
-    headers: { ...(key ? bearer(key) : {}), 'content-type': 'application/json' },
-    payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
-  });
-  return { status: res.statusCode, body: res.json() };
-}
+const post = (kind: string, payload: unknown, key = ws.apiKey) => callApi(env.app, 'POST', `/internal/records/${kind}`, { key: key || null, ...bodyOrRaw(payload) }).then(statusAndBody);
 
 async function counts() {
   const { rows } = await env.ctx.pool.query<{ u: number; h: number; p: number; s: number }>(
