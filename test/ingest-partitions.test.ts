@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PoolClient } from '../src/db/pool.js';
-import { applyObjects, lockIngestPartition, lockWorkspaces } from '../src/ingest/apply.js';
+import { applyObjects } from '../src/ingest/apply.js';
+import { lockIngestPartition, lockWorkspaces } from '../src/ingest/apply-transaction.js';
 import { partitionOf, splitByPartition } from '../src/ingest/partitions.js';
 import { drainThrough, stageObjects } from '../src/ingest/staging.js';
 import type { Identity, TrackAttributes, TrackObjects } from '../src/ingest/types.js';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { badRequest } from '../errors.js';
 import { withTransaction, type Pool } from '../db/pool.js';
-import { lockWorkspaces } from '../ingest/apply.js';
+import { lockWorkspaces } from '../ingest/apply-transaction.js';
 
 export const MAX_ALIAS_UPDATES = 50;
 

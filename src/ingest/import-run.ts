@@ -9,7 +9,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { ObjectNotFoundError, type ObjectStore } from '../storage/object-store.js';
 import type { WorkspaceStore } from '../storage/stores.js';
-import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction } from './apply.js';
+import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction } from './apply-transaction.js';
 import { applyIsolating, insertDeadLetters, parsePayload, reasonOf, type DataError, type DeadLetter } from './dead-letters.js';
 import { ingestMetrics } from './metrics.js';
 import { partitionOf } from './partitions.js';

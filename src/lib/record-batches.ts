@@ -50,8 +50,8 @@ export function refuseUnknown(field: string, values: (string | undefined)[], kno
 
 /**
  * Takes the workspace's ingestion lock before updating profiles: an ingestion batch updating the same profiles in
- * another order would otherwise deadlock with us. The key is `lockWorkspaces` in src/ingest/apply.ts (kept inline
- * here so this path does not depend on the ingestion module).
+ * another order would otherwise deadlock with us. The key is `lockWorkspaces` in src/ingest/apply-transaction.ts
+ * (kept inline here so this path does not depend on the ingestion module).
  */
 export async function lockWorkspaceProfiles(client: PoolClient, workspaceId: string): Promise<void> {
   await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-ingest:${workspaceId}`]);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { withTransaction, type Pool } from '../db/pool.js';
-import { lockWorkspaces } from '../ingest/apply.js';
+import { lockWorkspaces } from '../ingest/apply-transaction.js';
 
 export const SUBSCRIPTION_STATES = ['opted_in', 'unsubscribed', 'subscribed'] as const;
 export type SubscriptionState = (typeof SUBSCRIPTION_STATES)[number];
