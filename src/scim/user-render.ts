@@ -1,0 +1,73 @@
+import { SCIM_USER_SCHEMA, type ScimUser } from './schemas.js';
+import { unique, type Db, type UserRow } from './user-rows.js';
+
+/** From stored dashboard users to SCIM User resources, references shown by their current names. */
+
+/** Turns stored rows into SCIM representations, naming workspaces, teams and sets in one lookup for all rows. */
+export async function renderUsers(db: Db, companyId: string, rows: UserRow[], baseUrl: string): Promise<ScimUser[]> {
+  const groups = rows.flatMap((r) => r.permissions.appGroup);
+  const wsIds = unique(groups.map((g) => g.workspaceId));
+  const teamIds = unique(groups.flatMap((g) => (g.teams ?? []).map((t) => t.teamId)));
+  const setIds = unique(groups.flatMap((g) => g.permissionSetIds ?? []));
+  const names = new Map<string, string>();
+  if (wsIds.length + teamIds.length + setIds.length > 0) {
+    const { rows: found } = await db.query<{ kind: string; id: string; name: string }>(
+      `SELECT 'w' AS kind, id::text, name FROM workspaces WHERE company_id = $1 AND id = ANY($2::uuid[])
+       UNION ALL
+       SELECT 't', t.id::text, t.name FROM teams t JOIN workspaces w ON w.id = t.workspace_id
+        WHERE w.company_id = $1 AND t.id = ANY($3::uuid[])
+       UNION ALL
+       SELECT 's', id::text, name FROM permission_sets WHERE company_id = $1 AND id = ANY($4::uuid[])`,
+      [companyId, wsIds, teamIds, setIds],
+    );
+    for (const f of found) names.set(`${f.kind}:${f.id}`, f.name);
+  }
+  return rows.map((r) => ({
+    schemas: [SCIM_USER_SCHEMA],
+    id: r.id,
+    userName: r.user_name,
+    name: { givenName: r.given_name, familyName: r.family_name },
+    department: r.department,
+    lastSignInAt: r.last_sign_in_at ? r.last_sign_in_at.toISOString() : null,
+    permissions: {
+      companyPermissions: r.permissions.companyPermissions,
+      appGroup: r.permissions.appGroup.flatMap((g): ScimUser['permissions']['appGroup'] => {
+        const appGroupName = names.get(`w:${g.workspaceId}`);
+        if (appGroupName === undefined) return [];
+        const base = { appGroupId: g.workspaceId, appGroupName };
+        if (g.permissionSetIds) {
+          return [
+            {
+              ...base,
+              appGroupPermissionSets: g.permissionSetIds.flatMap((id) => {
+                const name = names.get(`s:${id}`);
+                return name === undefined ? [] : [{ appGroupPermissionSetName: name }];
+              }),
+            },
+          ];
+        }
+        return [
+          {
+            ...base,
+            appGroupPermissions: g.permissions ?? [],
+            team: (g.teams ?? []).flatMap((t) => {
+              const teamName = names.get(`t:${t.teamId}`);
+              return teamName === undefined ? [] : [{ teamId: t.teamId, teamName, teamPermissions: t.permissions }];
+            }),
+          },
+        ];
+      }),
+    },
+    meta: {
+      resourceType: 'User' as const,
+      created: r.created_at.toISOString(),
+      lastModified: r.updated_at.toISOString(),
+      location: `${baseUrl}/scim/v2/Users/${r.id}`,
+    },
+  }));
+}
+
+export async function renderOne(db: Db, companyId: string, row: UserRow, baseUrl: string): Promise<ScimUser> {
+  const [user] = await renderUsers(db, companyId, [row], baseUrl);
+  return user!;
+}

@@ -1,0 +1,38 @@
+import type { Pool, PoolClient } from '../db/pool.js';
+
+/** A dashboard user as stored (`dashboard_users`), and how its permissions are kept. */
+
+export type Db = Pool | PoolClient;
+
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export const unique = (values: readonly string[]) => [...new Set(values)];
+
+/**
+ * How permissions are stored: by workspace, team and permission-set id, so that a renamed workspace shows its new
+ * name and a deleted one drops out of the user's permissions instead of naming something that no longer exists.
+ */
+export interface StoredAppGroup {
+  workspaceId: string;
+  permissions?: string[];
+  teams?: { teamId: string; permissions: string[] }[];
+  permissionSetIds?: string[];
+}
+export interface StoredPermissions {
+  companyPermissions: string[];
+  appGroup: StoredAppGroup[];
+}
+
+export interface UserRow {
+  id: string;
+  user_name: string;
+  given_name: string;
+  family_name: string;
+  department: string;
+  permissions: StoredPermissions;
+  last_sign_in_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export const USER_COLUMNS = 'id::text, user_name, given_name, family_name, department, permissions, last_sign_in_at, created_at, updated_at';
