@@ -66,3 +66,13 @@ export function mergeArrayParam<T>(plain: T | T[] | undefined, bracketed: T | T[
   const list = (v: T | T[] | undefined): T[] => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
   return [...list(plain), ...list(bracketed)];
 }
+
+/**
+ * A body the route takes as it is (`unknown`) because its domain validates it object by object (per-object errors,
+ * the catalog error ids), documented in the API reference by the zod schema that describes its shape: the schema the
+ * domain's validation is built from, so the reference and the validation do not drift apart.
+ */
+export function documentedBody(schema: z.ZodType, description?: string) {
+  const { $schema: _ignored, ...json } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  return z.unknown().meta(description === undefined ? json : { ...json, description });
+}

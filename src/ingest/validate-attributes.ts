@@ -46,6 +46,12 @@ const StandardShape = {
   ),
 };
 const StandardSchema = z.object(Object.fromEntries(Object.entries(StandardShape).map(([k, v]) => [k, v.optional()])));
+
+/**
+ * The shape of an attributes object, for the API reference: the identifiers, the standard profile fields, and custom
+ * attributes as any other key (validateAttributes applies the rules of each).
+ */
+export const AttributesShape = z.looseObject({ ...identifierFields, ...StandardSchema.shape });
 const STANDARD_FIELDS = new Set(Object.keys(StandardShape));
 const IDENTIFIER_FIELDS = new Set(['external_id', 'user_alias', 'service_id', 'email', '_update_existing_only']);
 /** Fields of the export record that ingestion maintains itself, or that other endpoints own. */

@@ -1,7 +1,8 @@
 import type { ObjectError, TrackArray, TrackObjects } from './types.js';
 import { FATAL_NOTHING_VALID, MAX_OBJECTS_PER_ARRAY, isPlainObject, type Result } from './validate-rules.js';
-import { validateEvent, validatePurchase } from './validate-events.js';
-import { validateAttributes } from './validate-attributes.js';
+import { z } from 'zod';
+import { EventShape, PurchaseShape, validateEvent, validatePurchase } from './validate-events.js';
+import { AttributesShape, validateAttributes } from './validate-attributes.js';
 
 export { MAX_NESTED_PROPERTIES_BYTES, MAX_OBJECTS_PER_ARRAY, MAX_STRING_CHARS, FATAL_NOTHING_VALID } from './validate-rules.js';
 export { eventShapeOf, validateEvent, validatePurchase } from './validate-events.js';
@@ -13,6 +14,17 @@ export { validateAttributes } from './validate-attributes.js';
  * ./validate-rules.ts). zod checks the shape; the rules zod cannot say (exactly one identifier, property names and
  * values, the 50 KB rule) are explicit. Every refusal is one readable sentence: it becomes an error's `type`.
  */
+
+/**
+ * The shape of a /users/track body, built from the schemas that validate its objects, for the API reference. The
+ * route takes the body as it is and validates object by object (validateTrackBody): a refused object is listed in
+ * `errors` while the others are taken, which a whole-body schema could not do.
+ */
+export const TrackBodyShape = z.object({
+  attributes: z.array(AttributesShape).max(MAX_OBJECTS_PER_ARRAY).optional(),
+  events: z.array(EventShape).max(MAX_OBJECTS_PER_ARRAY).optional(),
+  purchases: z.array(PurchaseShape).max(MAX_OBJECTS_PER_ARRAY).optional(),
+});
 
 export interface TrackValidation {
   objects: TrackObjects;

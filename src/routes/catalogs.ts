@@ -17,7 +17,7 @@ import {
 } from '../catalogs/items.js';
 import { MAX_BATCH_ITEMS, MAX_ID_LENGTH, MAX_ITEM_CHARS, MAX_NESTING } from '../catalogs/validate.js';
 import { apiKeyOf } from '../http/principals.js';
-import { MessageResponse } from '../http/schemas.js';
+import { MessageResponse, documentedBody } from '../http/schemas.js';
 
 const ItemObject = z.record(z.string(), z.unknown());
 const CatalogParams = z.object({ catalog_name: z.string().describe('Name of the catalog') });
@@ -36,10 +36,6 @@ export const ItemsListQuery = z.object({ cursor: z.string().optional().describe(
  * spec's error ids (item-array-invalid, items-missing-ids, ...) rather than a generic schema error. The OpenAPI
  * document still shows the real shape.
  */
-function documentedBody(schema: z.ZodType, description: string) {
-  const { $schema: _ignored, ...json } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
-  return z.unknown().meta({ ...json, description });
-}
 
 const limitsNote = `Items: ids of letters, digits, - and _ up to ${MAX_ID_LENGTH} characters; at most ${MAX_ITEM_CHARS} characters of JSON each; values nested at most ${MAX_NESTING} levels. Errors use the catalog error body and list every problem found.`;
 

@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
+import { documentedBody } from '../http/schemas.js';
 import { badRequest } from '../errors.js';
 import { apiKeyOf } from '../http/principals.js';
 import { parseIsoTime } from '../lib/iso-time.js';
@@ -18,10 +19,6 @@ import {
  * The body is validated by the domain, not here, so that the spec's messages ("Template name is required", ...)
  * answer every malformed body; the route only documents the shape (the OpenAPI schema of the real one).
  */
-function documentedBody(schema: z.ZodType) {
-  const { $schema: _ignored, ...json } = z.toJSONSchema(schema, { io: 'input' }) as Record<string, unknown>;
-  return z.unknown().meta(json);
-}
 
 export const EmailTemplateSaved = z.object({ message: z.literal('success'), email_template_id: z.string() });
 

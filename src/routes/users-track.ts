@@ -2,41 +2,10 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
+import { documentedBody } from '../http/schemas.js';
 import { apiKeyOf } from '../http/principals.js';
 import { acceptTrack } from '../ingest/track.js';
-import { MAX_NESTED_PROPERTIES_BYTES, MAX_OBJECTS_PER_ARRAY, MAX_STRING_CHARS } from '../ingest/validate.js';
-
-const Identifiers = {
-  external_id: z.string().optional(),
-  user_alias: z.object({ alias_name: z.string(), alias_label: z.string() }).optional(),
-  service_id: z.string().optional(),
-  email: z.string().optional(),
-  _update_existing_only: z.boolean().optional(),
-};
-
-/** The documented shape; objects are validated one by one by the ingest domain so that valid ones are taken. */
-export const TrackBody = z.object({
-  attributes: z.array(z.looseObject({ ...Identifiers })).max(MAX_OBJECTS_PER_ARRAY).optional(),
-  events: z
-    .array(z.object({ ...Identifiers, app_id: z.string().optional(), name: z.string(), time: z.string(), properties: z.record(z.string(), z.unknown()).optional() }))
-    .max(MAX_OBJECTS_PER_ARRAY)
-    .optional(),
-  purchases: z
-    .array(
-      z.object({
-        ...Identifiers,
-        app_id: z.string().optional(),
-        product_id: z.string(),
-        currency: z.string(),
-        price: z.number(),
-        quantity: z.number().int().min(1).max(100).optional(),
-        time: z.string(),
-        properties: z.record(z.string(), z.unknown()).optional(),
-      }),
-    )
-    .max(MAX_OBJECTS_PER_ARRAY)
-    .optional(),
-});
+import { MAX_NESTED_PROPERTIES_BYTES, MAX_OBJECTS_PER_ARRAY, MAX_STRING_CHARS, TrackBodyShape } from '../ingest/validate.js';
 
 export const TrackResponse = z.object({
   message: z.string(),
@@ -46,10 +15,6 @@ export const TrackResponse = z.object({
   errors: z.array(z.object({ type: z.string(), input_array: z.enum(['attributes', 'events', 'purchases']), index: z.number().int() })).optional(),
 });
 
-function documentedBody(schema: z.ZodType, description: string) {
-  const { $schema: _ignored, ...json } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
-  return z.unknown().meta({ ...json, description });
-}
 
 const usersTrackRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
@@ -66,7 +31,7 @@ const usersTrackRoutes: FastifyPluginAsync = async (base) => {
           `400 when no object is valid. Property names: 1-${MAX_STRING_CHARS} characters, no leading $; string values at most ` +
           `${MAX_STRING_CHARS} characters; properties with arrays or objects at most ${MAX_NESTED_PROPERTIES_BYTES} bytes.`,
         tags: ['users'],
-        body: documentedBody(TrackBody, 'attributes, events and purchases arrays'),
+        body: documentedBody(TrackBodyShape, 'attributes, events and purchases arrays'),
         response: { 201: TrackResponse },
       },
     },
