@@ -2,10 +2,9 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { documentedBody } from '../http/schemas.js';
+import { documentedBody, queryInteger, queryIsoTime } from '../http/schemas.js';
 import { badRequest } from '../errors.js';
 import { apiKeyOf } from '../http/principals.js';
-import { parseIsoTime } from '../lib/iso-time.js';
 import {
   createEmailTemplate,
   EmailTemplateCreateBody,
@@ -39,28 +38,15 @@ export const EmailTemplateInfoResponse = z.object({
   message: z.literal('success'),
 });
 
-const isoQuery = (name: string) =>
-  z.string().transform((v, ctx) => {
-    const parsed = parseIsoTime(v);
-    if (!parsed) {
-      ctx.addIssue({ code: 'custom', message: `${name} must be an ISO 8601 time such as 2024-01-31T23:59:59Z` });
-      return z.NEVER;
-    }
-    return parsed.date;
-  });
-const intQuery = (name: string, min: number, max: number, def: number) =>
-  z
-    .string()
-    .regex(/^\d{1,9}$/, `${name} must be an integer from ${min} to ${max}`)
-    .transform(Number)
-    .pipe(z.number().min(min, `${name} must be an integer from ${min} to ${max}`).max(max, `${name} must be an integer from ${min} to ${max}`))
-    .default(def);
-
 export const EmailTemplateListQuery = z.object({
-  modified_after: isoQuery('modified_after').optional(),
-  modified_before: isoQuery('modified_before').optional(),
-  limit: intQuery('limit', 1, 1000, 100),
-  offset: intQuery('offset', 0, 100_000_000, 0),
+  modified_after: queryIsoTime('modified_after')
+    .transform((t) => t.date)
+    .optional(),
+  modified_before: queryIsoTime('modified_before')
+    .transform((t) => t.date)
+    .optional(),
+  limit: queryInteger('limit', 1, 1000).default(100),
+  offset: queryInteger('offset', 0, 100_000_000).default(0),
 });
 export const EmailTemplateListResponse = z.object({
   count: z.number().int(),
