@@ -3,11 +3,13 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/principals.js';
+import { documentedBody } from '../http/schemas.js';
 import { acceptAliasUpdates, AliasUpdate, MAX_ALIAS_UPDATES } from '../aliases/update.js';
 
 export const AliasUpdateBody = z.object({
   alias_updates: z
-    .array(z.unknown().meta(z.toJSONSchema(AliasUpdate, { io: 'input' }) as Record<string, unknown>), { error: 'alias_updates is required: an array of alias update objects' })
+    // Each entry is validated on its own by the domain (refused entries are listed in errors), documented by its schema.
+    .array(documentedBody(AliasUpdate), { error: 'alias_updates is required: an array of alias update objects' })
     .min(1, 'alias_updates must hold at least one update')
     .max(MAX_ALIAS_UPDATES, `alias_updates may hold at most ${MAX_ALIAS_UPDATES} updates`),
 });
