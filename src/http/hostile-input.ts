@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { MAX_NESTING } from '../catalogs/validate.js';
+import { MAX_NESTING } from '../catalogs/item-bodies.js';
 import { AppError } from '../errors.js';
 import { describeUnstorable, findUnstorable, jsonDepthExceeds, MAX_BODY_DEPTH, printable, textProblem } from '../lib/storable.js';
 

@@ -15,26 +15,22 @@ import {
   replaceItem,
   type EnqueueBatch,
 } from '../catalogs/items.js';
-import { MAX_BATCH_ITEMS, MAX_ID_LENGTH, MAX_ITEM_CHARS, MAX_NESTING } from '../catalogs/validate.js';
+import { BatchItemsBody, DeleteItemsBody, ItemId, MAX_BATCH_ITEMS, MAX_ID_LENGTH, MAX_ITEM_CHARS, MAX_NESTING, SingleItemBody } from '../catalogs/item-bodies.js';
 import { apiKeyOf } from '../http/principals.js';
 import { MessageResponse, documentedBody } from '../http/schemas.js';
 
 const ItemObject = z.record(z.string(), z.unknown());
 const CatalogParams = z.object({ catalog_name: z.string().describe('Name of the catalog') });
-const ItemParams = CatalogParams.extend({ item_id: z.string().describe(`Item id: letters, digits, - and _, at most ${MAX_ID_LENGTH} characters`) });
+// The path's id is taken as any string: one that breaks the id rules answers with the catalog error ids.
+const ItemParams = CatalogParams.extend({ item_id: z.string().describe(ItemId.description!) });
 
-export const BatchItemsBody = z.object({
-  items: z.array(ItemObject.and(z.object({ id: z.string() }))).max(MAX_BATCH_ITEMS),
-});
-export const SingleItemBody = z.object({ items: z.array(ItemObject).length(1) });
-export const DeleteItemsBody = z.object({ items: z.array(z.object({ id: z.string() })).max(MAX_BATCH_ITEMS) });
 export const ItemsResponse = z.object({ items: z.array(ItemObject.and(z.object({ id: z.string() }))), message: z.string() });
 export const ItemsListQuery = z.object({ cursor: z.string().optional().describe('Opaque cursor from the Link header of the previous page') });
 
 /**
  * Bodies are checked by the catalog domain, not by the route schema, so that every malformed body answers with the
- * spec's error ids (item-array-invalid, items-missing-ids, ...) rather than a generic schema error. The OpenAPI
- * document still shows the real shape.
+ * spec's error ids (item-array-invalid, items-missing-ids, ...) rather than a generic schema error. The API reference
+ * shows the schemas of catalogs/item-bodies.ts, on which that validation is built.
  */
 
 const limitsNote = `Items: ids of letters, digits, - and _ up to ${MAX_ID_LENGTH} characters; at most ${MAX_ITEM_CHARS} characters of JSON each; values nested at most ${MAX_NESTING} levels. Errors use the catalog error body and list every problem found.`;
@@ -65,7 +61,7 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
         description: `Validates the whole request, queues it, and answers 202; a worker then creates or replaces every item in one transaction. Up to ${MAX_BATCH_ITEMS} items, each with an id. ${limitsNote}`,
         tags: ['catalogs'],
         params: CatalogParams,
-        body: documentedBody(BatchItemsBody, 'items: up to 50 item objects, each with an id and fields of the catalog'),
+        body: documentedBody(BatchItemsBody),
         response: { 202: MessageResponse },
       },
     },
@@ -84,7 +80,7 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
         description: `Validates the ids, queues the delete and answers 202; ids that name no item are ignored. Up to ${MAX_BATCH_ITEMS} items.`,
         tags: ['catalogs'],
         params: CatalogParams,
-        body: documentedBody(DeleteItemsBody, 'items: up to 50 objects, each with the id of an item to delete'),
+        body: documentedBody(DeleteItemsBody),
         response: { 202: MessageResponse },
       },
     },
@@ -124,7 +120,7 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
         description: `Synchronous. items holds exactly one item object without an id (the id is the path's). An item that does not exist is created; one that exists is replaced whole. ${limitsNote}`,
         tags: ['catalogs'],
         params: ItemParams,
-        body: documentedBody(SingleItemBody, 'items: exactly one item object, without id'),
+        body: documentedBody(SingleItemBody),
         response: { 200: MessageResponse },
       },
     },
@@ -143,7 +139,7 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
         description: `Synchronous. Like the PUT, but an item that already exists is refused with item-already-exists. ${limitsNote}`,
         tags: ['catalogs'],
         params: ItemParams,
-        body: documentedBody(SingleItemBody, 'items: exactly one item object, without id'),
+        body: documentedBody(SingleItemBody),
         response: { 201: MessageResponse },
       },
     },
