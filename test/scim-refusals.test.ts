@@ -231,12 +231,12 @@ describe('POST /scim/v2/Users refusals', () => {
     }
   });
 
-  it('duplicate userName (any letter case): 409 with exactly the spec body', async () => {
+  it('duplicate userName (any letter case): 409 with the spec body and RFC 7644 scimType uniqueness', async () => {
     const before = await snapshot();
     const res = await scimCall(env, 'POST', '/scim/v2/Users', a.token, userBody('EXISTING@Example.com', { department: 'finance' }));
     expect(res.status).toBe(409);
     expect(res.headers['content-type']).toMatch(/^application\/scim\+json/);
-    expect(res.body).toEqual({ schemas: [ERROR_SCHEMA], detail: 'User already exists in the database.', status: 409 });
+    expect(res.body).toEqual({ schemas: [ERROR_SCHEMA], detail: 'User already exists in the database.', status: 409, scimType: 'uniqueness' });
     expect(await snapshot()).toEqual(before);
   });
 
@@ -267,16 +267,24 @@ describe('POST /scim/v2/Users refusals', () => {
     await env.ctx.pool.query(`DELETE FROM dashboard_users WHERE id = $1`, [res.body.id]);
   });
 
-  it('ignores attributes it does not store (active, emails, externalId) rather than refusing them', async () => {
+  it('keeps active, externalId and emails; ignores attributes it does not store (displayName, phoneNumbers) rather than refusing them', async () => {
     const res = await scimCall(
       env,
       'POST',
       '/scim/v2/Users',
       a.token,
-      userBody('extra@example.com', { active: true, externalId: '00u1', emails: [{ value: 'extra@example.com', primary: true }] }),
+      userBody('extra@example.com', {
+        active: true,
+        externalId: '00u1',
+        emails: [{ value: 'extra@example.com', primary: true }],
+        displayName: 'Ada L.',
+        phoneNumbers: [{ value: '+15550100', type: 'work' }],
+      }),
     );
     expect(res.status, res.raw).toBe(201);
-    expect(res.body).not.toHaveProperty('externalId');
+    expect(res.body).toMatchObject({ active: true, externalId: '00u1', emails: [{ value: 'extra@example.com', primary: true }] });
+    expect(res.body).not.toHaveProperty('displayName');
+    expect(res.body).not.toHaveProperty('phoneNumbers');
     await env.ctx.pool.query(`DELETE FROM dashboard_users WHERE id = $1`, [res.body.id]);
   });
 });
@@ -343,10 +351,15 @@ describe('GET and DELETE refusals', () => {
     'userName co "existing"',
     'userName sw "e"',
     'emails eq "existing@example.com"',
-    'externalId eq "00u1"',
+    'externalId ne "00u1"',
     'userName eq existing@example.com',
-    'userName eq "existing@example.com" and active eq true',
+    'userName eq "existing@example.com" and active eq "yes"',
     'userName eq "existing@example.com" or userName eq "x@example.com"',
+    'userName eq "existing@example.com" and',
+    'name.givenName eq "Ada"',
+    'emails[type eq "work"] eq "existing@example.com"',
+    'active eq true userName eq "existing@example.com"',
+    'urn:example:other:userName eq "existing@example.com"',
     '',
     'userName eq "' + long(1100) + '"',
   ])('unsupported filter %#: 400 invalidFilter', async (filter) => {

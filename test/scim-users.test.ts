@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { LIST_SCHEMA, ORIGIN, USER_SCHEMA, scimCall, seedScimCompany, userBody, type ScimCompany } from './helpers/scim.js';
+import { EXTENSION_SCHEMA, LIST_SCHEMA, ORIGIN, USER_SCHEMA, scimCall, seedScimCompany, userBody, type ScimCompany } from './helpers/scim.js';
 
 let env: TestEnv;
 let a: ScimCompany;
@@ -32,9 +32,11 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
     expect(user.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(created.headers.location).toBe(`http://127.0.0.1:3000/scim/v2/Users/${user.id}`);
     expect(user).toMatchObject({
-      schemas: [USER_SCHEMA],
+      schemas: [USER_SCHEMA, EXTENSION_SCHEMA],
       userName: 'Ada.Lovelace@Example.com',
       name: { givenName: 'Ada', familyName: 'Lovelace' },
+      active: true,
+      emails: [],
       department: 'engineering',
       lastSignInAt: null,
       permissions: {

@@ -7,8 +7,8 @@ import { AppError } from '../errors.js';
 import { describeValidation } from '../http/error-handler.js';
 import { scimTokenOf } from '../http/principals.js';
 import type { ScimActor } from '../scim/audit.js';
-import { SCIM_LIMITS, ScimListResponse, ScimUser, ScimUserCreate, ScimUserReplace } from '../scim/schemas.js';
-import { createUser, deleteUser, getUser, listUsers, replaceUser } from '../scim/users.js';
+import { SCIM_LIMITS, ScimListResponse, ScimPatch, ScimUser, ScimUserCreate, ScimUserProjected, ScimUserReplace } from '../scim/schemas.js';
+import { createUser, deleteUser, getUser, listUsers, patchUser, replaceUser } from '../scim/users.js';
 
 /** RFC 7644 3.1: SCIM messages are application/scim+json, which every identity provider accepts. */
 const SCIM_JSON = 'application/scim+json; charset=utf-8';
@@ -19,9 +19,18 @@ const headersNote = 'Needs a SCIM token (`Authorization: Bearer`) and `X-Request
 
 const IdParams = z.object({ id: z.string().describe('The id a create or a filtered GET returned') });
 
+/** RFC 7644 3.4.2.5: attribute names, comma-separated; id and schemas are always returned. */
+const AttributeQuery = z.object({
+  attributes: z.string({ error: 'attributes must be given once' }).optional().describe('Return only these attributes (comma-separated; `name.givenName`, URN-qualified names allowed)'),
+  excludedAttributes: z.string({ error: 'excludedAttributes must be given once' }).optional().describe('Return all attributes but these'),
+});
+
 /** RFC 7644 3.4.2.4: a startIndex below 1 means 1, a negative count means 0; we return at most SCIM_LIMITS.maxCount. */
-const ListQuery = z.object({
-  filter: z.string({ error: 'filter must be given once' }).optional().describe('Only `userName eq "<EMAIL>"` is supported'),
+const ListQuery = AttributeQuery.extend({
+  filter: z
+    .string({ error: 'filter must be given once' })
+    .optional()
+    .describe('`eq` on userName (any letter case), externalId, id, active, emails.value or emails[type eq "work"].value, joined by `and`'),
   startIndex: z.coerce
     .number({ error: 'startIndex must be an integer' })
     .int('startIndex must be an integer')
@@ -90,7 +99,7 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
       schema: {
         ...common,
         summary: 'Find dashboard users (SCIM ListResponse)',
-        description: `${headersNote} With \`filter=userName eq "<EMAIL>"\`: that user, or none. Without: the company's users by creation time, paged by startIndex (from 1) and count (default ${SCIM_LIMITS.defaultCount}, at most ${SCIM_LIMITS.maxCount}).`,
+        description: `${headersNote} With \`filter\` (e.g. \`userName eq "<EMAIL>"\`): the users that match. Without: the company's users. Deactivated users are included. By creation time, paged by startIndex (from 1) and count (default ${SCIM_LIMITS.defaultCount}, at most ${SCIM_LIMITS.maxCount}).`,
         querystring: ListQuery,
         response: { 200: ScimListResponse },
       },
@@ -103,9 +112,16 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
     {
       config,
       attachValidation: true,
-      schema: { ...common, summary: 'Get a dashboard user (SCIM)', description: headersNote, params: IdParams, response: { 200: ScimUser } },
+      schema: {
+        ...common,
+        summary: 'Get a dashboard user (SCIM)',
+        description: `${headersNote} Deactivated users (active false) are returned too.`,
+        params: IdParams,
+        querystring: AttributeQuery,
+        response: { 200: ScimUserProjected },
+      },
     },
-    async (req, reply) => scim(reply).send(await getUser(pool, scimTokenOf(req).companyId, req.params.id, baseUrl)),
+    async (req, reply) => scim(reply).send(await getUser(pool, scimTokenOf(req).companyId, req.params.id, baseUrl, req.query)),
   );
 
   app.put(
@@ -116,7 +132,7 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
       schema: {
         ...common,
         summary: 'Replace a dashboard user (SCIM)',
-        description: `${headersNote} Replaces name, department and permissions; userName cannot change.`,
+        description: `${headersNote} Replaces name, department and permissions, and active, externalId and emails when given (kept when omitted); userName cannot change.`,
         params: IdParams,
         body: ScimUserReplace,
         response: { 200: ScimUser },
@@ -128,12 +144,33 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
     },
   );
 
+  app.patch(
+    '/scim/v2/Users/:id',
+    {
+      config,
+      attachValidation: true,
+      schema: {
+        ...common,
+        summary: 'Modify a dashboard user (SCIM PATCH)',
+        description: `${headersNote} RFC 7644 PatchOp: add, replace, remove (op in any letter case), with a path or a partial resource as value. All or nothing. 200 with the user, or 204 with \`Prefer: return=minimal\`.`,
+        params: IdParams,
+        body: ScimPatch,
+        response: { 200: ScimUser, 204: z.null().describe('No content: the request asked for Prefer: return=minimal') },
+      },
+    },
+    async (req, reply) => {
+      const user = await patchUser(pool, scimTokenOf(req).companyId, req.params.id, req.body.Operations, actorOf(req), baseUrl);
+      if (/\breturn=minimal\b/i.test(String(req.headers.prefer ?? ''))) return reply.code(204).header('Preference-Applied', 'return=minimal').send(null);
+      return scim(reply).send(user);
+    },
+  );
+
   app.delete(
     '/scim/v2/Users/:id',
     {
       config,
       attachValidation: true,
-      schema: { ...common, summary: 'Delete a dashboard user (SCIM)', description: `${headersNote} 204 with no body.`, params: IdParams},
+      schema: { ...common, summary: 'Delete a dashboard user (SCIM)', description: `${headersNote} 204 with no body.`, params: IdParams },
     },
     async (req, reply) => {
       await deleteUser(pool, scimTokenOf(req).companyId, req.params.id, actorOf(req), baseUrl);

@@ -8,7 +8,8 @@ export interface ScimActor {
   origin: string;
 }
 
-export type AuditAction = 'create' | 'update' | 'delete';
+/** deactivate and reactivate are updates that change `active` (whatever else they change). */
+export type AuditAction = 'create' | 'update' | 'delete' | 'deactivate' | 'reactivate';
 export type FieldChange = { from: unknown; to: unknown };
 
 /**
@@ -19,6 +20,9 @@ export type FieldChange = { from: unknown; to: unknown };
 export function auditView(user: ScimUser): Record<string, unknown> {
   const view: Record<string, unknown> = {
     userName: user.userName,
+    active: user.active,
+    externalId: user.externalId ?? null,
+    emails: user.emails,
     'name.givenName': user.name.givenName,
     'name.familyName': user.name.familyName,
     department: user.department,

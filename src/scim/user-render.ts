@@ -1,4 +1,4 @@
-import { SCIM_USER_SCHEMA, type ScimUser } from './schemas.js';
+import { SCIM_EXTENSION_SCHEMA, SCIM_USER_SCHEMA, type ScimUser } from './schemas.js';
 import { unique, type Db, type UserRow } from './user-rows.js';
 
 /** From stored dashboard users to SCIM User resources, references shown by their current names. */
@@ -22,49 +22,62 @@ export async function renderUsers(db: Db, companyId: string, rows: UserRow[], ba
     );
     for (const f of found) names.set(`${f.kind}:${f.id}`, f.name);
   }
-  return rows.map((r) => ({
-    schemas: [SCIM_USER_SCHEMA],
-    id: r.id,
-    userName: r.user_name,
-    name: { givenName: r.given_name, familyName: r.family_name },
-    department: r.department,
-    lastSignInAt: r.last_sign_in_at ? r.last_sign_in_at.toISOString() : null,
-    permissions: {
-      companyPermissions: r.permissions.companyPermissions,
-      appGroup: r.permissions.appGroup.flatMap((g): ScimUser['permissions']['appGroup'] => {
-        const appGroupName = names.get(`w:${g.workspaceId}`);
-        if (appGroupName === undefined) return [];
-        const base = { appGroupId: g.workspaceId, appGroupName };
-        if (g.permissionSetIds) {
-          return [
-            {
-              ...base,
-              appGroupPermissionSets: g.permissionSetIds.flatMap((id) => {
-                const name = names.get(`s:${id}`);
-                return name === undefined ? [] : [{ appGroupPermissionSetName: name }];
-              }),
-            },
-          ];
-        }
+  return rows.map((r) => {
+    const permissions = renderPermissions(r, names);
+    const lastSignInAt = r.last_sign_in_at ? r.last_sign_in_at.toISOString() : null;
+    return {
+      schemas: [SCIM_USER_SCHEMA, SCIM_EXTENSION_SCHEMA],
+      id: r.id,
+      ...(r.external_id === null ? {} : { externalId: r.external_id }),
+      userName: r.user_name,
+      name: { givenName: r.given_name, familyName: r.family_name },
+      active: r.active,
+      emails: r.emails,
+      department: r.department,
+      lastSignInAt,
+      permissions,
+      [SCIM_EXTENSION_SCHEMA]: { department: r.department, permissions, lastSignInAt },
+      meta: {
+        resourceType: 'User' as const,
+        created: r.created_at.toISOString(),
+        lastModified: r.updated_at.toISOString(),
+        location: `${baseUrl}/scim/v2/Users/${r.id}`,
+      },
+    };
+  });
+}
+
+/** Stored permissions by the current names of what they reference; what no longer exists drops out. */
+function renderPermissions(r: UserRow, names: Map<string, string>): ScimUser['permissions'] {
+  return {
+    companyPermissions: r.permissions.companyPermissions,
+    appGroup: r.permissions.appGroup.flatMap((g): ScimUser['permissions']['appGroup'] => {
+      const appGroupName = names.get(`w:${g.workspaceId}`);
+      if (appGroupName === undefined) return [];
+      const base = { appGroupId: g.workspaceId, appGroupName };
+      if (g.permissionSetIds) {
         return [
           {
             ...base,
-            appGroupPermissions: g.permissions ?? [],
-            team: (g.teams ?? []).flatMap((t) => {
-              const teamName = names.get(`t:${t.teamId}`);
-              return teamName === undefined ? [] : [{ teamId: t.teamId, teamName, teamPermissions: t.permissions }];
+            appGroupPermissionSets: g.permissionSetIds.flatMap((id) => {
+              const name = names.get(`s:${id}`);
+              return name === undefined ? [] : [{ appGroupPermissionSetName: name }];
             }),
           },
         ];
-      }),
-    },
-    meta: {
-      resourceType: 'User' as const,
-      created: r.created_at.toISOString(),
-      lastModified: r.updated_at.toISOString(),
-      location: `${baseUrl}/scim/v2/Users/${r.id}`,
-    },
-  }));
+      }
+      return [
+        {
+          ...base,
+          appGroupPermissions: g.permissions ?? [],
+          team: (g.teams ?? []).flatMap((t) => {
+            const teamName = names.get(`t:${t.teamId}`);
+            return teamName === undefined ? [] : [{ teamId: t.teamId, teamName, teamPermissions: t.permissions }];
+          }),
+        },
+      ];
+    }),
+  };
 }
 
 export async function renderOne(db: Db, companyId: string, row: UserRow, baseUrl: string): Promise<ScimUser> {

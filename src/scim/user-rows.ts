@@ -23,6 +23,13 @@ export interface StoredPermissions {
   appGroup: StoredAppGroup[];
 }
 
+/** An email entry as the identity provider sent it (RFC 7643 4.1.2). */
+export interface StoredEmail {
+  value: string;
+  type?: string;
+  primary?: boolean;
+}
+
 export interface UserRow {
   id: string;
   user_name: string;
@@ -31,8 +38,12 @@ export interface UserRow {
   department: string;
   permissions: StoredPermissions;
   last_sign_in_at: Date | null;
+  active: boolean;
+  external_id: string | null;
+  emails: StoredEmail[];
   created_at: Date;
   updated_at: Date;
 }
 
-export const USER_COLUMNS = 'id::text, user_name, given_name, family_name, department, permissions, last_sign_in_at, created_at, updated_at';
+export const USER_COLUMNS =
+  'id::text, user_name, given_name, family_name, department, permissions, last_sign_in_at, active, external_id, emails, created_at, updated_at';

@@ -1,11 +1,13 @@
-import { withTransaction, type Pool } from '../db/pool.js';
+import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { badRequest, conflict, notFound } from '../errors.js';
-import { auditView, diffViews, recordAudit, type ScimActor } from './audit.js';
-import { parseUserFilter } from './filter.js';
+import { attributeProjection, type AttributeSelection, type Projected } from './attributes.js';
+import { auditView, diffViews, recordAudit, type AuditAction, type ScimActor } from './audit.js';
+import { filterSql, parseUserFilter } from './filter.js';
 import { resolveUserFields } from './user-fields.js';
+import { applyPatch, editableDocument } from './user-patch.js';
 import { renderOne, renderUsers } from './user-render.js';
 import { USER_COLUMNS, UUID, type UserRow } from './user-rows.js';
-import { SCIM_LIST_SCHEMA, type ScimListResponse, type ScimUser, type ScimUserCreate, type ScimUserReplace } from './schemas.js';
+import { SCIM_LIST_SCHEMA, type ScimListResponse, type ScimPatchOperation, type ScimUser, type ScimUserCreate, type ScimUserReplace } from './schemas.js';
 
 /** The spec's documented details (Errors table, real-behaviour notes). */
 export const USER_EXISTS = 'User already exists in the database.';
@@ -18,23 +20,74 @@ export async function createUser(pool: Pool, companyId: string, input: ScimUserC
     const permissions = await resolveUserFields(db, companyId, input.department, input.permissions);
     // ON CONFLICT rather than a look-up first: two identity providers racing on one address get one 201 and one 409.
     const { rows } = await db.query<UserRow>(
-      `INSERT INTO dashboard_users (company_id, user_name, given_name, family_name, department, permissions)
-       VALUES ($1, $2, $3, $4, $5, $6::jsonb)
+      `INSERT INTO dashboard_users (company_id, user_name, given_name, family_name, department, permissions, active, external_id, emails)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9::jsonb)
        ON CONFLICT (company_id, lower(user_name)) DO NOTHING
        RETURNING ${USER_COLUMNS}`,
-      [companyId, input.userName, input.name.givenName, input.name.familyName, input.department, JSON.stringify(permissions)],
+      [
+        companyId,
+        input.userName,
+        input.name.givenName,
+        input.name.familyName,
+        input.department,
+        JSON.stringify(permissions),
+        input.active ?? true,
+        input.externalId ?? null,
+        JSON.stringify(input.emails ?? []),
+      ],
     );
-    if (!rows[0]) throw conflict(USER_EXISTS);
+    if (!rows[0]) throw conflict(USER_EXISTS, { scimType: 'uniqueness' });
     const user = await renderOne(db, companyId, rows[0], baseUrl);
     await recordAudit(db, companyId, user.id, actor, 'create', diffViews(null, auditView(user)));
     return user;
   });
 }
 
+async function lockUser(db: PoolClient, companyId: string, id: string): Promise<UserRow> {
+  if (!UUID.test(id)) throw notFound(USER_NOT_FOUND);
+  const { rows } = await db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM dashboard_users WHERE id = $1 AND company_id = $2 FOR UPDATE`, [id, companyId]);
+  if (!rows[0]) throw notFound(USER_NOT_FOUND);
+  return rows[0];
+}
+
+/** What the audit trail calls a change: deactivate and reactivate when `active` moved, update otherwise. */
+function auditAction(before: ScimUser, after: ScimUser): AuditAction {
+  if (before.active === after.active) return 'update';
+  return after.active ? 'reactivate' : 'deactivate';
+}
+
 /**
- * Replaces name, department and permissions. userName may be repeated but not changed (RFC 7644 `mutability`);
- * a replacement that changes nothing writes no audit row and keeps lastModified.
+ * Writes a replacement over the locked row `current`. userName may be repeated but not changed (RFC 7644
+ * `mutability`); active, externalId and emails, which the spec's bodies do not carry, are left as they are when
+ * omitted, so that a client of the spec never reactivates a user or drops what an identity provider set. A
+ * replacement that changes nothing writes no audit row and keeps lastModified.
  */
+async function writeUser(db: PoolClient, companyId: string, current: UserRow, input: ScimUserReplace, actor: ScimActor, baseUrl: string): Promise<ScimUser> {
+  if (input.userName !== undefined && input.userName.toLowerCase() !== current.user_name.toLowerCase()) {
+    throw badRequest('userName: cannot be changed; it must equal the current userName or be omitted', { scimType: 'mutability' });
+  }
+  const permissions = await resolveUserFields(db, companyId, input.department, input.permissions);
+  const before = await renderOne(db, companyId, current, baseUrl);
+  const active = input.active ?? current.active;
+  const externalId = input.externalId === undefined ? current.external_id : input.externalId;
+  const emails = JSON.stringify(input.emails === undefined ? current.emails : (input.emails ?? []));
+  const { rows } = await db.query<UserRow>(
+    `UPDATE dashboard_users
+        SET given_name = $3, family_name = $4, department = $5, permissions = $6::jsonb, active = $7, external_id = $8, emails = $9::jsonb,
+            updated_at = CASE WHEN (given_name, family_name, department, permissions, active, external_id, emails)
+                                   IS DISTINCT FROM ($3, $4, $5, $6::jsonb, $7, $8, $9::jsonb)
+                              THEN now() ELSE updated_at END
+      WHERE id = $1 AND company_id = $2
+      RETURNING ${USER_COLUMNS}`,
+    [current.id, companyId, input.name.givenName, input.name.familyName, input.department, JSON.stringify(permissions), active, externalId, emails],
+  );
+  const after = await renderOne(db, companyId, rows[0]!, baseUrl);
+  const changes = diffViews(auditView(before), auditView(after));
+  if (Object.keys(changes).length > 0) await recordAudit(db, companyId, current.id, actor, auditAction(before, after), changes);
+  return after;
+}
+
+/** PUT: replaces the user's attributes (see writeUser for those the spec's bodies do not carry). */
 export async function replaceUser(
   pool: Pool,
   companyId: string,
@@ -44,76 +97,64 @@ export async function replaceUser(
   baseUrl: string,
 ): Promise<ScimUser> {
   if (!UUID.test(id)) throw notFound(USER_NOT_FOUND);
+  return withTransaction(pool, async (db) => writeUser(db, companyId, await lockUser(db, companyId, id), input, actor, baseUrl));
+}
+
+/**
+ * PATCH: the operations applied to the user as it is, under its row lock, and the result written as a PUT would.
+ * All or nothing: an operation that cannot apply, or a result that breaks a rule, changes nothing.
+ */
+export async function patchUser(
+  pool: Pool,
+  companyId: string,
+  id: string,
+  operations: ScimPatchOperation[],
+  actor: ScimActor,
+  baseUrl: string,
+): Promise<ScimUser> {
+  if (!UUID.test(id)) throw notFound(USER_NOT_FOUND);
   return withTransaction(pool, async (db) => {
-    const { rows: found } = await db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM dashboard_users WHERE id = $1 AND company_id = $2 FOR UPDATE`, [
-      id,
-      companyId,
-    ]);
-    const current = found[0];
-    if (!current) throw notFound(USER_NOT_FOUND);
-    if (input.userName !== undefined && input.userName.toLowerCase() !== current.user_name.toLowerCase()) {
-      throw badRequest('userName: cannot be changed through PUT; it must equal the current userName or be omitted', { scimType: 'mutability' });
-    }
-    const permissions = await resolveUserFields(db, companyId, input.department, input.permissions);
-    const before = await renderOne(db, companyId, current, baseUrl);
-    const { rows } = await db.query<UserRow>(
-      `UPDATE dashboard_users
-          SET given_name = $3, family_name = $4, department = $5, permissions = $6::jsonb,
-              updated_at = CASE WHEN (given_name, family_name, department, permissions) IS DISTINCT FROM ($3, $4, $5, $6::jsonb)
-                                THEN now() ELSE updated_at END
-        WHERE id = $1 AND company_id = $2
-        RETURNING ${USER_COLUMNS}`,
-      [id, companyId, input.name.givenName, input.name.familyName, input.department, JSON.stringify(permissions)],
-    );
-    const after = await renderOne(db, companyId, rows[0]!, baseUrl);
-    const changes = diffViews(auditView(before), auditView(after));
-    if (Object.keys(changes).length > 0) await recordAudit(db, companyId, id, actor, 'update', changes);
-    return after;
+    const current = await lockUser(db, companyId, id);
+    const input = applyPatch(editableDocument(await renderOne(db, companyId, current, baseUrl)), operations);
+    return writeUser(db, companyId, current, input, actor, baseUrl);
   });
 }
 
-export async function getUser(pool: Pool, companyId: string, id: string, baseUrl: string): Promise<ScimUser> {
+/** One user, active or not, narrowed to the selected attributes. */
+export async function getUser(pool: Pool, companyId: string, id: string, baseUrl: string, selection: AttributeSelection = {}): Promise<Projected<ScimUser>> {
   if (!UUID.test(id)) throw notFound(USER_NOT_FOUND);
+  const project = attributeProjection(selection);
   const { rows } = await pool.query<UserRow>(`SELECT ${USER_COLUMNS} FROM dashboard_users WHERE id = $1 AND company_id = $2`, [id, companyId]);
   if (!rows[0]) throw notFound(USER_NOT_FOUND);
-  return renderOne(pool, companyId, rows[0], baseUrl);
+  return project(await renderOne(pool, companyId, rows[0], baseUrl));
 }
 
-export interface ListUsersQuery {
+export interface ListUsersQuery extends AttributeSelection {
   filter?: string;
   /** 1-based, as RFC 7644 3.4.2.4 defines it. */
   startIndex: number;
   count: number;
 }
 
-/** A ListResponse: one userName (filter), or a page of the company's users by creation time. */
+/**
+ * A ListResponse: the company's users that match the filter (all without one), by creation time. Deactivated users
+ * are listed too: identity providers look them up to reactivate them.
+ */
 export async function listUsers(pool: Pool, companyId: string, query: ListUsersQuery, baseUrl: string): Promise<ScimListResponse> {
-  const offset = query.startIndex - 1;
-  let rows: UserRow[];
-  let total: number;
-  if (query.filter !== undefined) {
-    const { userName } = parseUserFilter(query.filter);
-    const found = await pool.query<UserRow>(`SELECT ${USER_COLUMNS} FROM dashboard_users WHERE company_id = $1 AND lower(user_name) = lower($2)`, [
-      companyId,
-      userName,
-    ]);
-    total = found.rows.length;
-    rows = found.rows.slice(offset, offset + query.count);
-  } else {
-    const [counted, page] = await Promise.all([
-      pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dashboard_users WHERE company_id = $1`, [companyId]),
-      query.count === 0
-        ? { rows: [] as UserRow[] }
-        : pool.query<UserRow>(
-            `SELECT ${USER_COLUMNS} FROM dashboard_users WHERE company_id = $1 ORDER BY created_at, id LIMIT $2 OFFSET $3`,
-            [companyId, query.count, offset],
-          ),
-    ]);
-    total = counted.rows[0]!.n;
-    rows = page.rows;
-  }
-  const Resources = await renderUsers(pool, companyId, rows, baseUrl);
-  return { schemas: [SCIM_LIST_SCHEMA], totalResults: total, startIndex: query.startIndex, itemsPerPage: Resources.length, Resources };
+  const project = attributeProjection(query);
+  const { where, params } = query.filter === undefined ? { where: 'true', params: [] } : filterSql(parseUserFilter(query.filter), 2);
+  const [counted, page] = await Promise.all([
+    pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dashboard_users WHERE company_id = $1 AND (${where})`, [companyId, ...params]),
+    query.count === 0
+      ? { rows: [] as UserRow[] }
+      : pool.query<UserRow>(
+          `SELECT ${USER_COLUMNS} FROM dashboard_users WHERE company_id = $1 AND (${where})
+            ORDER BY created_at, id LIMIT $${params.length + 2} OFFSET $${params.length + 3}`,
+          [companyId, ...params, query.count, query.startIndex - 1],
+        ),
+  ]);
+  const Resources = (await renderUsers(pool, companyId, page.rows, baseUrl)).map(project);
+  return { schemas: [SCIM_LIST_SCHEMA], totalResults: counted.rows[0]!.n, startIndex: query.startIndex, itemsPerPage: Resources.length, Resources };
 }
 
 /** Deletes a dashboard user; the audit row keeps what it held. */

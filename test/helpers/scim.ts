@@ -4,6 +4,8 @@ import { bearer, createScimToken, seedWorkspace } from './seed.js';
 export const USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:User';
 export const ERROR_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:Error';
 export const LIST_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:ListResponse';
+export const EXTENSION_SCHEMA = 'urn:ietf:params:scim:schemas:extension:ces:2.0:User';
+export const PATCH_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
 export const ORIGIN = 'https://idp.example.com';
 
 /** A company as an identity provider sees it: workspaces, a team, a permission set and a SCIM token. */
