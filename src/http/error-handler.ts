@@ -79,8 +79,12 @@ export function registerErrorHandler(app: FastifyInstance): void {
     reply.code(rendered.status).type(rendered.contentType).send(rendered.body);
   });
 
+  // Under the SCIM base every answer is a SCIM message (RFC 7644 3.12), unknown endpoints and methods included; the
+  // pattern forgives letter case and the repeated slashes the router forgives.
   app.setNotFoundHandler((req, reply) => {
-    const path = req.url.split('?')[0];
-    reply.code(404).type('application/json; charset=utf-8').send({ message: `No route ${req.method} ${path}` });
+    const path = req.url.split('?')[0] ?? '';
+    const format = /^\/+scim\/+v2(\/|$)/i.test(path) ? 'scim' : 'message';
+    const rendered = renderError(new AppError('not_found', `No route ${req.method} ${path}`), format);
+    reply.code(rendered.status).type(rendered.contentType).send(rendered.body);
   });
 }

@@ -11,11 +11,15 @@ import { SCIM_LIMITS, ScimListResponse, ScimPatch, ScimUser, ScimUserCreate, Sci
 import { createUser, deleteUser, getUser, listUsers, patchUser, replaceUser } from '../scim/users.js';
 
 /** RFC 7644 3.1: SCIM messages are application/scim+json, which every identity provider accepts. */
-const SCIM_JSON = 'application/scim+json; charset=utf-8';
+export const SCIM_JSON = 'application/scim+json; charset=utf-8';
 
-const config = { auth: 'scim', rateLimit: RATE_LIMITS.scim, errorFormat: 'scim' } as const;
-const common = { tags: ['scim'], security: [{ scimToken: [] }] };
-const headersNote = 'Needs a SCIM token (`Authorization: Bearer`) and `X-Request-Origin`; counts against the daily SCIM limit of the company.';
+/** Authentication, daily budget and error bodies of every SCIM route (the discovery routes share them). */
+export const scimRouteConfig = { auth: 'scim', rateLimit: RATE_LIMITS.scim, errorFormat: 'scim' } as const;
+export const scimSchemaCommon = { tags: ['scim'], security: [{ scimToken: [] }] };
+export const scimHeadersNote = 'Needs a SCIM token (`Authorization: Bearer`) and `X-Request-Origin`; counts against the daily SCIM limit of the company.';
+const config = scimRouteConfig;
+const common = scimSchemaCommon;
+const headersNote = scimHeadersNote;
 
 const IdParams = z.object({ id: z.string().describe('The id a create or a filtered GET returned') });
 

@@ -1,0 +1,307 @@
+import { notFound } from '../errors.js';
+import { SCIM_EXTENSION_SCHEMA, SCIM_LIMITS, SCIM_LIST_SCHEMA, SCIM_USER_SCHEMA } from './schemas.js';
+
+/**
+ * The SCIM discovery documents (RFC 7644 4): what this service provider supports (RFC 7643 5), the schemas of its
+ * resources (RFC 7643 7) and its one resource type (RFC 7643 6). Plain data built from the limits and URNs the User
+ * endpoints use, so the two cannot drift apart; only `location`s depend on the deployment (the public base URL).
+ */
+
+export const SCIM_SCHEMA_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:Schema';
+export const SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:ServiceProviderConfig';
+export const SCIM_RESOURCE_TYPE_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:ResourceType';
+
+/** The values RFC 7643 (2.2, 2.3, 7) allows for each attribute characteristic. */
+export const SCIM_ATTRIBUTE_TYPES = ['string', 'boolean', 'decimal', 'integer', 'dateTime', 'binary', 'reference', 'complex'] as const;
+export const SCIM_MUTABILITIES = ['readOnly', 'readWrite', 'immutable', 'writeOnly'] as const;
+export const SCIM_RETURNED = ['always', 'never', 'default', 'request'] as const;
+export const SCIM_UNIQUENESS = ['none', 'server', 'global'] as const;
+
+/** An attribute definition of a schema resource (RFC 7643 7). */
+export interface ScimAttribute {
+  name: string;
+  type: (typeof SCIM_ATTRIBUTE_TYPES)[number];
+  multiValued: boolean;
+  description: string;
+  required: boolean;
+  caseExact: boolean;
+  mutability: (typeof SCIM_MUTABILITIES)[number];
+  returned: (typeof SCIM_RETURNED)[number];
+  uniqueness: (typeof SCIM_UNIQUENESS)[number];
+  canonicalValues?: string[];
+  referenceTypes?: string[];
+  subAttributes?: ScimAttribute[];
+}
+
+interface Meta {
+  resourceType: 'Schema' | 'ResourceType' | 'ServiceProviderConfig';
+  location: string;
+}
+
+export interface ScimSchemaResource {
+  schemas: [typeof SCIM_SCHEMA_SCHEMA];
+  id: string;
+  name: string;
+  description: string;
+  attributes: ScimAttribute[];
+  meta: Meta;
+}
+
+export interface ScimResourceType {
+  schemas: [typeof SCIM_RESOURCE_TYPE_SCHEMA];
+  id: string;
+  name: string;
+  description: string;
+  endpoint: string;
+  schema: string;
+  schemaExtensions: { schema: string; required: boolean }[];
+  meta: Meta;
+}
+
+export interface ScimServiceProviderConfig {
+  schemas: [typeof SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA];
+  documentationUri: string;
+  patch: { supported: boolean };
+  bulk: { supported: boolean; maxOperations: number; maxPayloadSize: number };
+  filter: { supported: boolean; maxResults: number };
+  changePassword: { supported: boolean };
+  sort: { supported: boolean };
+  etag: { supported: boolean };
+  authenticationSchemes: { type: string; name: string; description: string; specUri?: string; documentationUri?: string; primary: boolean }[];
+  meta: Meta;
+}
+
+export interface ScimDiscoveryList<T> {
+  schemas: [typeof SCIM_LIST_SCHEMA];
+  totalResults: number;
+  startIndex: number;
+  itemsPerPage: number;
+  Resources: T[];
+}
+
+type Characteristics = Omit<ScimAttribute, 'name' | 'type' | 'description'>;
+
+/** One attribute with RFC 7643 2.2's defaults (single-valued, optional, case-insensitive, readWrite, default, none). */
+function attr(name: string, type: ScimAttribute['type'], description: string, over: Partial<Characteristics> = {}): ScimAttribute {
+  return { name, type, multiValued: false, description, required: false, caseExact: false, mutability: 'readWrite', returned: 'default', uniqueness: 'none', ...over };
+}
+
+const complex = (name: string, description: string, subAttributes: ScimAttribute[], over: Partial<Characteristics> = {}) =>
+  attr(name, 'complex', description, { ...over, subAttributes });
+
+const permissionList = (name: string, what: string) =>
+  attr(name, 'string', `${what}: at most ${SCIM_LIMITS.permissions} strings of 1 to ${SCIM_LIMITS.text} characters, from the allowed list (docs/scim.md).`, {
+    multiValued: true,
+    caseExact: true,
+  });
+
+const textNote = `1 to ${SCIM_LIMITS.text} characters`;
+
+/**
+ * department, permissions and lastSignInAt, as both the core schema (at the root, where the API spec shows them) and
+ * our extension define them. `where` ends each description: where else the attribute is found.
+ */
+function dashboardAttributes(where: string): ScimAttribute[] {
+  return [
+    attr('department', 'string', `The user's department, one of the company's allowed departments (docs/scim.md), ${textNote}. Required on create, at the root or in ${SCIM_EXTENSION_SCHEMA} (or in the enterprise extension). ${where}`, {
+      caseExact: true,
+    }),
+    complex(
+      'permissions',
+      `What the user may do in the dashboard. Required on create, at the root or in ${SCIM_EXTENSION_SCHEMA}. ${where}`,
+      [
+        permissionList('companyPermissions', 'Company-level permissions'),
+        complex(
+          'appGroup',
+          `One entry per workspace (at most ${SCIM_LIMITS.appGroups}), named by appGroupName or by the appGroupId a response returned. It carries appGroupPermissions (with team) or appGroupPermissionSets, never both.`,
+          [
+            attr('appGroupId', 'string', 'The workspace id; in a request it may name the workspace instead of appGroupName (both must then agree).', { caseExact: true }),
+            attr('appGroupName', 'string', `The workspace name, ${textNote}; responses show its current name.`),
+            permissionList('appGroupPermissions', 'Workspace permissions'),
+            complex('appGroupPermissionSets', 'Exactly one permission set, named by appGroupPermissionSetName.', [
+              attr('appGroupPermissionSetName', 'string', `The permission set's name, ${textNote}.`, { required: true }),
+            ], { multiValued: true }),
+            complex(
+              'team',
+              `Teams of the workspace (at most ${SCIM_LIMITS.teams}), named by teamName or by the teamId a response returned.`,
+              [
+                attr('teamId', 'string', 'The team id; in a request it may name the team instead of teamName (both must then agree).', { caseExact: true }),
+                attr('teamName', 'string', `The team name, ${textNote}; responses show its current name.`),
+                permissionList('teamPermissions', 'Team permissions (required in each team entry of a request, may be empty)'),
+              ],
+              { multiValued: true },
+            ),
+          ],
+          { multiValued: true },
+        ),
+      ],
+    ),
+    attr('lastSignInAt', 'dateTime', `Last successful sign-in to the dashboard (UTC); null until the user signs in. ${where}`, { mutability: 'readOnly' }),
+  ];
+}
+
+const userAttributes: ScimAttribute[] = [
+  attr('id', 'string', 'The id the service gave the user (a uuid); unique, never reassigned.', {
+    caseExact: true,
+    mutability: 'readOnly',
+    returned: 'always',
+    uniqueness: 'server',
+  }),
+  attr('externalId', 'string', `The identity provider's id for the user, ${textNote}; absent when none was given, null in a request clears it.`, { caseExact: true }),
+  attr('userName', 'string', `The user's email address, at most ${SCIM_LIMITS.userName} characters; unique in the company ignoring letter case. Set by the create; a PUT or PATCH may repeat it, not change it.`, {
+    required: true,
+    mutability: 'immutable',
+    uniqueness: 'server',
+  }),
+  complex('name', "The user's name.", [
+    attr('givenName', 'string', `Given name, ${textNote}.`, { required: true }),
+    attr('familyName', 'string', `Family name, ${textNote}.`, { required: true }),
+  ], { required: true }),
+  attr('active', 'boolean', 'Whether the account is active; true when a create omits it, and kept as it is by a PUT that omits it.'),
+  complex(
+    'emails',
+    `Email addresses of the user, at most ${SCIM_LIMITS.emails}.`,
+    [
+      attr('value', 'string', `An email address, at most ${SCIM_LIMITS.userName} characters.`, { required: true }),
+      attr('type', 'string', 'A label: work, home or other.', { canonicalValues: ['work', 'home', 'other'] }),
+      attr('primary', 'boolean', 'Whether this is the primary address.'),
+    ],
+    { multiValued: true },
+  ),
+  ...dashboardAttributes(`Also in ${SCIM_EXTENSION_SCHEMA}, with the same value (the root is kept for compatibility with the API spec).`),
+];
+
+const readOnly = (a: ScimAttribute): ScimAttribute => ({
+  ...a,
+  mutability: 'readOnly',
+  ...(a.subAttributes ? { subAttributes: a.subAttributes.map(readOnly) } : {}),
+});
+
+const supported = (name: string, description: string) =>
+  complex(name, description, [attr('supported', 'boolean', `Whether ${name} is supported.`, { required: true })], { required: true });
+
+/** RFC 7643 8.7.2: every attribute of the service provider configuration is readOnly. */
+const serviceProviderConfigAttributes: ScimAttribute[] = [
+  attr('documentationUri', 'reference', 'An HTTP-addressable URL pointing to the service provider\'s human-consumable help documentation.', { referenceTypes: ['external'] }),
+  supported('patch', 'A complex type that specifies PATCH configuration options.'),
+  complex('bulk', 'A complex type that specifies bulk configuration options.', [
+    attr('supported', 'boolean', 'Whether bulk operations are supported.', { required: true }),
+    attr('maxOperations', 'integer', 'The maximum number of operations of one bulk request.', { required: true }),
+    attr('maxPayloadSize', 'integer', 'The maximum payload size of one bulk request, in bytes.', { required: true }),
+  ], { required: true }),
+  complex('filter', 'A complex type that specifies FILTER options.', [
+    attr('supported', 'boolean', 'Whether filtering is supported.', { required: true }),
+    attr('maxResults', 'integer', 'The maximum number of resources returned in one response.', { required: true }),
+  ], { required: true }),
+  supported('changePassword', 'A complex type that specifies configuration options related to changing a password.'),
+  supported('sort', 'A complex type that specifies sort result options.'),
+  supported('etag', 'A complex type that specifies ETag configuration options.'),
+  complex(
+    'authenticationSchemes',
+    'A complex type that specifies supported authentication scheme properties.',
+    [
+      attr('type', 'string', 'The authentication scheme.', { required: true, canonicalValues: ['oauth', 'oauth2', 'oauthbearertoken', 'httpbasic', 'httpdigest'] }),
+      attr('name', 'string', 'The common authentication scheme name, e.g., HTTP Basic.', { required: true }),
+      attr('description', 'string', 'A description of the authentication scheme.', { required: true }),
+      attr('specUri', 'reference', "An HTTP-addressable URL pointing to the authentication scheme's specification.", { referenceTypes: ['external'] }),
+      attr('documentationUri', 'reference', "An HTTP-addressable URL pointing to the authentication scheme's usage documentation.", { referenceTypes: ['external'] }),
+      attr('primary', 'boolean', 'Whether this is the preferred authentication scheme.'),
+    ],
+    { multiValued: true, required: true },
+  ),
+].map(readOnly);
+
+/** RFC 7643 8.7.2. */
+const resourceTypeAttributes: ScimAttribute[] = [
+  attr('id', 'string', "The resource type's server unique id; the same as its name here."),
+  attr('name', 'string', 'The resource type name, used in meta.resourceType.', { required: true }),
+  attr('description', 'string', "The resource type's human-readable description."),
+  attr('endpoint', 'reference', "The resource type's HTTP-addressable endpoint relative to the base URL, e.g., /Users.", { required: true, referenceTypes: ['uri'] }),
+  attr('schema', 'reference', "The resource type's primary (base) schema URI.", { required: true, caseExact: true, referenceTypes: ['uri'] }),
+  complex('schemaExtensions', "A list of URIs of the resource type's schema extensions.", [
+    attr('schema', 'reference', 'The URI of a schema extension.', { required: true, caseExact: true, referenceTypes: ['uri'] }),
+    attr('required', 'boolean', 'Whether the extension is required for the resource type.', { required: true }),
+  ], { multiValued: true }),
+].map(readOnly);
+
+/** Everything the discovery endpoints serve, for the deployment whose public base URL is `baseUrl`. */
+export interface DiscoveryDocuments {
+  serviceProviderConfig: ScimServiceProviderConfig;
+  schemas: ScimSchemaResource[];
+  resourceTypes: ScimResourceType[];
+}
+
+export function discoveryDocuments(baseUrl: string): DiscoveryDocuments {
+  const scimBase = `${baseUrl}/scim/v2`;
+  const schema = (id: string, name: string, description: string, attributes: ScimAttribute[]): ScimSchemaResource => ({
+    schemas: [SCIM_SCHEMA_SCHEMA],
+    id,
+    name,
+    description,
+    attributes,
+    meta: { resourceType: 'Schema', location: `${scimBase}/Schemas/${id}` },
+  });
+  return {
+    serviceProviderConfig: {
+      schemas: [SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA],
+      documentationUri: `${baseUrl}/docs`,
+      patch: { supported: true },
+      bulk: { supported: false, maxOperations: 0, maxPayloadSize: 0 },
+      filter: { supported: true, maxResults: SCIM_LIMITS.maxCount },
+      changePassword: { supported: false },
+      sort: { supported: false },
+      etag: { supported: false },
+      authenticationSchemes: [
+        {
+          type: 'oauthbearertoken',
+          name: 'OAuth Bearer Token',
+          description: 'A SCIM token of the company in Authorization: Bearer, with an X-Request-Origin header',
+          specUri: 'https://www.rfc-editor.org/info/rfc6750',
+          primary: true,
+        },
+      ],
+      meta: { resourceType: 'ServiceProviderConfig', location: `${scimBase}/ServiceProviderConfig` },
+    },
+    schemas: [
+      schema(SCIM_USER_SCHEMA, 'User', 'A dashboard user of the company', userAttributes),
+      schema(
+        SCIM_EXTENSION_SCHEMA,
+        'DashboardUser',
+        "The dashboard access of a user: department, permissions and last sign-in. Responses carry it and the same attributes at the root; a request may give them in either place (the root wins).",
+        dashboardAttributes('Also at the root of the User, with the same value.'),
+      ),
+      schema(SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA, 'Service Provider Configuration', "Schema for representing the service provider's configuration", serviceProviderConfigAttributes),
+      schema(SCIM_RESOURCE_TYPE_SCHEMA, 'ResourceType', 'Specifies the schema that describes a SCIM resource type', resourceTypeAttributes),
+    ],
+    resourceTypes: [
+      {
+        schemas: [SCIM_RESOURCE_TYPE_SCHEMA],
+        id: 'User',
+        name: 'User',
+        description: 'Dashboard users of the company',
+        endpoint: '/Users',
+        schema: SCIM_USER_SCHEMA,
+        schemaExtensions: [{ schema: SCIM_EXTENSION_SCHEMA, required: false }],
+        meta: { resourceType: 'ResourceType', location: `${scimBase}/ResourceTypes/User` },
+      },
+    ],
+  };
+}
+
+/** RFC 7644 4: a list of schemas or resource types is a ListResponse holding all of them (no paging, no filter). */
+export function discoveryList<T>(resources: T[]): ScimDiscoveryList<T> {
+  return { schemas: [SCIM_LIST_SCHEMA], totalResults: resources.length, startIndex: 1, itemsPerPage: resources.length, Resources: resources };
+}
+
+/** Schema URIs, like attribute names, are compared ignoring letter case (RFC 7643 2.1). */
+export function findSchema(docs: DiscoveryDocuments, id: string): ScimSchemaResource {
+  const found = docs.schemas.find((s) => s.id.toLowerCase() === id.toLowerCase());
+  if (!found) throw notFound('Schema not found');
+  return found;
+}
+
+export function findResourceType(docs: DiscoveryDocuments, id: string): ScimResourceType {
+  const found = docs.resourceTypes.find((t) => t.id.toLowerCase() === id.toLowerCase());
+  if (!found) throw notFound('ResourceType not found');
+  return found;
+}
