@@ -1,12 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { z } from 'zod';
+import type { AliasUpdateResponse } from '../src/routes/users-alias.js';
+import { useTestEnv } from './helpers/context.js';
+import { bearer } from './helpers/seed.js';
 import { entries } from './helpers/aggregates.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
-let other: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws', 'other'] });
 const ids: Record<string, number> = {};
+
+type AliasError = NonNullable<z.infer<typeof AliasUpdateResponse>['errors']>[number];
 
 async function addProfile(workspaceId: string, externalId: string, aliases: [string, string][]) {
   const { rows } = await env.ctx.pool.query<{ id: number }>(
@@ -22,16 +24,12 @@ async function addProfile(workspaceId: string, externalId: string, aliases: [str
 }
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  other = await seedWorkspace(env.ctx.pool);
-  ids.ann = await addProfile(ws.workspaceId, 'ann', [['crm', 'ann-1'], ['shop', 's-ann']]);
-  ids.bob = await addProfile(ws.workspaceId, 'bob', [['crm', 'bob-1']]);
-  ids.foreign = await addProfile(other.workspaceId, 'foreign', [['crm', 'f-1']]);
+  ids.ann = await addProfile(env.ws.workspaceId, 'ann', [['crm', 'ann-1'], ['shop', 's-ann']]);
+  ids.bob = await addProfile(env.ws.workspaceId, 'bob', [['crm', 'bob-1']]);
+  ids.foreign = await addProfile(env.other.workspaceId, 'foreign', [['crm', 'f-1']]);
 });
-afterAll(async () => env?.close());
 
-async function update(body: unknown, key = ws.apiKey) {
+async function update(body: unknown, key = env.ws.apiKey) {
   const res = await env.app.inject({
     method: 'POST',
     url: '/users/alias/update',
@@ -126,7 +124,7 @@ describe('POST /users/alias/update', () => {
     });
     expect(r.status).toBe(201);
     expect(r.body.aliases_processed).toBe(1);
-    expect(r.body.errors.map((e: { index: number }) => e.index)).toEqual([0, 1, 2]);
+    expect(r.body.errors.map((e: AliasError) => e.index)).toEqual([0, 1, 2]);
     expect(r.body.errors[0].type).toMatch(/'new_alias_name' is required/);
     expect(r.body.errors[2].type).toMatch(/'extra' is not a field/);
   });
@@ -149,7 +147,7 @@ describe('POST /users/alias/update', () => {
       expect(r.status, JSON.stringify(body).slice(0, 60)).toBe(400);
       expect(r.body.message).toMatch(message);
     }
-    expect((await update({ alias_updates: [entry] }, ws.bareKey)).status).toBe(401);
+    expect((await update({ alias_updates: [entry] }, env.ws.bareKey)).status).toBe(401);
     expect((await update({ alias_updates: [entry] }, 'nope')).status).toBe(401);
     expect(await snapshot()).toEqual(before);
     // 50 entries are accepted.
@@ -161,7 +159,7 @@ describe('POST /users/alias/update', () => {
     const r = await env.app.inject({
       method: 'POST',
       url: '/users/track',
-      headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' },
+      headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
       payload: { events: [{ user_alias: { alias_label: 'crm', alias_name: 'ann-5' }, name: 'after-rename', time: '2024-01-01' }] },
     });
     expect(r.statusCode).toBe(201);

@@ -1,16 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, createKey, createScimToken, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { describe, expect, it } from 'vitest';
+import { useTestEnv } from './helpers/context.js';
+import { bearer, createKey, createScimToken } from './helpers/seed.js';
 import { PERMISSIONS } from '../src/auth/permissions.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws'] });
 
-beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-});
-afterAll(async () => env?.close());
 
 const concrete = (url: string) => url.replace(/:([A-Za-z_]+)/g, 'x-$1').replace(/\*$/, 'x');
 
@@ -42,7 +36,7 @@ describe('every route refuses callers without credentials or permission', () => 
       expect(wrong.json().message).toMatch(/^Invalid API key: /);
       expect(wrong.body).not.toContain(unknownKey);
 
-      const bare = await env.app.inject({ method, url, headers: { ...headers, ...bearer(ws.bareKey) }, payload });
+      const bare = await env.app.inject({ method, url, headers: { ...headers, ...bearer(env.ws.bareKey) }, payload });
       expect(bare.statusCode, `${method} ${url} without permission`).toBe(401);
       expect(bare.json().message).toContain(route.config.permission);
       expect(bare.headers['content-type']).toMatch(/^application\/json/);
@@ -52,7 +46,7 @@ describe('every route refuses callers without credentials or permission', () => 
   it('a key with every other permission is still refused', async () => {
     for (const route of protectedRoutes().filter((r) => r.config.auth !== 'scim')) {
       const others = PERMISSIONS.filter((p) => p !== route.config.permission);
-      const key = await createKey(env.ctx.pool, ws.workspaceId, `all-but-${route.method}-${route.url}`, [...others]);
+      const key = await createKey(env.ctx.pool, env.ws.workspaceId, `all-but-${route.method}-${route.url}`, [...others]);
       const res = await env.app.inject({ method: route.method as 'GET', url: concrete(route.url), headers: bearer(key) });
       expect(res.statusCode, `${route.method} ${route.url}`).toBe(401);
     }
@@ -60,12 +54,12 @@ describe('every route refuses callers without credentials or permission', () => 
 
   it('SCIM routes: refuse an API key, a missing token and a missing X-Request-Origin', async () => {
     const scimRoutes = protectedRoutes().filter((r) => r.config.auth === 'scim');
-    const token = await createScimToken(env.ctx.pool, ws.companyId);
+    const token = await createScimToken(env.ctx.pool, env.ws.companyId);
     for (const route of scimRoutes) {
       const url = concrete(route.url);
       const method = route.method as 'GET';
       const origin = { 'x-request-origin': 'https://idp.example.com' };
-      const byKey = await env.app.inject({ method, url, headers: { ...bearer(ws.apiKey), ...origin } });
+      const byKey = await env.app.inject({ method, url, headers: { ...bearer(env.ws.apiKey), ...origin } });
       expect(byKey.statusCode, `${method} ${url} with API key`).toBe(401);
       const none = await env.app.inject({ method, url, headers: origin });
       expect(none.statusCode, `${method} ${url} without token`).toBe(401);
@@ -78,7 +72,7 @@ describe('every route refuses callers without credentials or permission', () => 
 
 describe('a revoked key stops working', () => {
   it('refuses a revoked key once the principal cache is cleared', async () => {
-    const key = await createKey(env.ctx.pool, ws.workspaceId, 'to-revoke', ['segments.list']);
+    const key = await createKey(env.ctx.pool, env.ws.workspaceId, 'to-revoke', ['segments.list']);
     expect((await env.app.inject({ method: 'GET', url: '/segments/list', headers: bearer(key) })).statusCode).toBe(200);
     await env.ctx.pool.query(`UPDATE api_keys SET revoked_at = now() WHERE name = 'to-revoke'`);
     env.ctx.principals.clear();

@@ -6,9 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CallbackRefusedError, postCallback } from '../src/exports/callback.js';
 import { callbackPolicy, callbackRefusal, isPrivateAddress } from '../src/exports/request.js';
 import { classifyAddress } from '../src/lib/ip-address.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { useTestEnv } from './helpers/context.js';
 import { createSegment, requestExport } from './helpers/export-fixtures.js';
-import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
 const strict = callbackPolicy({ CALLBACK_ALLOW_PRIVATE: false, CALLBACK_ALLOWED_HOSTS: '' });
 const open = callbackPolicy({ CALLBACK_ALLOW_PRIVATE: true, CALLBACK_ALLOWED_HOSTS: '' });
@@ -258,15 +257,11 @@ describe('callbacks at send time', () => {
 });
 
 describe('POST /users/export/segment refuses every loopback spelling', () => {
-  let env: TestEnv;
-  let ws: SeededWorkspace;
+  const env = useTestEnv({ config: { CALLBACK_ALLOW_PRIVATE: 'false' }, workspaces: ['ws'] });
 
   beforeAll(async () => {
-    env = await createTestEnv({ CALLBACK_ALLOW_PRIVATE: 'false' });
-    ws = await seedWorkspace(env.ctx.pool);
-    await createSegment(env.ctx.pool, ws.workspaceId, 'seg-a');
+    await createSegment(env.ctx.pool, env.ws.workspaceId, 'seg-a');
   });
-  afterAll(async () => env?.close());
 
   async function exportsCount(): Promise<number> {
     const { rows } = await env.ctx.pool.query(`SELECT count(*)::int AS n FROM exports`);
@@ -286,7 +281,7 @@ describe('POST /users/export/segment refuses every loopback spelling', () => {
   for (const endpoint of endpoints) {
     it(`400 for ${endpoint}, with nothing queued`, async () => {
       const before = await exportsCount();
-      const res = await requestExport(env, ws.apiKey, { segment_id: 'seg-a', fields_to_export: ['external_id'], callback_endpoint: endpoint });
+      const res = await requestExport(env, env.ws.apiKey, { segment_id: 'seg-a', fields_to_export: ['external_id'], callback_endpoint: endpoint });
       expect(res.status).toBe(400);
       expect(res.body.message).toMatch(/private or loopback/);
       expect(await exportsCount()).toBe(before);

@@ -1,11 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { z } from 'zod';
+import type { CanvasListResponse } from '../src/routes/canvas-list.js';
+import { useTestEnv } from './helpers/context.js';
+import { bearer } from './helpers/seed.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
-let exactly100: SeededWorkspace;
-let exactly101: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws', 'exactly100', 'exactly101'] });
+
+type Canvas = z.infer<typeof CanvasListResponse>['canvases'][number];
 
 /** n canvases; every 50th archived, every 7th stopped, every 11th a draft; ten share each creation time. */
 async function seedCanvases(workspaceId: string, n: number) {
@@ -22,33 +23,28 @@ async function seedCanvases(workspaceId: string, n: number) {
 }
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  exactly100 = await seedWorkspace(env.ctx.pool);
-  exactly101 = await seedWorkspace(env.ctx.pool);
-  await seedCanvases(ws.workspaceId, 250);
+  await seedCanvases(env.ws.workspaceId, 250);
   // All unarchived in the small workspaces: 100 and 101 are about the page boundary.
   await env.ctx.pool.query(
     `INSERT INTO canvases (workspace_id, api_id, name, created_at)
      SELECT w, 'c' || g, 'C' || g, timestamptz '2026-01-01' FROM unnest($1::uuid[], $2::int[]) AS x(w, n), generate_series(1, x.n) g`,
-    [[exactly100.workspaceId, exactly101.workspaceId], [100, 101]],
+    [[env.exactly100.workspaceId, env.exactly101.workspaceId], [100, 101]],
   );
 });
-afterAll(async () => env?.close());
 
-async function list(query: string, key: string | null = ws.apiKey) {
+async function list(query: string, key: string | null = env.ws.apiKey) {
   const res = await env.app.inject({ method: 'GET', url: `/canvas/list${query}`, headers: { ...(key ? bearer(key) : {}), 'content-type': 'application/json' } });
   return { status: res.statusCode, body: res.json(), headers: res.headers };
 }
 
-async function walk(query: string, key = ws.apiKey) {
+async function walk(query: string, key = env.ws.apiKey) {
   const ids: string[] = [];
   const sizes: number[] = [];
   for (let page = 0; page < 10; page++) {
     const { status, body } = await list(`?page=${page}${query}`, key);
     expect(status).toBe(200);
     sizes.push(body.canvases.length);
-    ids.push(...body.canvases.map((c: { id: string }) => c.id));
+    ids.push(...body.canvases.map((c: Canvas) => c.id));
     if (body.canvases.length < 100) break;
   }
   return { ids, sizes };
@@ -73,8 +69,8 @@ describe('GET /canvas/list', () => {
   });
 
   it('handles exactly 100 and 101 entries at the page boundary', async () => {
-    expect((await walk('', exactly100.apiKey)).sizes).toEqual([100, 0]);
-    const over = await walk('', exactly101.apiKey);
+    expect((await walk('', env.exactly100.apiKey)).sizes).toEqual([100, 0]);
+    const over = await walk('', env.exactly101.apiKey);
     expect(over.sizes).toEqual([100, 1]);
     expect(new Set(over.ids).size).toBe(101);
   });
@@ -93,8 +89,8 @@ describe('GET /canvas/list', () => {
     const { body } = await list('?sort_direction=desc');
     expect(body.message).toBe('success');
     // The newest creation time holds cv-0240..cv-0249 (cv-0250 is archived); their order is the tiebreak's.
-    expect(body.canvases.slice(0, 10).map((c: { id: string }) => c.id).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `cv-0${240 + i}`));
-    expect(body.canvases.find((c: { id: string }) => c.id === 'cv-0249')).toEqual({
+    expect(body.canvases.slice(0, 10).map((c: Canvas) => c.id).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `cv-0${240 + i}`));
+    expect(body.canvases.find((c: Canvas) => c.id === 'cv-0249')).toEqual({
       id: 'cv-0249',
       last_edited: '2026-02-11T09:00:00.000Z',
       name: 'Canvas 249',
@@ -105,7 +101,7 @@ describe('GET /canvas/list', () => {
   it('keeps canvases edited after last_edit.time[gt], read as UTC without a zone', async () => {
     // cv-0240 was last edited at 2026-02-11T00:00:00Z; strictly after it leaves 241..249 (250 is archived).
     const { body } = await list('?last_edit.time[gt]=2026-02-11T00:00:00');
-    expect(body.canvases.map((c: { id: string }) => c.id).sort()).toEqual(Array.from({ length: 9 }, (_, i) => `cv-0${241 + i}`));
+    expect(body.canvases.map((c: Canvas) => c.id).sort()).toEqual(Array.from({ length: 9 }, (_, i) => `cv-0${241 + i}`));
     const zoned = await list(`?last_edit.time[gt]=${encodeURIComponent('2026-02-11T01:00:00+01:00')}`);
     expect(zoned.body.canvases).toEqual(body.canvases);
     const none = await list('?last_edit.time[gt]=2030-01-01T00:00:00');
@@ -113,7 +109,7 @@ describe('GET /canvas/list', () => {
   });
 
   it('never shows another workspace\'s canvases', async () => {
-    const { ids } = await walk('', exactly100.apiKey);
+    const { ids } = await walk('', env.exactly100.apiKey);
     expect(ids.some((id) => id.startsWith('cv-'))).toBe(false);
   });
 
@@ -137,7 +133,7 @@ describe('GET /canvas/list', () => {
     const res = await env.app.inject({
       method: 'GET',
       url: '/canvas/list?page=2',
-      headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' },
+      headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
       payload: '{"page": ',
     });
     expect(res.statusCode).toBe(200);
@@ -146,7 +142,7 @@ describe('GET /canvas/list', () => {
 
   it('needs a key with canvas.list and counts against the default limit', async () => {
     expect((await list('', null)).status).toBe(401);
-    const bare = await list('', ws.bareKey);
+    const bare = await list('', env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toContain('canvas.list');
     const ok = await list('');

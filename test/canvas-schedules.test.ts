@@ -1,14 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { canvasScheduleJob } from '../jobs/canvas-schedule.js';
 import { CANVAS_SCHEDULE_QUEUE, fireJobId } from '../src/queues/canvas-schedule.js';
 import { rearmSchedules } from '../src/canvases/schedules.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { useTestEnv } from './helpers/context.js';
+import { createKey } from './helpers/seed.js';
 import { callApi, statusAndBody } from './helpers/http.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
-let other: SeededWorkspace;
+const env = useTestEnv({ config: { CANVAS_SCHEDULE_MAX_LATENESS_SECONDS: '3600', CANVAS_SCHEDULE_SWEEP_SECONDS: '1' }, workspaces: ['ws', 'other'] });
 const canvasIds: Record<string, string> = {};
 
 type Json = Record<string, unknown>;
@@ -38,10 +36,7 @@ async function seedCanvas(workspaceId: string, apiId: string, extra: { status?: 
 }
 
 beforeAll(async () => {
-  env = await createTestEnv({ CANVAS_SCHEDULE_MAX_LATENESS_SECONDS: '3600', CANVAS_SCHEDULE_SWEEP_SECONDS: '1' });
-  ws = await seedWorkspace(env.ctx.pool);
-  other = await seedWorkspace(env.ctx.pool);
-  await seedProfiles(ws.workspaceId, [
+  await seedProfiles(env.ws.workspaceId, [
     { external_id: 'u1', time_zone: 'Asia/Tokyo', canvases_received: [{ name: 'Old', api_canvas_id: 'other-canvas', last_entered: '2026-01-01T00:00:00.000Z' }] },
     { external_id: 'u2', time_zone: 'Europe/Paris', custom_attributes: { vip: true } },
     { external_id: 'u3', time_zone: 'America/New_York', custom_attributes: { vip: true } },
@@ -49,23 +44,23 @@ beforeAll(async () => {
     { external_id: 'u5', time_zone: 'Mars/Olympus_Mons' },
     { external_id: 'u6', time_zone: 'Asia/Tokyo' },
   ]);
-  await seedProfiles(other.workspaceId, [{ external_id: 'u1', time_zone: 'UTC' }]);
-  const alias = await env.ctx.pool.query<{ id: number }>(`SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = 'u6'`, [ws.workspaceId]);
-  await env.ctx.pool.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'c-6', $2)`, [ws.workspaceId, alias.rows[0]!.id]);
-  await env.ctx.pool.query(`INSERT INTO segments (workspace_id, api_id, name, filter) VALUES ($1, 'vips', 'VIPs', '{"custom_attribute": "vip", "op": "eq", "value": true}')`, [ws.workspaceId]);
-  await seedCanvas(ws.workspaceId, 'welcome');
-  await seedCanvas(ws.workspaceId, 'stopped', { status: 'stopped' });
-  await seedCanvas(ws.workspaceId, 'dashboard-only', { api_triggered: false });
-  await seedCanvas(other.workspaceId, 'foreign');
+  await seedProfiles(env.other.workspaceId, [{ external_id: 'u1', time_zone: 'UTC' }]);
+  const alias = await env.ctx.pool.query<{ id: number }>(`SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = 'u6'`, [env.ws.workspaceId]);
+  await env.ctx.pool.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'c-6', $2)`, [env.ws.workspaceId, alias.rows[0]!.id]);
+  await env.ctx.pool.query(`INSERT INTO segments (workspace_id, api_id, name, filter) VALUES ($1, 'vips', 'VIPs', '{"custom_attribute": "vip", "op": "eq", "value": true}')`, [env.ws.workspaceId]);
+  await seedCanvas(env.ws.workspaceId, 'welcome');
+  await seedCanvas(env.ws.workspaceId, 'stopped', { status: 'stopped' });
+  await seedCanvas(env.ws.workspaceId, 'dashboard-only', { api_triggered: false });
+  await seedCanvas(env.other.workspaceId, 'foreign');
 
   // Written straight to the store, as the workspace file's apply does: armed by the worker when it starts.
-  const fileCanvas = await seedCanvas(ws.workspaceId, 'from-file');
+  const fileCanvas = await seedCanvas(env.ws.workspaceId, 'from-file');
   await env.ctx.pool.query(
     `INSERT INTO canvas_schedules (canvas_id, schedule_id, dispatch_id, schedule, recipients)
      VALUES ($1, 'file-schedule', 'file-dispatch', $2, '[{"external_user_id": "u2"}]')`,
     [fileCanvas, JSON.stringify({ time: new Date(Date.now() + 1500).toISOString(), in_local_time: false })],
   );
-  const missedCanvas = await seedCanvas(ws.workspaceId, 'missed');
+  const missedCanvas = await seedCanvas(env.ws.workspaceId, 'missed');
   await env.ctx.pool.query(
     `INSERT INTO canvas_schedules (canvas_id, schedule_id, dispatch_id, schedule, recipients)
      VALUES ($1, 'missed-schedule', 'missed-dispatch', $2, '[{"external_user_id": "u2"}]')`,
@@ -73,9 +68,8 @@ beforeAll(async () => {
   );
   env.startWorkers([canvasScheduleJob]);
 });
-afterAll(async () => env?.close());
 
-const post = (url: string, payload: unknown, key = ws.apiKey, raw = false) => callApi(env.app, 'POST', url, { key, ...(raw ? { raw: payload as string } : { body: payload }) }).then(statusAndBody);
+const post = (url: string, payload: unknown, key = env.ws.apiKey, raw = false) => callApi(env.app, 'POST', url, { key, ...(raw ? { raw: payload as string } : { body: payload }) }).then(statusAndBody);
 const create = (payload: unknown, key?: string) => post('/canvas/trigger/schedule/create', payload, key);
 const update = (payload: unknown, key?: string) => post('/canvas/trigger/schedule/update', payload, key);
 const remove = (payload: unknown, key?: string) => post('/canvas/trigger/schedule/delete', payload, key);
@@ -86,7 +80,7 @@ const dispatches = async (scheduleId: string) =>
 async function entries(canvasApiId: string): Promise<Record<string, Json>> {
   const { rows } = await env.ctx.pool.query<{ external_id: string; entry: Json }>(
     `SELECT p.external_id, e AS entry FROM profiles p, jsonb_array_elements(p.canvases_received) e WHERE p.workspace_id = $1 AND e->>'api_canvas_id' = $2`,
-    [ws.workspaceId, canvasApiId],
+    [env.ws.workspaceId, canvasApiId],
   );
   return Object.fromEntries(rows.map((r) => [r.external_id, r.entry]));
 }
@@ -138,7 +132,7 @@ describe('schedules from the workspace file', () => {
   });
 
   it('re-arming is idempotent, and the periodic sweep arms rows written while the worker runs', async () => {
-    const canvas = await seedCanvas(ws.workspaceId, 'late-file');
+    const canvas = await seedCanvas(env.ws.workspaceId, 'late-file');
     await env.ctx.pool.query(
       `INSERT INTO canvas_schedules (canvas_id, schedule_id, dispatch_id, schedule, audience) VALUES ($1, 'late-file-schedule', 'late-dispatch', $2, '{"segment_id": "vips"}')`,
       [canvas, JSON.stringify({ time: inMs(60_000) })],
@@ -188,7 +182,7 @@ describe('POST /canvas/trigger/schedule/create', () => {
       steps_received: [],
     });
     // Entries of other canvases stay.
-    const u1 = (await env.ctx.pool.query(`SELECT canvases_received FROM profiles WHERE workspace_id = $1 AND external_id = 'u1'`, [ws.workspaceId])).rows[0]!;
+    const u1 = (await env.ctx.pool.query(`SELECT canvases_received FROM profiles WHERE workspace_id = $1 AND external_id = 'u1'`, [env.ws.workspaceId])).rows[0]!;
     expect(u1.canvases_received.map((e: Json) => e.api_canvas_id)).toEqual(['other-canvas', 'welcome']);
     const [d] = await dispatches(scheduleId);
     expect(d).toMatchObject({ status: 'done', users_entered: 2, dispatch_id: body.dispatch_id, trigger_properties: { campaign: 'spring' } });
@@ -198,7 +192,7 @@ describe('POST /canvas/trigger/schedule/create', () => {
     await env.ctx.pool.query(
       `UPDATE profiles SET canvases_received = canvases_received || '[{"name": "Old name", "api_canvas_id": "welcome", "steps_received": [{"name": "s1", "api_canvas_step_id": "st1", "last_received": "2026-01-02T00:00:00.000Z"}], "variation_name": "B"}]'
         WHERE workspace_id = $1 AND external_id = 'u3'`,
-      [ws.workspaceId],
+      [env.ws.workspaceId],
     );
     const seg = await create({ canvas_id: 'welcome', audience: { segment_id: 'vips' }, broadcast: true, schedule: { time: inMs(1000) } });
     expect(seg.status).toBe(201);
@@ -212,7 +206,7 @@ describe('POST /canvas/trigger/schedule/create', () => {
     await waitState(String(all.body.schedule_id), 'sent');
     expect(Object.keys(await entries('welcome')).sort()).toEqual(['u1', 'u2', 'u3', 'u4', 'u5', 'u6']);
     expect((await dispatches(String(all.body.schedule_id)))[0].users_entered).toBe(6);
-    const foreign = await env.ctx.pool.query(`SELECT canvases_received FROM profiles WHERE workspace_id = $1`, [other.workspaceId]);
+    const foreign = await env.ctx.pool.query(`SELECT canvases_received FROM profiles WHERE workspace_id = $1`, [env.other.workspaceId]);
     expect(foreign.rows[0]!.canvases_received).toEqual([]);
   });
 
@@ -279,12 +273,12 @@ describe('POST /canvas/trigger/schedule/create', () => {
   });
 
   it('refuses malformed JSON, missing credentials and missing permission', async () => {
-    const raw = await post('/canvas/trigger/schedule/create', '{"canvas_id":', ws.apiKey, true);
+    const raw = await post('/canvas/trigger/schedule/create', '{"canvas_id":', env.ws.apiKey, true);
     expect(raw.status).toBe(400);
     expect(raw.body.message).toMatch(/Malformed JSON/);
     const none = await env.app.inject({ method: 'POST', url: '/canvas/trigger/schedule/create', headers: { 'content-type': 'application/json' }, payload: '{}' });
     expect(none.statusCode).toBe(401);
-    const bare = await create({ ...base }, ws.bareKey);
+    const bare = await create({ ...base }, env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toMatch(/canvas\.trigger\.schedule\.create/);
   });
@@ -338,7 +332,7 @@ describe('POST /canvas/trigger/schedule/update', () => {
   });
 
   it('fires in local time zone by zone; an update after part was sent applies to the rest only', async () => {
-    await seedCanvas(ws.workspaceId, 'local');
+    await seedCanvas(env.ws.workspaceId, 'local');
     // Tokyo's clocks reach this wall time in about 1.5 s; everyone else's hours later.
     const tokyoWall = new Intl.DateTimeFormat('sv-SE', { timeZone: 'Asia/Tokyo', dateStyle: 'short', timeStyle: 'medium' }).format(new Date(Date.now() + 1500)).replace(' ', 'T');
     const { body } = await create({ canvas_id: 'local', broadcast: true, schedule: { time: tokyoWall, in_local_time: true } });
@@ -377,8 +371,8 @@ describe('POST /canvas/trigger/schedule/update', () => {
   it('refuses bad updates and changes nothing', async () => {
     const { body } = await create({ canvas_id: 'welcome', recipients: [{ external_user_id: 'u2' }], schedule: { time: inMs(3600_000) } });
     const scheduleId = String(body.schedule_id);
-    const foreign = await create({ canvas_id: 'foreign', broadcast: true, schedule: { time: inMs(3600_000) } }, other.apiKey);
-    await seedCanvas(ws.workspaceId, 'second');
+    const foreign = await create({ canvas_id: 'foreign', broadcast: true, schedule: { time: inMs(3600_000) } }, env.other.apiKey);
+    await seedCanvas(env.ws.workspaceId, 'second');
     const before = await scheduleRow(scheduleId);
     const good = { canvas_id: 'welcome', schedule_id: scheduleId, schedule: { time: inMs(7200_000) } };
     const cases: [unknown, number, RegExp][] = [
@@ -400,12 +394,12 @@ describe('POST /canvas/trigger/schedule/update', () => {
       expect(res.status, JSON.stringify(payload).slice(0, 100)).toBe(status);
       expect(res.body.message, JSON.stringify(payload).slice(0, 100)).toMatch(message);
     }
-    const raw = await post('/canvas/trigger/schedule/update', '{', ws.apiKey, true);
+    const raw = await post('/canvas/trigger/schedule/update', '{', env.ws.apiKey, true);
     expect(raw.status).toBe(400);
-    const bare = await update(good, ws.bareKey);
+    const bare = await update(good, env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toMatch(/canvas\.trigger\.schedule\.update/);
-    const createOnly = await createKey(env.ctx.pool, ws.workspaceId, 'create-only', ['canvas.trigger.schedule.create']);
+    const createOnly = await createKey(env.ctx.pool, env.ws.workspaceId, 'create-only', ['canvas.trigger.schedule.create']);
     expect((await update(good, createOnly)).status).toBe(401);
     expect(await scheduleRow(scheduleId)).toEqual(before);
     expect(await (await queue().getJob(fireJobId(before.id, 1, before.fire_times[0])))?.getState()).toBe('delayed');
@@ -421,12 +415,12 @@ describe('POST /canvas/trigger/schedule/delete', () => {
     const missing = await remove({ canvas_id: 'welcome' });
     expect(missing.status).toBe(400);
     expect(missing.body.message).toMatch(/schedule_id is required/);
-    expect((await post('/canvas/trigger/schedule/delete', '{"canvas_id"', ws.apiKey, true)).status).toBe(400);
+    expect((await post('/canvas/trigger/schedule/delete', '{"canvas_id"', env.ws.apiKey, true)).status).toBe(400);
     const none = await env.app.inject({ method: 'POST', url: '/canvas/trigger/schedule/delete', headers: { 'content-type': 'application/json' }, payload: '{}' });
     expect(none.statusCode).toBe(401);
     expect((await scheduleRow(scheduleId)).state).toBe('scheduled');
     expect((await remove({ canvas_id: 'welcome', schedule_id: 'nope' })).status).toBe(404);
-    expect((await remove({ canvas_id: 'welcome', schedule_id: scheduleId }, ws.bareKey)).status).toBe(401);
+    expect((await remove({ canvas_id: 'welcome', schedule_id: scheduleId }, env.ws.bareKey)).status).toBe(401);
     const res = await remove({ canvas_id: 'welcome', schedule_id: scheduleId });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ message: 'success' });

@@ -1,18 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { z } from 'zod';
+import type { HardBouncesResponse, InvalidPhoneNumbersResponse } from '../src/routes/deliverability.js';
+import { useTestEnv } from './helpers/context.js';
+import { bearer } from './helpers/seed.js';
 import { callApi } from './helpers/http.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
-let other: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws', 'other'] });
 
 const phone = (i: number) => `+1555555${String(i).padStart(4, '0')}`;
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  other = await seedWorkspace(env.ctx.pool);
   // 250 invalid numbers, ten sharing each detection time, so that offset paging has to cross ties.
   const numbers = Array.from({ length: 250 }, (_, i) => ({
     phone: phone(i),
@@ -32,19 +29,19 @@ beforeAll(async () => {
     { email: 'd@example.com', time: '2024-02-02T00:00:00.000Z' },
     { email: 'e@example.com', time: '2024-02-02T00:00:00.000Z' },
   ]);
-  await record('hard_bounces', [{ email: 'foreign@example.com', time: '2024-02-01T12:00:00Z' }], other.apiKey);
-  await record('invalid_phone_numbers', [{ phone: '+15559999999', reason: 'deactivated', time: '2024-01-01T00:00:00Z' }], other.apiKey);
+  await record('hard_bounces', [{ email: 'foreign@example.com', time: '2024-02-01T12:00:00Z' }], env.other.apiKey);
+  await record('invalid_phone_numbers', [{ phone: '+15559999999', reason: 'deactivated', time: '2024-01-01T00:00:00Z' }], env.other.apiKey);
 });
-afterAll(async () => env?.close());
 
-async function record(kind: string, records: unknown[], key = ws.apiKey) {
+async function record(kind: string, records: unknown[], key = env.ws.apiKey) {
   const res = await env.app.inject({ method: 'POST', url: `/internal/records/${kind}`, headers: bearer(key), payload: { records } });
   expect(res.statusCode, res.body).toBe(201);
 }
 
-const get = (url: string, key: string | null = ws.apiKey) => callApi(env.app, 'GET', url, { key: key || null });
+const get = (url: string, key: string | null = env.ws.apiKey) => callApi(env.app, 'GET', url, { key: key || null });
 
-type Sms = { phone: string; invalid_detected_at: string; reason: string };
+type Sms = z.infer<typeof InvalidPhoneNumbersResponse>['sms'][number];
+type HardBounce = z.infer<typeof HardBouncesResponse>['emails'][number];
 
 describe('GET /sms/invalid_phone_numbers', () => {
   it('returns the spec shape, newest first, 100 by default', async () => {
@@ -152,14 +149,14 @@ describe('GET /email/hard_bounces', () => {
     const pages = [];
     for (let offset = 0; offset < 5; offset += 2) {
       const { body } = await get(`/email/hard_bounces?limit=2&offset=${offset}`);
-      pages.push(body.emails.map((e: { email: string }) => e.email[0]));
+      pages.push(body.emails.map((e: HardBounce) => e.email[0]));
     }
     expect(pages).toEqual([['e', 'd'], ['c', 'b'], ['a']]);
   });
 
   it('treats the dates as midnight UTC', async () => {
     const { body } = await get('/email/hard_bounces?start_date=2024-02-01&end_date=2024-02-02');
-    expect(body.emails.map((e: { email: string }) => e.email)).toEqual(['b@example.com', 'a+tag@example.com']);
+    expect(body.emails.map((e: HardBounce) => e.email)).toEqual(['b@example.com', 'a+tag@example.com']);
   });
 
   it('answers for one address, case-insensitively, with + encoded or not', async () => {
@@ -200,7 +197,7 @@ describe('credentials', () => {
     expect(missing.body.message).toMatch(/API key/);
     const wrong = await get(url, 'key_not-a-real-key');
     expect(wrong.status).toBe(401);
-    const bare = await get(url, ws.bareKey);
+    const bare = await get(url, env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toContain(permission);
     const ok = await get(url);

@@ -1,19 +1,17 @@
 import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { chromium } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestEnv } from './helpers/context.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-let env: TestEnv;
+const env = useTestEnv();
 let base: string;
 
 beforeAll(async () => {
-  env = await createTestEnv();
   await env.app.listen({ host: '127.0.0.1', port: 0 });
   base = `http://127.0.0.1:${(env.app.server.address() as AddressInfo).port}`;
 });
-afterAll(async () => env?.close());
 
 describe('GET /docs', () => {
   it('renders the API reference in headless Chromium, listing the endpoints from the zod schemas', async () => {

@@ -1,28 +1,21 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestEnv } from './helpers/context.js';
 import { bodyOrRaw, callApi, statusAndBody } from './helpers/http.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
-let other: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws', 'other'] });
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  other = await seedWorkspace(env.ctx.pool);
   await env.ctx.pool.query(
     `INSERT INTO profiles (workspace_id, service_id, external_id, random_bucket, email, email_subscribe) VALUES
        ($1, 's1', 'one', 1, 'Shared@Example.com', 'subscribed'),
        ($1, 's2', 'two', 2, 'shared@example.com', NULL),
        ($1, 's3', 'three', 3, 'solo@example.com', 'opted_in'),
        ($2, 's4', 'foreign', 4, 'shared@example.com', 'subscribed')`,
-    [ws.workspaceId, other.workspaceId],
+    [env.ws.workspaceId, env.other.workspaceId],
   );
 });
-afterAll(async () => env?.close());
 
-const post = (body: unknown, key = ws.apiKey) => callApi(env.app, 'POST', '/email/status', { key, ...bodyOrRaw(body) }).then(statusAndBody);
+const post = (body: unknown, key = env.ws.apiKey) => callApi(env.app, 'POST', '/email/status', { key, ...bodyOrRaw(body) }).then(statusAndBody);
 
 async function states() {
   return (await env.ctx.pool.query('SELECT external_id, email_subscribe FROM profiles ORDER BY external_id')).rows;
@@ -50,7 +43,7 @@ describe('POST /email/status', () => {
     expect((await states()).find((s) => s.external_id === 'three').email_subscribe).toBe('opted_in');
     const rows = await stored();
     expect(rows.filter((x) => x.email.startsWith('new'))).toHaveLength(49);
-    expect(rows.every((x) => x.workspace_id === ws.workspaceId)).toBe(true);
+    expect(rows.every((x) => x.workspace_id === env.ws.workspaceId)).toBe(true);
   });
 
   it('refuses bad requests whole and changes nothing', async () => {
@@ -71,7 +64,7 @@ describe('POST /email/status', () => {
       expect(r.status, JSON.stringify(body).slice(0, 60)).toBe(400);
       expect(r.body.message).toMatch(message);
     }
-    expect((await post({ email: 'a@b.io', subscription_state: 'opted_in' }, ws.bareKey)).status).toBe(401);
+    expect((await post({ email: 'a@b.io', subscription_state: 'opted_in' }, env.ws.bareKey)).status).toBe(401);
     expect((await post({ email: 'a@b.io', subscription_state: 'opted_in' }, 'bogus')).status).toBe(401);
     expect({ states: await states(), stored: await stored() }).toEqual(before);
   });

@@ -1,27 +1,21 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestEnv } from './helpers/context.js';
+import { bearer, createKey, seedWorkspace } from './helpers/seed.js';
 import { callApi, statusAndBody } from './helpers/http.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
-let other: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws', 'other'] });
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  other = await seedWorkspace(env.ctx.pool);
-  await env.ctx.pool.query(`INSERT INTO tags (workspace_id, name) VALUES ($1, 'promo'), ($1, 'weekly'), ($2, 'foreign-tag')`, [ws.workspaceId, other.workspaceId]);
+  await env.ctx.pool.query(`INSERT INTO tags (workspace_id, name) VALUES ($1, 'promo'), ($1, 'weekly'), ($2, 'foreign-tag')`, [env.ws.workspaceId, env.other.workspaceId]);
   await env.ctx.pool.query(`INSERT INTO content_blocks (workspace_id, name, content) VALUES ($1, 'footer', '<p>bye</p>'), ($2, 'foreign_block', 'x')`, [
-    ws.workspaceId,
-    other.workspaceId,
+    env.ws.workspaceId,
+    env.other.workspaceId,
   ]);
 });
-afterAll(async () => env?.close());
 
 type Json = Record<string, unknown>;
-const post = (path: string, payload: unknown, key = ws.apiKey, raw = false) => callApi(env.app, 'POST', path, { key, ...(raw ? { raw: payload as string } : { body: payload }) });
-const get = (url: string, key = ws.apiKey) => callApi(env.app, 'GET', url, { key }).then(statusAndBody);
+const post = (path: string, payload: unknown, key = env.ws.apiKey, raw = false) => callApi(env.app, 'POST', path, { key, ...(raw ? { raw: payload as string } : { body: payload }) });
+const get = (url: string, key = env.ws.apiKey) => callApi(env.app, 'GET', url, { key }).then(statusAndBody);
 const count = async () => (await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM email_templates`)).rows[0]!.n;
 const snapshot = async () => (await env.ctx.pool.query(`SELECT * FROM email_templates ORDER BY id`)).rows;
 
@@ -41,7 +35,7 @@ describe('POST /templates/email/create', () => {
     const { rows } = await env.ctx.pool.query(`SELECT * FROM email_templates WHERE api_id = $1`, [body.email_template_id]);
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({
-      workspace_id: ws.workspaceId,
+      workspace_id: env.ws.workspaceId,
       template_name: 'Welcome',
       subject: 'Hello {{first_name}}',
       body: valid.body,
@@ -56,11 +50,11 @@ describe('POST /templates/email/create', () => {
     const a = await post('/templates/email/create', valid);
     expect(a.status).toBe(201);
     expect((await get(`/templates/email/info?email_template_id=${a.body.email_template_id}`)).body.should_inline_css).toBe(true);
-    await env.ctx.pool.query(`UPDATE workspaces SET settings = settings || '{"should_inline_css": false}' WHERE id = $1`, [ws.workspaceId]);
+    await env.ctx.pool.query(`UPDATE workspaces SET settings = settings || '{"should_inline_css": false}' WHERE id = $1`, [env.ws.workspaceId]);
     try {
       expect((await get(`/templates/email/info?email_template_id=${a.body.email_template_id}`)).body.should_inline_css).toBe(false);
     } finally {
-      await env.ctx.pool.query(`UPDATE workspaces SET settings = settings - 'should_inline_css' WHERE id = $1`, [ws.workspaceId]);
+      await env.ctx.pool.query(`UPDATE workspaces SET settings = settings - 'should_inline_css' WHERE id = $1`, [env.ws.workspaceId]);
     }
   });
 
@@ -106,10 +100,10 @@ describe('POST /templates/email/create', () => {
 
   it('refuses a body with no content and malformed JSON', async () => {
     const before = await count();
-    const empty = await env.app.inject({ method: 'POST', url: '/templates/email/create', headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' } });
+    const empty = await env.app.inject({ method: 'POST', url: '/templates/email/create', headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' } });
     expect(empty.statusCode).toBe(400);
     expect(empty.json()).toEqual({ message: 'Template name is required' });
-    const bad = await post('/templates/email/create', '{"template_name": "x",', ws.apiKey, true);
+    const bad = await post('/templates/email/create', '{"template_name": "x",', env.ws.apiKey, true);
     expect(bad.status).toBe(400);
     expect(String(bad.body.message)).toMatch(/^Malformed JSON body/);
     expect(await count()).toBe(before);
@@ -120,10 +114,10 @@ describe('POST /templates/email/create', () => {
     const none = await env.app.inject({ method: 'POST', url: '/templates/email/create', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(valid) });
     expect(none.statusCode).toBe(401);
     expect(none.json().message).toMatch(/API key/);
-    const bare = await post('/templates/email/create', valid, ws.bareKey);
+    const bare = await post('/templates/email/create', valid, env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toMatch(/templates\.email\.create/);
-    const updateOnly = await createKey(env.ctx.pool, ws.workspaceId, 'update-only', ['templates.email.update']);
+    const updateOnly = await createKey(env.ctx.pool, env.ws.workspaceId, 'update-only', ['templates.email.update']);
     expect((await post('/templates/email/create', valid, updateOnly)).status).toBe(401);
     expect(await count()).toBe(before);
   });
@@ -164,7 +158,7 @@ describe('POST /templates/email/update', () => {
     const unknown = await post('/templates/email/update', { email_template_id: 'no-such-template', subject: 'x' });
     expect(unknown.status).toBe(404);
     expect(unknown.body.message).toMatch(/no-such-template/);
-    const foreignId = String((await post('/templates/email/create', valid, other.apiKey)).body.email_template_id);
+    const foreignId = String((await post('/templates/email/create', valid, env.other.apiKey)).body.email_template_id);
     const foreign = await post('/templates/email/update', { email_template_id: foreignId, subject: 'x' });
     expect(foreign.status).toBe(404);
     const after = await snapshot();
@@ -196,7 +190,7 @@ describe('POST /templates/email/update', () => {
 
   it('refuses without the update permission', async () => {
     const id = await create();
-    const createOnly = await createKey(env.ctx.pool, ws.workspaceId, 'create-only', ['templates.email.create']);
+    const createOnly = await createKey(env.ctx.pool, env.ws.workspaceId, 'create-only', ['templates.email.create']);
     const res = await post('/templates/email/update', { email_template_id: id, subject: 'x' }, createOnly);
     expect(res.status).toBe(401);
     expect(res.body.message).toMatch(/templates\.email\.update/);
@@ -209,7 +203,7 @@ describe('GET /templates/email/info and /templates/email/list', () => {
     const missing = await get('/templates/email/info');
     expect(missing.status).toBe(400);
     expect(missing.body.message).toMatch(/email_template_id is required/);
-    expect((await get('/templates/email/info?email_template_id=x', ws.bareKey)).status).toBe(401);
+    expect((await get('/templates/email/info?email_template_id=x', env.ws.bareKey)).status).toBe(401);
   });
 
   it('lists by modification time with limit, offset and modified_after', async () => {
@@ -239,6 +233,6 @@ describe('GET /templates/email/info and /templates/email/list', () => {
       expect(res.status, q).toBe(400);
       expect(String(res.body.message), q).toMatch(/limit|offset|modified_after/);
     }
-    expect((await get('/templates/email/list', ws.bareKey)).status).toBe(401);
+    expect((await get('/templates/email/list', env.ws.bareKey)).status).toBe(401);
   });
 });

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../jobs/export-callback.js';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
+import type { ExportManifest } from '../src/exports/manifest.js';
 import { S3Store } from '../src/storage/s3-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, insertProfiles, readPartFile, requestExport, waitForExport, startCallbackReceiver } from './helpers/export-fixtures.js';
@@ -52,14 +53,9 @@ afterAll(async () => {
   if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
-interface Manifest {
-  users: number;
-  parts: Array<{ key: string; users: number; bytes: number; sha256: string }>;
-}
-
 /** Checks what a loader would: the listed objects, their bytes against the manifest, their lines. */
 async function verifyBucket(list: string[], fetch: (key: string) => Promise<Buffer>, keyPrefix: string, ext: '.gz' | '.zip', base: number) {
-  const manifest = JSON.parse((await fetch(`${keyPrefix}/manifest.json`)).toString()) as Manifest;
+  const manifest = JSON.parse((await fetch(`${keyPrefix}/manifest.json`)).toString()) as ExportManifest;
   expect(manifest.users).toBe(MEMBERS);
   expect(manifest.parts.map((p) => p.users)).toEqual([5000, 2000]);
   expect([...list].sort()).toEqual([...manifest.parts.map((p) => p.key), `${keyPrefix}/manifest.json`].sort());

@@ -6,31 +6,27 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../jobs/export-callback.js';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import type { ExportManifest } from '../src/exports/manifest.js';
+import { useTestEnv } from './helpers/context.js';
 import { createSegment, exportStatus, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
-import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 // Four shards of about 15,000 members, run one at a time by the child worker: plenty of time to kill it mid-export.
 const MEMBERS = 60_000;
 
-let env: TestEnv;
-let ws: SeededWorkspace;
+const env = useTestEnv({ config: { EXPORT_SHARD_BUCKETS: '2500' }, workspaces: ['ws'] });
 let child: ChildProcess | undefined;
 let childTmp: string;
 
 beforeAll(async () => {
-  env = await createTestEnv({ EXPORT_SHARD_BUCKETS: '2500' });
   childTmp = await mkdtemp(path.join(tmpdir(), 'ces-crash-worker-'));
-  ws = await seedWorkspace(env.ctx.pool);
-  await createSegment(env.ctx.pool, ws.workspaceId, 'big');
-  await insertProfiles(env.ctx.pool, ws.workspaceId, 1, MEMBERS);
-  await insertProfiles(env.ctx.pool, ws.workspaceId, 500_001, 2_000, false);
+  await createSegment(env.ctx.pool, env.ws.workspaceId, 'big');
+  await insertProfiles(env.ctx.pool, env.ws.workspaceId, 1, MEMBERS);
+  await insertProfiles(env.ctx.pool, env.ws.workspaceId, 500_001, 2_000, false);
 }, 120_000);
 afterAll(async () => {
   if (child && child.exitCode === null) child.kill('SIGKILL');
-  await env?.close();
   if (childTmp) await rm(childTmp, { recursive: true, force: true });
 });
 
@@ -60,7 +56,7 @@ function startChildWorker(queues = 'export-shard,segment-export'): ChildProcess 
 
 describe('a worker SIGKILLed in the middle of an export', () => {
   it('loses nothing: another worker finishes the export with every member exactly once', async () => {
-    const res = await requestExport(env, ws.apiKey, { segment_id: 'big', fields_to_export: ['external_id', 'email', 'custom_attributes', 'custom_events'], output_format: 'gzip' });
+    const res = await requestExport(env, env.ws.apiKey, { segment_id: 'big', fields_to_export: ['external_id', 'email', 'custom_attributes', 'custom_events'], output_format: 'gzip' });
     expect(res.status).toBe(201);
     const prefix = String(res.body.object_prefix);
 
@@ -69,7 +65,7 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     const deadline = Date.now() + 60_000;
     let atKill: Record<string, unknown> = {};
     for (;;) {
-      atKill = (await exportStatus(env, ws.apiKey, prefix)).body;
+      atKill = (await exportStatus(env, env.ws.apiKey, prefix)).body;
       // ...and while it is cutting a part, not between two shards: its spool directory exists only meanwhile.
       const cutting = (await readdir(childTmp)).some((n) => n.startsWith('ces-export-'));
       if (Number(atKill.parts_done) >= 2 && cutting) break;
@@ -82,22 +78,22 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     const spool = (await readdir(childTmp)).filter((n) => n.startsWith(`ces-export-${child!.pid}-`));
     expect(spool).toHaveLength(1);
     expect(atKill.status).toBe('running');
-    const afterKill = (await exportStatus(env, ws.apiKey, prefix)).body;
+    const afterKill = (await exportStatus(env, env.ws.apiKey, prefix)).body;
     expect(afterKill.status).toBe('running');
     expect(Number(afterKill.users_done)).toBeLessThan(MEMBERS);
 
     // A fresh worker: BullMQ's stalled-job check hands it the dead worker's shard once that job's lock lapses.
     env.startWorkers([segmentExportJob, exportShardJob, exportCallbackJob]);
-    const done = await waitForExport(env, ws.apiKey, prefix, 90_000);
+    const done = await waitForExport(env, env.ws.apiKey, prefix, 90_000);
     expect(done).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 12 });
 
     const keyPrefix = String(done.key_prefix);
-    const dir = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), keyPrefix);
-    const manifest = JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8'));
-    expect(manifest.parts.map((p: { users: number }) => p.users)).toEqual([...Array(12).fill(5000)]);
+    const dir = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), keyPrefix);
+    const manifest: ExportManifest = JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8'));
+    expect(manifest.parts.map((p) => p.users)).toEqual([...Array(12).fill(5000)]);
     // Nothing the killed attempt wrote is left beside the parts: only the manifest's files and the manifest.
     const files = (await readdir(dir)).sort();
-    expect(files).toEqual([...manifest.parts.map((p: { file: string }) => p.file), 'manifest.json'].sort());
+    expect(files).toEqual([...manifest.parts.map((p) => p.file), 'manifest.json'].sort());
 
     const count = new Map<string, number>();
     for (const p of manifest.parts) {

@@ -10,10 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../jobs/export-callback.js';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import type { ExportManifest } from '../src/exports/manifest.js';
+import { type TestEnv, useTestEnv } from './helpers/context.js';
 import { createSegment, exportStatus, insertProfiles, OLD, readPartFile, RECENT, requestExport, waitForExport, zipEntries } from './helpers/export-fixtures.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
-import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
 const run = promisify(execFile);
 
@@ -22,8 +22,7 @@ const run = promisify(execFile);
 const MEMBERS = 26_000;
 const TTL_SECONDS = 6;
 
-let env: TestEnv;
-let ws: SeededWorkspace;
+const env = useTestEnv({ config: { EXPORT_SHARD_BUCKETS: '3334', DOWNLOAD_URL_TTL_SECONDS: String(TTL_SECONDS), CALLBACK_ALLOW_PRIVATE: 'true' }, workspaces: ['ws', 'other'] });
 let receiver: Server;
 let receiverUrl: string;
 const callbacks: Array<{ body: Record<string, unknown>; answered: number }> = [];
@@ -31,15 +30,12 @@ let failNextCallbacks = 1;
 const scratch: string[] = [];
 
 beforeAll(async () => {
-  env = await createTestEnv({ EXPORT_SHARD_BUCKETS: '3334', DOWNLOAD_URL_TTL_SECONDS: String(TTL_SECONDS), CALLBACK_ALLOW_PRIVATE: 'true' });
-  ws = await seedWorkspace(env.ctx.pool);
-  await createSegment(env.ctx.pool, ws.workspaceId, 'us-users');
-  await createSegment(env.ctx.pool, ws.workspaceId, 'nobody', { attribute: 'country', op: 'eq', value: 'ZZ' });
-  await insertProfiles(env.ctx.pool, ws.workspaceId, 1, MEMBERS);
-  await insertProfiles(env.ctx.pool, ws.workspaceId, 1_000_001, 1_500, false);
+  await createSegment(env.ctx.pool, env.ws.workspaceId, 'us-users');
+  await createSegment(env.ctx.pool, env.ws.workspaceId, 'nobody', { attribute: 'country', op: 'eq', value: 'ZZ' });
+  await insertProfiles(env.ctx.pool, env.ws.workspaceId, 1, MEMBERS);
+  await insertProfiles(env.ctx.pool, env.ws.workspaceId, 1_000_001, 1_500, false);
   // Members of another workspace with the same segment filter must never appear.
-  const other = await seedWorkspace(env.ctx.pool);
-  await insertProfiles(env.ctx.pool, other.workspaceId, 2_000_001, 700);
+  await insertProfiles(env.ctx.pool, env.other.workspaceId, 2_000_001, 700);
 
   receiver = createServer((req, res) => {
     let data = '';
@@ -55,12 +51,11 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   receiver?.close();
-  await env?.close();
   await Promise.all(scratch.map((d) => rm(d, { recursive: true, force: true })));
 });
 
 function localFile(key: string): string {
-  return path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), key);
+  return path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), key);
 }
 
 async function partsOf(keyPrefix: string): Promise<string[]> {
@@ -75,7 +70,7 @@ describe('segment export to the built-in store', () => {
   let readyDownload: Awaited<ReturnType<TestEnv['app']['inject']>>;
 
   it('answers 201 before any worker runs; the link is 404 until ready', async () => {
-    const res = await requestExport(env, ws.apiKey, {
+    const res = await requestExport(env, env.ws.apiKey, {
       segment_id: 'us-users',
       fields_to_export: ['external_id', 'service_id', 'first_name', 'email', 'dob', 'created_at', 'custom_attributes', 'custom_events', 'purchases', 'devices', 'campaigns_received', 'phone'],
       callback_endpoint: receiverUrl,
@@ -90,7 +85,7 @@ describe('segment export to the built-in store', () => {
 
   it('runs to ready with every member once, in parts of exactly 5,000 lines but the last', async () => {
     env.startWorkers([segmentExportJob, exportShardJob, exportCallbackJob]);
-    status = await waitForExport(env, ws.apiKey, prefix);
+    status = await waitForExport(env, env.ws.apiKey, prefix);
     // Fetched at once, checked below: the link lives only TTL_SECONDS in this file.
     readyDownload = await env.app.inject({ method: 'GET', url: url.replace('http://127.0.0.1:3000', '') });
     expect(status).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 6, destination: 'local' });
@@ -102,13 +97,13 @@ describe('segment export to the built-in store', () => {
     expect(parts).toHaveLength(6);
     for (const key of parts) expect(key).toMatch(new RegExp(`^segment-export/us-users/\\d{4}-\\d{2}-\\d{2}/${prefix}/[0-9a-f]{32}\\.zip$`));
 
-    const manifest = JSON.parse(await readFile(localFile(`${keyPrefix}/manifest.json`), 'utf8'));
+    const manifest: ExportManifest = JSON.parse(await readFile(localFile(`${keyPrefix}/manifest.json`), 'utf8'));
     expect(manifest).toMatchObject({ object_prefix: prefix, segment_id: 'us-users', output_format: 'zip', users: MEMBERS });
-    expect(manifest.parts.map((p: { users: number }) => p.users)).toEqual([5000, 5000, 5000, 5000, 5000, 1000]);
-    expect(manifest.parts.map((p: { key: string }) => p.key).sort()).toEqual([...parts].sort());
+    expect(manifest.parts.map((p) => p.users)).toEqual([5000, 5000, 5000, 5000, 5000, 1000]);
+    expect(manifest.parts.map((p) => p.key).sort()).toEqual([...parts].sort());
 
     const seen = new Map<string, number>();
-    for (const p of manifest.parts as Array<{ key: string; users: number; bytes: number; sha256: string }>) {
+    for (const p of manifest.parts) {
       const bytes = await readFile(localFile(p.key));
       expect(bytes.length).toBe(p.bytes);
       expect(createHash('sha256').update(bytes).digest('hex')).toBe(p.sha256);
@@ -175,10 +170,10 @@ describe('segment export to the built-in store', () => {
     expect(entries).toHaveLength(7);
     expect(entries).toContain(`${prefix}/manifest.json`);
     await run('unzip', ['-q', zip, '-d', dir]);
-    const manifest = JSON.parse(await readFile(path.join(dir, prefix, 'manifest.json'), 'utf8'));
+    const manifest: ExportManifest = JSON.parse(await readFile(path.join(dir, prefix, 'manifest.json'), 'utf8'));
     // One NDJSON file per part, named after it, holding exactly that part's users.
     const ids = new Set<string>();
-    for (const p of manifest.parts as Array<{ file: string; users: number }>) {
+    for (const p of manifest.parts) {
       const name = p.file.replace(/\.zip$/, '.json');
       expect(entries).toContain(`${prefix}/${name}`);
       const text = await readFile(path.join(dir, prefix, name), 'utf8');
@@ -203,14 +198,14 @@ describe('segment export to the built-in store', () => {
   });
 
   it('releases the segment lock when ready: a new export of the segment is accepted', async () => {
-    const again = await requestExport(env, ws.apiKey, {
+    const again = await requestExport(env, env.ws.apiKey, {
       segment_id: 'us-users',
       fields_to_export: ['external_id', 'custom_attributes', 'purchases'],
       custom_attributes_to_export: ['score', 'missing'],
       output_format: 'gzip',
     });
     expect(again.status).toBe(201);
-    const done = await waitForExport(env, ws.apiKey, String(again.body.object_prefix));
+    const done = await waitForExport(env, env.ws.apiKey, String(again.body.object_prefix));
     expect(done).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 6 });
     // The download of gzip parts holds their NDJSON too.
     const dl = await env.app.inject({ method: 'GET', url: String(again.body.url).replace('http://127.0.0.1:3000', '') });
@@ -230,14 +225,14 @@ describe('segment export to the built-in store', () => {
   });
 
   it('an empty segment is ready with no part and an empty manifest', async () => {
-    const res = await requestExport(env, ws.apiKey, { segment_id: 'nobody', fields_to_export: ['email'] });
+    const res = await requestExport(env, env.ws.apiKey, { segment_id: 'nobody', fields_to_export: ['email'] });
     expect(res.status).toBe(201);
-    const done = await waitForExport(env, ws.apiKey, String(res.body.object_prefix));
+    const done = await waitForExport(env, env.ws.apiKey, String(res.body.object_prefix));
     expect(done).toMatchObject({ status: 'ready', users_done: 0, parts_done: 0 });
     expect(await partsOf(String(done.key_prefix))).toEqual([]);
     const manifest = JSON.parse(await readFile(localFile(`${String(done.key_prefix)}/manifest.json`), 'utf8'));
     expect(manifest).toMatchObject({ users: 0, parts: [] });
-    const status = await exportStatus(env, ws.apiKey, String(res.body.object_prefix));
+    const status = await exportStatus(env, env.ws.apiKey, String(res.body.object_prefix));
     expect(status.body.url).toBe(res.body.url);
   });
 });

@@ -1,22 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestEnv } from './helpers/context.js';
 import { createSegment, insertProfiles, requestExport } from './helpers/export-fixtures.js';
-import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
-
-// No worker runs in this file: every accepted export stays queued and keeps its locks.
-let env: TestEnv;
-let ws: SeededWorkspace;
+import { bearer, createKey, seedWorkspace } from './helpers/seed.js';
 
 const COMPANY_CAP = 3;
 
+// No worker runs in this file: every accepted export stays queued and keeps its locks.
+const env = useTestEnv({ config: { EXPORT_MAX_RUNNING_PER_COMPANY: String(COMPANY_CAP), CALLBACK_ALLOW_PRIVATE: 'false' }, workspaces: ['ws'] });
+
 beforeAll(async () => {
-  env = await createTestEnv({ EXPORT_MAX_RUNNING_PER_COMPANY: String(COMPANY_CAP), CALLBACK_ALLOW_PRIVATE: 'false' });
-  ws = await seedWorkspace(env.ctx.pool);
-  for (const id of ['seg-a', 'seg-b', 'seg-c', 'seg-d', 'seg-e']) await createSegment(env.ctx.pool, ws.workspaceId, id);
-  await createSegment(env.ctx.pool, ws.workspaceId, 'seg-archived', undefined, true);
-  await insertProfiles(env.ctx.pool, ws.workspaceId, 1, 10);
+  for (const id of ['seg-a', 'seg-b', 'seg-c', 'seg-d', 'seg-e']) await createSegment(env.ctx.pool, env.ws.workspaceId, id);
+  await createSegment(env.ctx.pool, env.ws.workspaceId, 'seg-archived', undefined, true);
+  await insertProfiles(env.ctx.pool, env.ws.workspaceId, 1, 10);
 });
-afterAll(async () => env?.close());
 
 const valid = { segment_id: 'seg-a', fields_to_export: ['external_id', 'email'] };
 
@@ -56,7 +52,7 @@ describe('POST /users/export/segment: refusals', () => {
   for (const [name, body, message] of cases) {
     it(`400 for ${name}, with nothing queued`, async () => {
       const before = await exportsCount();
-      const res = await requestExport(env, ws.apiKey, body);
+      const res = await requestExport(env, env.ws.apiKey, body);
       expect(res.status).toBe(400);
       expect(res.body.message).toMatch(message);
       expect(await exportsCount()).toBe(before);
@@ -69,10 +65,10 @@ describe('POST /users/export/segment: refusals', () => {
     expect(none.json().message).toMatch(/API key/);
     const unknown = await requestExport(env, 'key-not-a-real-key', valid);
     expect(unknown.status).toBe(401);
-    const bare = await requestExport(env, ws.bareKey, valid);
+    const bare = await requestExport(env, env.ws.bareKey, valid);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toMatch(/users\.export\.segment/);
-    const statusOnly = await createKey(env.ctx.pool, ws.workspaceId, 'status-only', ['users.export.status']);
+    const statusOnly = await createKey(env.ctx.pool, env.ws.workspaceId, 'status-only', ['users.export.status']);
     expect((await requestExport(env, statusOnly, valid)).status).toBe(401);
     expect(await exportsCount()).toBe(0);
   });
@@ -87,7 +83,7 @@ describe('POST /users/export/segment: refusals', () => {
 
 describe('POST /users/export/segment: acceptance and locks', () => {
   it('answers 201 with object_prefix and a signed url, and queues the export without reading users', async () => {
-    const res = await requestExport(env, ws.apiKey, { ...valid, output_format: 'gzip', unknown_extra: true });
+    const res = await requestExport(env, env.ws.apiKey, { ...valid, output_format: 'gzip', unknown_extra: true });
     expect(res.status).toBe(201);
     expect(res.body.message).toBe('success');
     const prefix = String(res.body.object_prefix);
@@ -99,21 +95,21 @@ describe('POST /users/export/segment: acceptance and locks', () => {
     expect(row).toMatchObject({ status: 'queued', destination: 'local', users_done: 0 });
     expect(row.request).toMatchObject({ fields: ['external_id', 'email'], outputFormat: 'gzip', customAttributes: null, callbackEndpoint: null });
 
-    const status = await env.app.inject({ method: 'GET', url: `/users/export/status?object_prefix=${prefix}`, headers: bearer(ws.apiKey) });
+    const status = await env.app.inject({ method: 'GET', url: `/users/export/status?object_prefix=${prefix}`, headers: bearer(env.ws.apiKey) });
     expect(status.statusCode).toBe(200);
     expect(status.json()).toMatchObject({ message: 'success', status: 'queued', segment_id: 'seg-a', users_done: 0, parts_done: 0 });
   });
 
   it('429 for a second export of a segment whose export is running, naming the limit', async () => {
     const before = await exportsCount();
-    const res = await requestExport(env, ws.apiKey, valid);
+    const res = await requestExport(env, env.ws.apiKey, valid);
     expect(res.status).toBe(429);
     expect(res.body.message).toMatch(/already running; only one export per segment/);
     expect(await exportsCount()).toBe(before);
   });
 
   it('download link of a queued export: 404 saying it is not ready; a forged signature: 404', async () => {
-    const res = await requestExport(env, ws.apiKey, { segment_id: 'seg-b', fields_to_export: ['email'] });
+    const res = await requestExport(env, env.ws.apiKey, { segment_id: 'seg-b', fields_to_export: ['email'] });
     expect(res.status).toBe(201);
     const url = new URL(String(res.body.url));
     const early = await env.app.inject({ method: 'GET', url: `${url.pathname}${url.search}` });
@@ -127,9 +123,9 @@ describe('POST /users/export/segment: acceptance and locks', () => {
   });
 
   it(`429 once ${COMPANY_CAP} exports of the company run, naming the company limit`, async () => {
-    expect((await requestExport(env, ws.apiKey, { segment_id: 'seg-c', fields_to_export: ['email'] })).status).toBe(201);
+    expect((await requestExport(env, env.ws.apiKey, { segment_id: 'seg-c', fields_to_export: ['email'] })).status).toBe(201);
     const before = await exportsCount();
-    const res = await requestExport(env, ws.apiKey, { segment_id: 'seg-d', fields_to_export: ['email'] });
+    const res = await requestExport(env, env.ws.apiKey, { segment_id: 'seg-d', fields_to_export: ['email'] });
     expect(res.status).toBe(429);
     expect(res.body.message).toMatch(new RegExp(`company already has ${COMPANY_CAP} segment exports running`));
     expect(await exportsCount()).toBe(before);
@@ -140,12 +136,12 @@ describe('POST /users/export/segment: acceptance and locks', () => {
   });
 
   it('status read: 400 without object_prefix, 404 for an unknown one, 401 without the permission', async () => {
-    const missing = await env.app.inject({ method: 'GET', url: '/users/export/status', headers: bearer(ws.apiKey) });
+    const missing = await env.app.inject({ method: 'GET', url: '/users/export/status', headers: bearer(env.ws.apiKey) });
     expect(missing.statusCode).toBe(400);
     expect(missing.json().message).toMatch(/object_prefix/);
-    const unknown = await env.app.inject({ method: 'GET', url: '/users/export/status?object_prefix=nope', headers: bearer(ws.apiKey) });
+    const unknown = await env.app.inject({ method: 'GET', url: '/users/export/status?object_prefix=nope', headers: bearer(env.ws.apiKey) });
     expect(unknown.statusCode).toBe(404);
-    const bare = await env.app.inject({ method: 'GET', url: '/users/export/status?object_prefix=nope', headers: bearer(ws.bareKey) });
+    const bare = await env.app.inject({ method: 'GET', url: '/users/export/status?object_prefix=nope', headers: bearer(env.ws.bareKey) });
     expect(bare.statusCode).toBe(401);
   });
 });

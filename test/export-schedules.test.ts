@@ -1,38 +1,33 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { scheduledExportJob } from '../jobs/scheduled-export.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
 import { SCHEDULED_EXPORT_QUEUE } from '../src/queues/scheduled-export.js';
 import { syncExportSchedules } from '../src/exports/schedules.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { useTestEnv } from './helpers/context.js';
 import { createSegment, insertProfiles } from './helpers/export-fixtures.js';
-import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
+const env = useTestEnv({ config: { EXPORT_SHARD_BUCKETS: '5000' }, workspaces: ['ws'] });
 let scheduleId: string;
 
 beforeAll(async () => {
-  env = await createTestEnv({ EXPORT_SHARD_BUCKETS: '5000' });
-  ws = await seedWorkspace(env.ctx.pool);
-  await createSegment(env.ctx.pool, ws.workspaceId, 'nightly');
-  await insertProfiles(env.ctx.pool, ws.workspaceId, 1, 1_200);
+  await createSegment(env.ctx.pool, env.ws.workspaceId, 'nightly');
+  await insertProfiles(env.ctx.pool, env.ws.workspaceId, 1, 1_200);
   const segment = (await env.ctx.pool.query(`SELECT id FROM segments WHERE api_id = 'nightly'`)).rows[0].id;
   // Every second (BullMQ cron patterns take an optional seconds field), so the test does not wait for a minute.
   scheduleId = (
     await env.ctx.pool.query(
       `INSERT INTO scheduled_exports (workspace_id, name, segment_id, cron, fields_to_export, output_format)
        VALUES ($1, 'nightly-crm', $2, '* * * * * *', ARRAY['external_id', 'email'], 'gzip') RETURNING id`,
-      [ws.workspaceId, segment],
+      [env.ws.workspaceId, segment],
     )
   ).rows[0].id;
   await env.ctx.pool.query(
     `INSERT INTO scheduled_exports (workspace_id, name, segment_id, cron, fields_to_export, enabled)
      VALUES ($1, 'disabled-one', $2, '0 3 * * *', ARRAY['email'], false)`,
-    [ws.workspaceId, segment],
+    [env.ws.workspaceId, segment],
   );
 });
-afterAll(async () => env?.close());
 
 async function schedulerIds(): Promise<string[]> {
   return (await env.ctx.queues.get(SCHEDULED_EXPORT_QUEUE).getJobSchedulers(0, -1)).map((s) => s.key).sort();

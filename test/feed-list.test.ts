@@ -1,17 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { z } from 'zod';
+import type { FeedListResponse } from '../src/routes/feed.js';
+import { useTestEnv } from './helpers/context.js';
+import { bearer } from './helpers/seed.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
-let exactly100: SeededWorkspace;
-let exactly101: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws', 'exactly100', 'exactly101'] });
+
+type Card = z.infer<typeof FeedListResponse>['cards'][number];
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  exactly100 = await seedWorkspace(env.ctx.pool);
-  exactly101 = await seedWorkspace(env.ctx.pool);
   // 250 cards of the three types; every 25th archived; ten share each creation time.
   await env.ctx.pool.query(
     `INSERT INTO feed_cards (workspace_id, api_id, type, title, tags, archived, created_at)
@@ -19,29 +16,28 @@ beforeAll(async () => {
             CASE WHEN g % 2 = 0 THEN ARRAY['even'] ELSE '{}'::text[] END, g % 25 = 0,
             timestamptz '2026-01-01' + ((g / 10) || ' seconds')::interval
        FROM generate_series(1, 250) g`,
-    [ws.workspaceId],
+    [env.ws.workspaceId],
   );
   await env.ctx.pool.query(
     `INSERT INTO feed_cards (workspace_id, api_id, type, title, created_at)
      SELECT w, 'k' || g, 'Banner', 'K' || g, timestamptz '2026-01-01' FROM unnest($1::uuid[], $2::int[]) AS x(w, n), generate_series(1, x.n) g`,
-    [[exactly100.workspaceId, exactly101.workspaceId], [100, 101]],
+    [[env.exactly100.workspaceId, env.exactly101.workspaceId], [100, 101]],
   );
 });
-afterAll(async () => env?.close());
 
-async function list(query: string, key: string | null = ws.apiKey) {
+async function list(query: string, key: string | null = env.ws.apiKey) {
   const res = await env.app.inject({ method: 'GET', url: `/feed/list${query}`, headers: { ...(key ? bearer(key) : {}), 'content-type': 'application/json' } });
   return { status: res.statusCode, body: res.json(), headers: res.headers };
 }
 
-async function walk(query: string, key = ws.apiKey) {
+async function walk(query: string, key = env.ws.apiKey) {
   const ids: string[] = [];
   const sizes: number[] = [];
   for (let page = 0; page < 10; page++) {
     const { status, body } = await list(`?page=${page}${query}`, key);
     expect(status).toBe(200);
     sizes.push(body.cards.length);
-    ids.push(...body.cards.map((c: { id: string }) => c.id));
+    ids.push(...body.cards.map((c: Card) => c.id));
     if (body.cards.length < 100) break;
   }
   return { ids, sizes };
@@ -62,8 +58,8 @@ describe('GET /feed/list', () => {
   });
 
   it('handles exactly 100 and 101 entries at the page boundary', async () => {
-    expect((await walk('', exactly100.apiKey)).sizes).toEqual([100, 0]);
-    const over = await walk('', exactly101.apiKey);
+    expect((await walk('', env.exactly100.apiKey)).sizes).toEqual([100, 0]);
+    const over = await walk('', env.exactly101.apiKey);
     expect(over.sizes).toEqual([100, 1]);
     expect(new Set(over.ids).size).toBe(101);
   });
@@ -79,7 +75,7 @@ describe('GET /feed/list', () => {
   it('returns the spec entry shape', async () => {
     const { body } = await list('?sort_direction=desc');
     expect(body.message).toBe('success');
-    const byId = new Map(body.cards.map((c: { id: string }) => [c.id, c]));
+    const byId = new Map(body.cards.map((c: Card) => [c.id, c]));
     expect(byId.get('card-0249')).toEqual({ id: 'card-0249', type: 'NewsItem', title: 'Card 249', tags: [] });
     expect(byId.get('card-0248')).toEqual({ id: 'card-0248', type: 'Banner', title: 'Card 248', tags: ['even'] });
     expect(byId.get('card-0247')).toEqual({ id: 'card-0247', type: 'CaptionedImage', title: 'Card 247', tags: [] });
@@ -99,7 +95,7 @@ describe('GET /feed/list', () => {
 
   it('needs a key with feed.list', async () => {
     expect((await list('', null)).status).toBe(401);
-    const bare = await list('', ws.bareKey);
+    const bare = await list('', env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toContain('feed.list');
     expect(Number((await list('')).headers['x-ratelimit-limit'])).toBe(250000);

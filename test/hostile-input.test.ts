@@ -1,13 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { bulkImportJob } from '../jobs/bulk-import.js';
 import { trackIngestJob } from '../jobs/track-ingest.js';
 import type { RouteEntry } from '../src/http/route-config.js';
 import { LocalStore } from '../src/storage/local-store.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { useTestEnv } from './helpers/context.js';
 import { waitFor } from './helpers/cli.js';
 import { ERROR_SCHEMA, ORIGIN } from './helpers/scim.js';
-import { bearer, createScimToken, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { bearer, createScimToken, seedWorkspace } from './helpers/seed.js';
 
 /**
  * Input PostgreSQL would refuse (NUL, unpaired surrogates) and JSON nested deep enough to overflow recursive code:
@@ -15,21 +15,17 @@ import { bearer, createScimToken, seedWorkspace, type SeededWorkspace } from './
  * such an object alone and take the rest, and a refused object is never staged, so ingestion never stalls on it.
  */
 
-let env: TestEnv;
-let ws: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws'] });
 let scimToken: string;
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  scimToken = await createScimToken(env.ctx.pool, ws.companyId);
+  scimToken = await createScimToken(env.ctx.pool, env.ws.companyId);
   // Things for the requests to find, so that they get past "not found" to the code that stores.
-  await env.ctx.pool.query(`INSERT INTO canvases (workspace_id, api_id, name, status, api_triggered) VALUES ($1, 'welcome', 'Welcome', 'active', true)`, [ws.workspaceId]);
+  await env.ctx.pool.query(`INSERT INTO canvases (workspace_id, api_id, name, status, api_triggered) VALUES ($1, 'welcome', 'Welcome', 'active', true)`, [env.ws.workspaceId]);
   await env.ctx.pool.query(`INSERT INTO segments (workspace_id, api_id, name, filter) VALUES ($1, 'vips', 'VIPs', '{"custom_attribute": "vip", "op": "eq", "value": true}')`, [
-    ws.workspaceId,
+    env.ws.workspaceId,
   ]);
 });
-afterAll(async () => env?.close());
 
 const NUL = 'a\u0000b';
 const deepJson = (levels: number, inner = '1') => `${'{"k":'.repeat(levels)}${inner}${'}'.repeat(levels)}`;
@@ -57,7 +53,7 @@ const withParams = (url: string, value: (name: string) => string) => url.replace
 const paramsOf = (url: string) => [...url.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!).concat(url.endsWith('*') ? ['*'] : []);
 
 function headersFor(route: Route): Record<string, string> {
-  const auth = route.config.auth === 'scim' ? { ...bearer(scimToken), 'x-request-origin': ORIGIN } : bearer(ws.apiKey);
+  const auth = route.config.auth === 'scim' ? { ...bearer(scimToken), 'x-request-origin': ORIGIN } : bearer(env.ws.apiKey);
   return { ...auth, 'content-type': 'application/json' };
 }
 
@@ -172,10 +168,10 @@ describe('every route: hostile input gets a 4xx in the route error format, and c
     const scim = await env.app.inject({ method: 'GET', url: '/scim/v2/Users?filter=userName%20eq%20%22a%00b%22', headers: { ...bearer(scimToken), 'x-request-origin': ORIGIN } });
     expect(scim.statusCode).toBe(400);
     expect(scim.json()).toMatchObject({ schemas: [ERROR_SCHEMA], status: 400, scimType: 'invalidValue', detail: expect.stringMatching(/^Invalid query: 'filter' contains a NUL character/) });
-    const status = await env.app.inject({ method: 'GET', url: '/users/export/status?object_prefix=%00', headers: bearer(ws.apiKey) });
+    const status = await env.app.inject({ method: 'GET', url: '/users/export/status?object_prefix=%00', headers: bearer(env.ws.apiKey) });
     expect(status.statusCode).toBe(400);
     expect(status.json()).toEqual({ message: "Invalid query: 'object_prefix' contains a NUL character (U+0000), which cannot be stored" });
-    const items = await env.app.inject({ method: 'GET', url: '/catalogs/a%00b/items', headers: bearer(ws.apiKey) });
+    const items = await env.app.inject({ method: 'GET', url: '/catalogs/a%00b/items', headers: bearer(env.ws.apiKey) });
     expect(items.statusCode).toBe(400);
     expect(items.json().errors[0]).toMatchObject({ id: 'invalid-request', message: expect.stringContaining("'catalog_name' contains a NUL character") });
   });
@@ -215,7 +211,7 @@ describe('every route: hostile input gets a 4xx in the route error format, and c
 
   it('a body string with NUL on a route that stores it: 400 naming the field, nothing stored', async () => {
     const create = async (body: unknown) =>
-      env.app.inject({ method: 'POST', url: '/canvas/trigger/schedule/create', headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+      env.app.inject({ method: 'POST', url: '/canvas/trigger/schedule/create', headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' }, payload: JSON.stringify(body) });
     const schedule = { time: new Date(Date.now() + 3_600_000).toISOString() };
     const res = await create({ canvas_id: 'welcome', broadcast: true, schedule, trigger_properties: { coupon: NUL } });
     expect(res.statusCode).toBe(400);
@@ -228,7 +224,7 @@ describe('every route: hostile input gets a 4xx in the route error format, and c
   });
 });
 
-async function track(body: unknown, key = ws.apiKey) {
+async function track(body: unknown, key = env.ws.apiKey) {
   const res = await env.app.inject({
     method: 'POST',
     url: '/users/track',
@@ -299,7 +295,7 @@ describe('POST /users/track: an object with unstorable text is refused alone', (
         { type: `'product_id' contains a NUL character (U+0000), ${stored}`, input_array: 'purchases', index: 0 },
       ],
     });
-    const payloads = (await staged(ws.workspaceId)).join('\n');
+    const payloads = (await staged(env.ws.workspaceId)).join('\n');
     expect(payloads).toContain('"played"');
     expect(payloads).toContain('"book"');
     expect(payloads).toContain('gold 😀');
@@ -309,12 +305,12 @@ describe('POST /users/track: an object with unstorable text is refused alone', (
     expect(elsewhere.status).toBe(201);
 
     startApplying();
-    await waitFor(async () => (await profile(other.workspaceId, 'bystander')) !== undefined && (await staged(ws.workspaceId)).length === 0, 20_000);
-    const ok = await profile(ws.workspaceId, 'hostile-ok');
+    await waitFor(async () => (await profile(other.workspaceId, 'bystander')) !== undefined && (await staged(env.ws.workspaceId)).length === 0, 20_000);
+    const ok = await profile(env.ws.workspaceId, 'hostile-ok');
     expect(ok).toMatchObject({ first_name: 'Ada', custom_attributes: { tier: 'gold 😀' } });
     expect(Object.keys(ok!.custom_events as object)).toEqual(['played']);
     expect(Object.keys(ok!.purchases as object)).toEqual(['book']);
-    const { rows } = await env.ctx.pool.query<{ external_id: string }>('SELECT external_id FROM profiles WHERE workspace_id = $1', [ws.workspaceId]);
+    const { rows } = await env.ctx.pool.query<{ external_id: string }>('SELECT external_id FROM profiles WHERE workspace_id = $1', [env.ws.workspaceId]);
     expect(rows.map((p) => p.external_id)).toEqual(['hostile-ok']);
   });
 
@@ -346,18 +342,18 @@ describe('POST /users/track: an object with unstorable text is refused alone', (
       { type: "'price' must be a number from -1000000000000000 to 1000000000000000", input_array: 'purchases', index: 0 },
     ]);
     startApplying();
-    await waitFor(async () => (await staged(ws.workspaceId)).length === 0, 20_000);
-    expect(await profile(ws.workspaceId, 'edge')).toMatchObject({ dob: '0001-01-01', total_revenue: 1e17, custom_attributes: { score: 1.5e308 } });
+    await waitFor(async () => (await staged(env.ws.workspaceId)).length === 0, 20_000);
+    expect(await profile(env.ws.workspaceId, 'edge')).toMatchObject({ dob: '0001-01-01', total_revenue: 1e17, custom_attributes: { score: 1.5e308 } });
   });
 
   it('a 10,000-deep value in properties or custom attributes: 400 for the whole request, nothing staged', async () => {
-    const before = (await staged(ws.workspaceId)).length;
+    const before = (await staged(env.ws.workspaceId)).length;
     const props = await track(`{"events": [{"external_id": "deep", "name": "e", "time": "${time}", "properties": {"p": ${deepJson(10_000)}}}, {"external_id": "deep", "name": "ok", "time": "${time}"}]}`);
     expect(props).toEqual({ status: 400, body: { message: 'Invalid body: arrays and objects may be nested at most 64 levels deep' } });
     const arrays = await track(`{"attributes": [{"external_id": "deep", "nested": ${'['.repeat(10_000)}${']'.repeat(10_000)}}]}`);
     expect(arrays.status).toBe(400);
     expect(arrays.body.message).toMatch(/nested at most 64 levels/);
-    expect(await staged(ws.workspaceId)).toHaveLength(before);
+    expect(await staged(env.ws.workspaceId)).toHaveLength(before);
   });
 
   it('values nested past 50 levels in a body within 64: refused alone; 50 levels are taken', async () => {
@@ -380,7 +376,7 @@ describe('POST /users/track: an object with unstorable text is refused alone', (
     const res = await env.app.inject({
       method: 'POST',
       url: '/canvas/trigger/schedule/create',
-      headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' },
+      headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
       payload: `{"canvas_id": "welcome", "broadcast": true, "schedule": {"time": "${new Date(Date.now() + 3_600_000).toISOString()}"}, "trigger_properties": {"p": ${deepJson(10_000)}}}`,
     });
     expect(res.statusCode).toBe(400);
@@ -391,7 +387,7 @@ describe('POST /users/track: an object with unstorable text is refused alone', (
 
 describe('bulk import: lines with unstorable text or deep nesting go to the rejects file', () => {
   it('writes them there with the reason, applies the rest, and completes', async () => {
-    const store = LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws);
+    const store = LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, env.ws);
     const time = '2026-11-23T10:00:00Z';
     const lines = [
       JSON.stringify({ external_id: 'imp-1', name: 'opened', time }),
@@ -406,12 +402,12 @@ describe('bulk import: lines with unstorable text or deep nesting go to the reje
     const started = await env.app.inject({
       method: 'POST',
       url: '/users/import',
-      headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' },
+      headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
       payload: JSON.stringify({ source: 'local', key: 'imports/hostile.ndjson' }),
     });
     expect(started.statusCode).toBe(201);
     env.startWorkers([bulkImportJob]);
-    const statusOf = async () => (await env.app.inject({ method: 'GET', url: `/users/import/${started.json().import_id}`, headers: bearer(ws.apiKey) })).json();
+    const statusOf = async () => (await env.app.inject({ method: 'GET', url: `/users/import/${started.json().import_id}`, headers: bearer(env.ws.apiKey) })).json();
     await waitFor(async () => ['completed', 'failed'].includes((await statusOf()).status), 30_000);
     expect(await statusOf()).toMatchObject({ status: 'completed', records_handled: 7, events_applied: 2, rejected: 5, error: null });
 
@@ -432,7 +428,7 @@ describe('bulk import: lines with unstorable text or deep nesting go to the reje
     // Too deep for JSON.stringify: written without the record rather than failing the import.
     expect(rejects[3]!.object).toBeNull();
     expect(rejects[4]!.object).toBeNull();
-    expect(Object.keys((await profile(ws.workspaceId, 'imp-1'))!.custom_events as object)).toEqual(['opened']);
-    expect(await profile(ws.workspaceId, 'imp-2')).toBeDefined();
+    expect(Object.keys((await profile(env.ws.workspaceId, 'imp-1'))!.custom_events as object)).toEqual(['opened']);
+    expect(await profile(env.ws.workspaceId, 'imp-2')).toBeDefined();
   });
 });

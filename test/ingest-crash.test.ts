@@ -1,22 +1,16 @@
 import type { ChildProcess } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { trackIngestJob } from '../jobs/track-ingest.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { useTestEnv } from './helpers/context.js';
 import { spawnCli, waitFor } from './helpers/cli.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { bearer } from './helpers/seed.js';
 import { entries, type AggregateEntry } from './helpers/aggregates.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws'] });
 let child: ChildProcess | undefined;
 
-beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-});
 afterAll(async () => {
   child?.kill('SIGKILL');
-  await env?.close();
 });
 
 const USERS = 300;
@@ -62,7 +56,7 @@ describe('a worker killed mid-batch', () => {
       const res = await env.app.inject({
         method: 'POST',
         url: '/users/track',
-        headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' },
+        headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
         payload: { events },
       });
       expect(res.statusCode).toBe(201);
@@ -101,7 +95,7 @@ describe('a worker killed mid-batch', () => {
 
     const { rows } = await env.ctx.pool.query<{ external_id: string; custom_events: Record<string, AggregateEntry> }>(
       'SELECT external_id, custom_events FROM profiles WHERE workspace_id = $1',
-      [ws.workspaceId],
+      [env.ws.workspaceId],
     );
     expect(rows).toHaveLength(USERS);
     const actual = new Map<string, { count: number; first: string; last: string }>();

@@ -1,27 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { restageDeadLetters } from '../src/ingest/dead-letters.js';
 import { runImport } from '../src/ingest/import-run.js';
 import { createImport } from '../src/ingest/imports.js';
 import { drainThrough, stageObjects } from '../src/ingest/staging.js';
 import type { TrackEvent } from '../src/ingest/types.js';
 import { LocalStore } from '../src/storage/local-store.js';
-import { captureLogs, createTestEnv, type TestEnv } from './helpers/context.js';
+import { captureLogs, useTestEnv } from './helpers/context.js';
 import { entries } from './helpers/aggregates.js';
-import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import type { SeededWorkspace } from './helpers/seed.js';
 
 // Every line the process logs at error level, as the service writes it.
 const { lines: logged, destination: capture } = captureLogs();
 
-let env: TestEnv;
-let wsA: SeededWorkspace;
-let wsB: SeededWorkspace;
-
-beforeAll(async () => {
-  env = await createTestEnv({ LOG_LEVEL: 'error', INGEST_IMPORT_BATCH: '50' }, { logDestination: capture });
-  wsA = await seedWorkspace(env.ctx.pool);
-  wsB = await seedWorkspace(env.ctx.pool);
-});
-afterAll(async () => env?.close());
+const env = useTestEnv({ config: { LOG_LEVEL: 'error', INGEST_IMPORT_BATCH: '50' }, logDestination: capture, workspaces: ['wsA', 'wsB'] });
 
 const TIME = '2024-01-01T00:00:00.000Z';
 const event = (externalId: string, name = 'played'): TrackEvent => ({ identity: { type: 'external_id', value: externalId }, create: true, name, time: TIME });
@@ -73,56 +64,56 @@ describe('a staged row PostgreSQL refuses', () => {
     const tag = code.toLowerCase();
     const before = await deadLetterMetric('track');
     const good = [
-      await stage(wsA, [event(`${tag}-a1`)]),
-      await stage(wsB, [event(`${tag}-b1`)]),
-      await stage(wsA, [event(`${tag}-a2`)]),
+      await stage(env.wsA, [event(`${tag}-a1`)]),
+      await stage(env.wsB, [event(`${tag}-b1`)]),
+      await stage(env.wsA, [event(`${tag}-a2`)]),
     ];
-    const badId = await stage(wsA, [bad]);
-    good.push(await stage(wsB, [event(`${tag}-b2`)]), await stage(wsA, [event(`${tag}-a1`)]));
+    const badId = await stage(env.wsA, [bad]);
+    good.push(await stage(env.wsB, [event(`${tag}-b2`)]), await stage(env.wsA, [event(`${tag}-a1`)]));
     const payload = (await env.ctx.pool.query<{ payload: string }>('SELECT payload FROM ingest_staging WHERE id = $1', [badId])).rows[0]!.payload;
 
     // One batch holds all six rows. It used to fail on every attempt, and the drain with it.
     const result = await drain();
     expect(result).toMatchObject({ batches: 1, rows: 6, events: 5, deadLetters: 1 });
     expect(await staged()).toBe(0);
-    expect(await eventsOf(wsA, `${tag}-a1`)).toEqual(played(2));
-    expect(await eventsOf(wsA, `${tag}-a2`)).toEqual(played());
-    expect(await eventsOf(wsB, `${tag}-b1`)).toEqual(played());
-    expect(await eventsOf(wsB, `${tag}-b2`)).toEqual(played());
-    expect(await eventsOf(wsA, 'private-person-two')).toBeUndefined();
+    expect(await eventsOf(env.wsA, `${tag}-a1`)).toEqual(played(2));
+    expect(await eventsOf(env.wsA, `${tag}-a2`)).toEqual(played());
+    expect(await eventsOf(env.wsB, `${tag}-b1`)).toEqual(played());
+    expect(await eventsOf(env.wsB, `${tag}-b2`)).toEqual(played());
+    expect(await eventsOf(env.wsA, 'private-person-two')).toBeUndefined();
 
     const [letter, ...more] = await deadLetter(badId);
     expect(more).toEqual([]);
-    expect(letter).toMatchObject({ source: 'track', workspace_id: wsA.workspaceId, part: 0, objects: 1, payload, error_code: code, staged_id: badId });
+    expect(letter).toMatchObject({ source: 'track', workspace_id: env.wsA.workspaceId, part: 0, objects: 1, payload, error_code: code, staged_id: badId });
     expect(letter.error_message).toMatch(message);
     expect(await deadLetterMetric('track')).toBe(before + 1);
     // Logged once, with the workspace, the staged row and the reason, and nothing of the data.
     const lines = logged.filter((l) => l.includes('ingest_dead_letters') && l.includes(`"stagedId":${badId}`));
     expect(lines).toHaveLength(1);
-    expect(JSON.parse(lines[0]!)).toMatchObject({ workspaceId: wsA.workspaceId, stagedId: badId, code });
+    expect(JSON.parse(lines[0]!)).toMatchObject({ workspaceId: env.wsA.workspaceId, stagedId: badId, code });
     expect(logged.join('')).not.toContain('private-person');
   });
 
   it('whose payload is not JSON, or not a payload, is a dead letter too', async () => {
-    await stage(wsA, [event('pj-a1')]);
+    await stage(env.wsA, [event('pj-a1')]);
     const insert = (payload: string) =>
       env.ctx.pool
-        .query<{ id: number }>('INSERT INTO ingest_staging (workspace_id, objects, payload) VALUES ($1, 1, $2) RETURNING id', [wsB.workspaceId, payload])
+        .query<{ id: number }>('INSERT INTO ingest_staging (workspace_id, objects, payload) VALUES ($1, 1, $2) RETURNING id', [env.wsB.workspaceId, payload])
         .then((r) => r.rows[0]!.id);
     const notJson = await insert('{"events": [{"identity": ');
     const noUser = await insert(JSON.stringify({ events: [{ name: 'played', time: TIME }], purchases: [], attributes: [] }));
-    await stage(wsB, [event('pj-b1')]);
+    await stage(env.wsB, [event('pj-b1')]);
     const result = await drain();
     expect(result).toMatchObject({ rows: 4, events: 2, deadLetters: 2 });
     expect(await staged()).toBe(0);
-    expect(await eventsOf(wsA, 'pj-a1')).toEqual(played());
-    expect(await eventsOf(wsB, 'pj-b1')).toEqual(played());
-    expect((await deadLetter(notJson))[0]).toMatchObject({ workspace_id: wsB.workspaceId, error_code: 'payload', error_message: expect.stringMatching(/^not JSON/) });
+    expect(await eventsOf(env.wsA, 'pj-a1')).toEqual(played());
+    expect(await eventsOf(env.wsB, 'pj-b1')).toEqual(played());
+    expect((await deadLetter(notJson))[0]).toMatchObject({ workspace_id: env.wsB.workspaceId, error_code: 'payload', error_message: expect.stringMatching(/^not JSON/) });
     expect((await deadLetter(noUser))[0]).toMatchObject({ error_code: 'payload', error_message: 'events[0] names no user' });
   });
 
   it('is applied once fixed and staged again', async () => {
-    const badId = await stage(wsA, [event('fixed\u0000me')]);
+    const badId = await stage(env.wsA, [event('fixed\u0000me')]);
     await drain();
     const [letter] = await deadLetter(badId);
     expect(letter.payload).toContain('fixed\\u0000me');
@@ -132,10 +123,10 @@ describe('a staged row PostgreSQL refuses', () => {
     expect(more).toEqual([]);
     expect((await env.ctx.pool.query('SELECT 1 FROM ingest_dead_letters WHERE id = $1', [letter.id])).rowCount).toBe(0);
     const { rows } = await env.ctx.pool.query('SELECT workspace_id, accepted_at FROM ingest_staging WHERE id = $1', [restaged]);
-    expect(rows).toEqual([{ workspace_id: wsA.workspaceId, accepted_at: letter.accepted_at }]);
+    expect(rows).toEqual([{ workspace_id: env.wsA.workspaceId, accepted_at: letter.accepted_at }]);
     const result = await drain();
     expect(result).toMatchObject({ rows: 1, events: 1, deadLetters: 0 });
-    expect(await eventsOf(wsA, 'fixedme')).toEqual(played());
+    expect(await eventsOf(env.wsA, 'fixedme')).toEqual(played());
   });
 });
 
@@ -149,25 +140,25 @@ describe('fairness between workspaces', () => {
                 'create', true, 'name', 'played', 'time', $2::text)), 'purchases', '[]'::json, 'attributes', '[]'::json)::text
          FROM generate_series(1, 1000) g
        RETURNING id`,
-      [wsA.workspaceId, TIME],
+      [env.wsA.workspaceId, TIME],
     );
     const oldest = Math.min(...rows.map((r) => r.id));
     // Workspace B stages one row after all of them.
-    await stage(wsB, [event('fair-b')]);
+    await stage(env.wsB, [event('fair-b')]);
 
     // A drain through A's oldest row applies one batch: B's row is in it.
     const first = await drain(oldest, 50);
     expect(first).toMatchObject({ batches: 1, rows: 50, events: 50 });
-    expect(await eventsOf(wsB, 'fair-b')).toEqual(played());
-    expect(await staged(wsB)).toBe(0);
-    expect(await staged(wsA)).toBe(951);
+    expect(await eventsOf(env.wsB, 'fair-b')).toEqual(played());
+    expect(await staged(env.wsB)).toBe(0);
+    expect(await staged(env.wsA)).toBe(951);
 
     // A's backlog then drains whole, each row once.
     const rest = await drain(undefined, 50);
     expect(rest).toMatchObject({ rows: 951, events: 951 });
     const { rows: totals } = await env.ctx.pool.query<{ n: number }>(
       `SELECT sum((custom_events->'played'->>'count')::int)::int AS n FROM profiles WHERE workspace_id = $1 AND external_id LIKE 'backlog-%'`,
-      [wsA.workspaceId],
+      [env.wsA.workspaceId],
     );
     expect(totals[0]!.n).toBe(1000);
   });
@@ -175,7 +166,7 @@ describe('fairness between workspaces', () => {
 
 describe('a bulk import record PostgreSQL refuses', () => {
   it('goes to the rejects file and the dead letters, and the import completes', async () => {
-    const store = LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, wsA);
+    const store = LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, env.wsA);
     // A refusal PostgreSQL makes whatever the validation lets through: a CHECK constraint of this test's own schema.
     await env.ctx.pool.query(`ALTER TABLE profiles ADD CONSTRAINT refuses_blocked CHECK (external_id NOT LIKE 'blocked%')`);
     try {
@@ -184,12 +175,12 @@ describe('a bulk import record PostgreSQL refuses', () => {
       await store.put('imports/refused.ndjson', Buffer.from(`${file}\n`));
       const before = await deadLetterMetric('import');
       const deps = { pool: env.ctx.pool, config: env.config, log: env.ctx.log, metrics: env.ctx.metrics };
-      const created = await createImport(deps, wsA.workspaceId, { source: 'local', key: 'imports/refused.ndjson' }, 'test');
+      const created = await createImport(deps, env.wsA.workspaceId, { source: 'local', key: 'imports/refused.ndjson' }, 'test');
       const done = await runImport(deps, created.import_id);
       expect(done).toMatchObject({ status: 'completed', records_handled: 5, events_applied: 4, rejected: 1 });
-      expect(await eventsOf(wsA, 'imp-1')).toEqual(played(2));
-      expect(await eventsOf(wsA, 'imp-3')).toEqual(played());
-      expect(await eventsOf(wsA, 'blocked-1')).toBeUndefined();
+      expect(await eventsOf(env.wsA, 'imp-1')).toEqual(played(2));
+      expect(await eventsOf(env.wsA, 'imp-3')).toEqual(played());
+      expect(await eventsOf(env.wsA, 'blocked-1')).toBeUndefined();
       const rejects = async () =>
         (await (await store.get('imports/refused.ndjson.rejects.ndjson')).toArray())
           .map(String)
@@ -213,7 +204,7 @@ describe('a bulk import record PostgreSQL refuses', () => {
       await env.ctx.pool.query(`UPDATE imports SET status = 'failed' WHERE id = $1`, [created.import_id]);
       expect(await runImport(deps, created.import_id)).toMatchObject({ status: 'completed', events_applied: 4, rejected: 1 });
       expect(await rejects()).toEqual(expected);
-      expect(await eventsOf(wsA, 'imp-1')).toEqual(played(2));
+      expect(await eventsOf(env.wsA, 'imp-1')).toEqual(played(2));
     } finally {
       await env.ctx.pool.query('ALTER TABLE profiles DROP CONSTRAINT refuses_blocked');
     }

@@ -1,32 +1,27 @@
 import { gzipSync } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { bulkImportJob } from '../jobs/bulk-import.js';
 import { runImport } from '../src/ingest/import-run.js';
 import { createImport } from '../src/ingest/imports.js';
 import { LocalStore } from '../src/storage/local-store.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import { useTestEnv } from './helpers/context.js';
 import { runCli, waitFor } from './helpers/cli.js';
-import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 import { entries } from './helpers/aggregates.js';
 import { callApi, statusAndBody } from './helpers/http.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
+const env = useTestEnv({ config: { INGEST_IMPORT_BATCH: '3' }, workspaces: ['ws'] });
 let store: LocalStore;
 
 beforeAll(async () => {
-  env = await createTestEnv({ INGEST_IMPORT_BATCH: '3' });
-  ws = await seedWorkspace(env.ctx.pool);
-  store = LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws);
+  store = LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, env.ws);
 });
-afterAll(async () => env?.close());
 
 const line = (external_id: string, name: string, time: string) => JSON.stringify({ external_id, name, time });
 
-const api = (method: 'GET' | 'POST', url: string, body?: unknown, key = ws.apiKey) => callApi(env.app, method, url, { key, body }).then(statusAndBody);
+const api = (method: 'GET' | 'POST', url: string, body?: unknown, key = env.ws.apiKey) => callApi(env.app, method, url, { key, body }).then(statusAndBody);
 
 async function eventsOf(externalId: string) {
-  const { rows } = await env.ctx.pool.query('SELECT custom_events FROM profiles WHERE workspace_id = $1 AND external_id = $2', [ws.workspaceId, externalId]);
+  const { rows } = await env.ctx.pool.query('SELECT custom_events FROM profiles WHERE workspace_id = $1 AND external_id = $2', [env.ws.workspaceId, externalId]);
   return entries(rows[0]?.custom_events);
 }
 
@@ -77,7 +72,7 @@ describe('bulk import of an NDJSON file', () => {
   it('resumes an interrupted import at its last committed position, applying nothing twice', async () => {
     const lines = Array.from({ length: 20 }, (_, i) => (i === 7 ? 'oops' : line(`r${i % 4}`, 'tick', `2024-01-01T00:00:${String(i).padStart(2, '0')}Z`)));
     await store.put('imports/resume.ndjson', Buffer.from(lines.join('\n')));
-    const created = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/resume.ndjson' }, 'test');
+    const created = await createImport(deps(), env.ws.workspaceId, { source: 'local', key: 'imports/resume.ndjson' }, 'test');
     let commits = 0;
     await expect(
       runImport(deps(), created.import_id, {
@@ -94,7 +89,7 @@ describe('bulk import of an NDJSON file', () => {
     const total = (
       await env.ctx.pool.query<{ n: number }>(
         `SELECT sum((e->>'count')::int)::int AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e) WHERE p.workspace_id = $1 AND p.external_id LIKE 'r_'`,
-        [ws.workspaceId],
+        [env.ws.workspaceId],
       )
     ).rows[0]!.n;
     expect(total).toBe(19);
@@ -106,7 +101,7 @@ describe('bulk import of an NDJSON file', () => {
   it('resumes each partition at its own position when one committed a batch and another did not', async () => {
     const lines = Array.from({ length: 30 }, (_, i) => line(`pp${i % 10}`, 'tick', `2024-01-01T00:00:${String(i).padStart(2, '0')}Z`));
     await store.put('imports/parts.ndjson', Buffer.from(lines.join('\n')));
-    const created = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/parts.ndjson' }, 'test');
+    const created = await createImport(deps(), env.ws.workspaceId, { source: 'local', key: 'imports/parts.ndjson' }, 'test');
     // Partition 1's transaction fails once it would pass line 12; partition 0's commits of the same batches go through.
     await env.ctx.pool.query(`
       CREATE FUNCTION fail_part_1() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -127,7 +122,7 @@ describe('bulk import of an NDJSON file', () => {
     const { rows: counts } = await env.ctx.pool.query<{ external_id: string; n: number }>(
       `SELECT external_id, sum((e->>'count')::int)::int AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e)
         WHERE p.workspace_id = $1 AND p.external_id LIKE 'pp%' GROUP BY external_id`,
-      [ws.workspaceId],
+      [env.ws.workspaceId],
     );
     expect(counts).toHaveLength(10);
     for (const c of counts) expect(c.n, c.external_id).toBe(3);
@@ -136,7 +131,7 @@ describe('bulk import of an NDJSON file', () => {
   it('resumes an import left by a version without partitions from its recorded position', async () => {
     const lines = Array.from({ length: 12 }, (_, i) => line(`old${i % 3}`, 'tick', `2024-01-01T00:00:${String(i).padStart(2, '0')}Z`));
     await store.put('imports/legacy.ndjson', Buffer.from(lines.join('\n')));
-    const created = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/legacy.ndjson' }, 'test');
+    const created = await createImport(deps(), env.ws.workspaceId, { source: 'local', key: 'imports/legacy.ndjson' }, 'test');
     // What an earlier version left after committing its first 6 records (their events applied to the profiles).
     await env.ctx.pool.query(`UPDATE imports SET status = 'running', position = 6, events_applied = 6 WHERE id = $1`, [created.import_id]);
     await runImport({ ...deps(), config: { ...env.config, INGEST_IMPORT_BATCH: 1000 } }, created.import_id);
@@ -145,14 +140,14 @@ describe('bulk import of an NDJSON file', () => {
     // Only the 6 records after the position were applied by this run.
     const { rows } = await env.ctx.pool.query<{ n: number }>(
       `SELECT coalesce(sum((e->>'count')::int), 0)::int AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e) WHERE p.workspace_id = $1 AND p.external_id LIKE 'old_'`,
-      [ws.workspaceId],
+      [env.ws.workspaceId],
     );
     expect(rows[0]!.n).toBe(6);
   });
 
   it('reads gzipped NDJSON and one streamed JSON array', async () => {
     await store.put('imports/z.ndjson.gz', gzipSync(Buffer.from([line('gz', 'a', '2024-01-01'), line('gz', 'a', '2024-01-02')].join('\n'))));
-    const gz = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/z.ndjson.gz' }, 'test');
+    const gz = await createImport(deps(), env.ws.workspaceId, { source: 'local', key: 'imports/z.ndjson.gz' }, 'test');
     expect(await runImport(deps(), gz.import_id)).toMatchObject({ status: 'completed', events_applied: 2, rejects_key: 'imports/z.ndjson.rejects.ndjson' });
     const array = [
       { external_id: 'arr', name: 'a', time: '2024-01-01' },
@@ -161,7 +156,7 @@ describe('bulk import of an NDJSON file', () => {
       { external_id: 'arr', name: 'a', time: '2024-01-09' },
     ];
     await store.put('imports/list.json', Buffer.from(JSON.stringify(array, null, 2)));
-    const js = await createImport(deps(), ws.workspaceId, { source: 'local', key: 'imports/list.json' }, 'test');
+    const js = await createImport(deps(), env.ws.workspaceId, { source: 'local', key: 'imports/list.json' }, 'test');
     expect(js.format).toBe('json');
     expect(await runImport(deps(), js.import_id)).toMatchObject({ status: 'completed', records_handled: 4, events_applied: 3, rejected: 1 });
     expect(await readRejects('imports/list.json.rejects.ndjson')).toEqual([{ line: 2, reason: expect.stringMatching(/'time'/), object: array[1] }]);
@@ -202,19 +197,19 @@ describe('bulk import of an NDJSON file', () => {
       expect(r.status, JSON.stringify(body)).toBe(status);
       expect(r.body.message).toMatch(message);
     }
-    expect((await api('POST', '/users/import', { key: 'imports/day1.ndjson' }, ws.bareKey)).status).toBe(401);
+    expect((await api('POST', '/users/import', { key: 'imports/day1.ndjson' }, env.ws.bareKey)).status).toBe(401);
     expect((await api('POST', '/users/import', { key: 'imports/day1.ndjson' }, 'nope')).status).toBe(401);
     expect(await count()).toBe(before);
     expect((await api('GET', '/users/import/00000000-0000-4000-8000-000000000000')).status).toBe(404);
     expect((await api('GET', '/users/import/not-a-uuid')).status).toBe(400);
-    expect((await api('GET', '/users/import/00000000-0000-4000-8000-000000000000', undefined, ws.bareKey)).status).toBe(401);
+    expect((await api('GET', '/users/import/00000000-0000-4000-8000-000000000000', undefined, env.ws.bareKey)).status).toBe(401);
   });
 });
 
 describe('ces import', () => {
   it('imports a file from the command line and prints a summary', async () => {
     await store.put('imports/cli.ndjson', Buffer.from([line('cli', 'run', '2024-01-01'), 'nope', line('cli', 'run', '2024-01-02')].join('\n')));
-    const name = (await env.ctx.pool.query<{ name: string }>('SELECT name FROM workspaces WHERE id = $1', [ws.workspaceId])).rows[0]!.name;
+    const name = (await env.ctx.pool.query<{ name: string }>('SELECT name FROM workspaces WHERE id = $1', [env.ws.workspaceId])).rows[0]!.name;
     const cliEnv = {
       DATABASE_URL: env.config.DATABASE_URL,
       DATABASE_SCHEMA: env.config.DATABASE_SCHEMA,

@@ -1,22 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { PoolClient } from '../src/db/pool.js';
 import { applyObjects } from '../src/ingest/apply.js';
 import { lockIngestPartition, lockWorkspaces } from '../src/ingest/apply-transaction.js';
 import { partitionOf, splitByPartition } from '../src/ingest/partitions.js';
 import { drainThrough, stageObjects } from '../src/ingest/staging.js';
 import type { Identity, TrackAttributes, TrackObjects } from '../src/ingest/types.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { useTestEnv } from './helpers/context.js';
+import { bearer } from './helpers/seed.js';
 import { entries } from './helpers/aggregates.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
+const env = useTestEnv({ config: { INGEST_PARTITIONS: '4' }, workspaces: ['ws'] });
 
-beforeAll(async () => {
-  env = await createTestEnv({ INGEST_PARTITIONS: '4' });
-  ws = await seedWorkspace(env.ctx.pool);
-});
-afterAll(async () => env?.close());
 
 const drain = (partitions = env.config.INGEST_PARTITIONS) =>
   drainThrough(env.ctx.pool, undefined, { maxRows: 50, partitions, log: env.ctx.log, metrics: env.ctx.metrics });
@@ -28,7 +22,7 @@ async function eventCount(externalId: string): Promise<number> {
   const { rows } = await env.ctx.pool.query<{ n: number }>(
     `SELECT coalesce(sum((e->>'count')::int), 0)::int AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e)
       WHERE p.workspace_id = $1 AND p.external_id = $2`,
-    [ws.workspaceId, externalId],
+    [env.ws.workspaceId, externalId],
   );
   return rows[0]!.n;
 }
@@ -67,7 +61,7 @@ describe('staging and draining by partition', () => {
     const res = await env.app.inject({
       method: 'POST',
       url: '/users/track',
-      headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' },
+      headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
       payload: { events: Array.from({ length: 75 }, (_, i) => ({ external_id: `p-${i % 25}`, name: 'opened', time: '2024-01-01T00:00:00Z' })) },
     });
     expect(res.statusCode).toBe(201);
@@ -83,10 +77,10 @@ describe('staging and draining by partition', () => {
   });
 
   it('drains rows staged with more partitions than the drain uses, and with fewer', async () => {
-    await stageObjects(env.ctx.pool, ws.workspaceId, { events: Array.from({ length: 30 }, (_, i) => event(`q-${i}`, 'x')), purchases: [], attributes: [] }, 16);
+    await stageObjects(env.ctx.pool, env.ws.workspaceId, { events: Array.from({ length: 30 }, (_, i) => event(`q-${i}`, 'x')), purchases: [], attributes: [] }, 16);
     const parts = (await env.ctx.pool.query<{ part: number }>('SELECT DISTINCT part FROM ingest_staging')).rows.map((r) => r.part);
     expect(Math.max(...parts)).toBeGreaterThanOrEqual(4);
-    await stageObjects(env.ctx.pool, ws.workspaceId, { events: [event('q-0', 'x')], purchases: [], attributes: [] }, 1);
+    await stageObjects(env.ctx.pool, env.ws.workspaceId, { events: [event('q-0', 'x')], purchases: [], attributes: [] }, 1);
     const result = await drain(4);
     expect(result.events).toBe(31);
     expect((await env.ctx.pool.query('SELECT 1 FROM ingest_staging')).rowCount).toBe(0);
@@ -96,13 +90,13 @@ describe('staging and draining by partition', () => {
 
 describe('drain loops of one process', () => {
   it('run one at a time per partition: a second drain claims no rows while the first waits for the partition', async () => {
-    for (let i = 0; i < 10; i++) await stageObjects(env.ctx.pool, ws.workspaceId, { events: [event(`turn-${i}`, 'x')], purchases: [], attributes: [] }, 1);
+    for (let i = 0; i < 10; i++) await stageObjects(env.ctx.pool, env.ws.workspaceId, { events: [event(`turn-${i}`, 'x')], purchases: [], attributes: [] }, 1);
     const claimable = async () =>
       (await env.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM (SELECT 1 FROM ingest_staging FOR UPDATE SKIP LOCKED) s')).rows[0]!.n;
     const options = { maxRows: 4, partitions: 1, log: env.ctx.log, metrics: env.ctx.metrics };
     // Another process's batch holds partition 0: the first drain claims its first batch, then waits for the lock.
     const holder = await inTransaction();
-    await lockIngestPartition(holder, [ws.workspaceId], 0);
+    await lockIngestPartition(holder, [env.ws.workspaceId], 0);
     const first = drainThrough(env.ctx.pool, undefined, options);
     for (let i = 0; i < 250 && (await claimable()) !== 6; i++) await new Promise((r) => setTimeout(r, 20));
     expect(await claimable()).toBe(6);
@@ -155,17 +149,17 @@ describe('batches of two partitions on the same user', () => {
     await env.ctx.pool.query(
       `INSERT INTO profiles (workspace_id, service_id, external_id, email, random_bucket, custom_attributes, attribute_times)
        VALUES ($1, 'svc-lww', 'lww', 'lww@example.com', 1, '{"keep": "old"}', '{"custom_attributes.keep": "2024-01-01T00:00:00.000Z"}')`,
-      [ws.workspaceId],
+      [env.ws.workspaceId],
     );
     const newer = await inTransaction();
     await applyObjects(newer, [
-      { workspaceId: ws.workspaceId, objects: attributes(external('lww'), '2024-06-02T00:00:00.000Z', { first_name: 'Newer' }, { tier: 'gold', keep: 'newer' }) },
+      { workspaceId: env.ws.workspaceId, objects: attributes(external('lww'), '2024-06-02T00:00:00.000Z', { first_name: 'Newer' }, { tier: 'gold', keep: 'newer' }) },
     ]);
     // The older batch read the row before the newer one committed: it decides to write, then waits for the row lock.
     const older = await inTransaction();
     const olderApplied = applyObjects(older, [
       {
-        workspaceId: ws.workspaceId,
+        workspaceId: env.ws.workspaceId,
         objects: attributes({ type: 'email', value: 'lww@example.com' }, '2024-06-01T00:00:00.000Z', { first_name: 'Older', last_name: 'Only-older' }, { tier: 'silver', keep: null }),
       },
     ]);
@@ -174,7 +168,7 @@ describe('batches of two partitions on the same user', () => {
     await olderApplied;
     await commit(older);
 
-    const { rows } = await env.ctx.pool.query('SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2', [ws.workspaceId, 'lww']);
+    const { rows } = await env.ctx.pool.query('SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2', [env.ws.workspaceId, 'lww']);
     const p = rows[0];
     expect(p.first_name).toBe('Newer');
     expect(p.last_name).toBe('Only-older');
@@ -194,26 +188,26 @@ describe('batches of two partitions on the same user', () => {
   it('a stored email state applies only where the batch wrote the address', async () => {
     await env.ctx.pool.query(
       `INSERT INTO email_subscriptions (workspace_id, email, state) VALUES ($1, 'stale@example.com', 'unsubscribed'), ($1, 'fresh@example.com', 'unsubscribed')`,
-      [ws.workspaceId],
+      [env.ws.workspaceId],
     );
     await env.ctx.pool.query(
       `INSERT INTO profiles (workspace_id, service_id, external_id, email, random_bucket) VALUES ($1, 'svc-tie', 'tie', 'tie@example.com', 1)`,
-      [ws.workspaceId],
+      [env.ws.workspaceId],
     );
     const newer = await inTransaction();
     // The newer batch sets the address and its state explicitly: the address's stored state must not replace it.
     await applyObjects(newer, [
-      { workspaceId: ws.workspaceId, objects: attributes(external('tie'), '2024-06-02T00:00:00.000Z', { email: 'fresh@example.com', email_subscribe: 'opted_in' }, {}) },
+      { workspaceId: env.ws.workspaceId, objects: attributes(external('tie'), '2024-06-02T00:00:00.000Z', { email: 'fresh@example.com', email_subscribe: 'opted_in' }, {}) },
     ]);
     const older = await inTransaction();
     const olderApplied = applyObjects(older, [
-      { workspaceId: ws.workspaceId, objects: attributes({ type: 'email', value: 'tie@example.com' }, '2024-06-01T00:00:00.000Z', { email: 'stale@example.com' }, {}) },
+      { workspaceId: env.ws.workspaceId, objects: attributes({ type: 'email', value: 'tie@example.com' }, '2024-06-01T00:00:00.000Z', { email: 'stale@example.com' }, {}) },
     ]);
     await blockedOnLock(older);
     await commit(newer);
     await olderApplied;
     await commit(older);
-    const { rows } = await env.ctx.pool.query('SELECT email, email_subscribe FROM profiles WHERE workspace_id = $1 AND external_id = $2', [ws.workspaceId, 'tie']);
+    const { rows } = await env.ctx.pool.query('SELECT email, email_subscribe FROM profiles WHERE workspace_id = $1 AND external_id = $2', [env.ws.workspaceId, 'tie']);
     expect(rows[0]).toEqual({ email: 'fresh@example.com', email_subscribe: 'opted_in' });
   });
 });
@@ -221,14 +215,14 @@ describe('batches of two partitions on the same user', () => {
 describe('ingestion locks', () => {
   it('partitions apply at once; a writer taking the whole workspace waits for them, and they for it', async () => {
     const part0 = await inTransaction();
-    await lockIngestPartition(part0, [ws.workspaceId], 0);
+    await lockIngestPartition(part0, [env.ws.workspaceId], 0);
     // Another partition is not held up (this would time out if it were).
     const part1 = await inTransaction();
-    await lockIngestPartition(part1, [ws.workspaceId], 1);
+    await lockIngestPartition(part1, [env.ws.workspaceId], 1);
 
     const whole = await inTransaction();
     let wholeHeld = false;
-    const wholeLocked = lockWorkspaces(whole, [ws.workspaceId]).then(() => (wholeHeld = true));
+    const wholeLocked = lockWorkspaces(whole, [env.ws.workspaceId]).then(() => (wholeHeld = true));
     await blockedOnLock(whole);
     await commit(part0);
     expect(wholeHeld).toBe(false);
@@ -236,7 +230,7 @@ describe('ingestion locks', () => {
     await wholeLocked;
 
     const again = await inTransaction();
-    const againLocked = lockIngestPartition(again, [ws.workspaceId], 0);
+    const againLocked = lockIngestPartition(again, [env.ws.workspaceId], 0);
     await blockedOnLock(again);
     await commit(whole);
     await againLocked;

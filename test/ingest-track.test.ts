@@ -1,20 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { trackIngestJob } from '../jobs/track-ingest.js';
 import { drainThrough, stageObjects } from '../src/ingest/staging.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { useTestEnv } from './helpers/context.js';
+import { bearer, createKey } from './helpers/seed.js';
 import { entries } from './helpers/aggregates.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws'] });
 
-beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-});
-afterAll(async () => env?.close());
 
-async function track(body: unknown, headers: Record<string, string> = bearer(ws.apiKey)) {
+async function track(body: unknown, headers: Record<string, string> = bearer(env.ws.apiKey)) {
   const res = await env.app.inject({
     method: 'POST',
     url: '/users/track',
@@ -30,7 +24,7 @@ async function drain() {
 }
 
 async function profile(externalId: string) {
-  const { rows } = await env.ctx.pool.query('SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2', [ws.workspaceId, externalId]);
+  const { rows } = await env.ctx.pool.query('SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2', [env.ws.workspaceId, externalId]);
   return rows[0];
 }
 
@@ -129,10 +123,10 @@ describe('POST /users/track: acceptance', () => {
     const unknown = await track(body, bearer('not-a-real-key'));
     expect(unknown.status).toBe(401);
     expect(unknown.body.message).toMatch(/Invalid API key/);
-    const bare = await track(body, bearer(ws.bareKey));
+    const bare = await track(body, bearer(env.ws.bareKey));
     expect(bare.status).toBe(401);
     expect(bare.body.message).toMatch(/users\.track/);
-    const other = await createKey(env.ctx.pool, ws.workspaceId, 'export-only', ['users.export.segment']);
+    const other = await createKey(env.ctx.pool, env.ws.workspaceId, 'export-only', ['users.export.segment']);
     expect((await track(body, bearer(other))).status).toBe(401);
     expect(await stagedCount()).toBe(staged);
   });
@@ -149,7 +143,7 @@ describe('staging', () => {
   it('group-commits concurrent requests and gives each its own row', async () => {
     const staged = await Promise.all(
       Array.from({ length: 60 }, (_, i) =>
-        stageObjects(env.ctx.pool, ws.workspaceId, {
+        stageObjects(env.ctx.pool, env.ws.workspaceId, {
           events: [{ identity: { type: 'external_id', value: `g${i}` }, create: true, name: `n${i}`, time: '2024-01-01T00:00:00.000Z' }],
           attributes: [],
           purchases: [],
@@ -222,7 +216,7 @@ describe('applying: semantics', () => {
 
   it('user_alias names existing users only; service_id and email find their users', async () => {
     const p = await profile('o1');
-    await env.ctx.pool.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'c-1', $2)`, [ws.workspaceId, p.id]);
+    await env.ctx.pool.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'c-1', $2)`, [env.ws.workspaceId, p.id]);
     await env.ctx.pool.query(`UPDATE profiles SET email = 'O1@Example.com' WHERE id = $1`, [p.id]);
     const before = await profileCount();
     const r = await track({
@@ -254,7 +248,7 @@ describe('applying: semantics', () => {
     // A write stamped earlier than the stored value loses, whenever it is applied.
     const stale = new Date(Date.parse(p.attribute_times.first_name) - 60_000).toISOString();
     await env.ctx.pool.query(`INSERT INTO ingest_staging (workspace_id, objects, payload) VALUES ($1, 1, $2)`, [
-      ws.workspaceId,
+      env.ws.workspaceId,
       JSON.stringify({ events: [], purchases: [], attributes: [{ identity: { type: 'external_id', value: 'a1' }, create: true, at: stale, standard: { first_name: 'Stale', last_name: 'New' }, custom: {} }] }),
     ]);
     await drain();
@@ -275,7 +269,7 @@ describe('email subscription states', () => {
     const res = await env.app.inject({
       method: 'POST',
       url: '/email/status',
-      headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' },
+      headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
       payload: { email, subscription_state: state },
     });
     expect(res.statusCode).toBe(201);

@@ -1,22 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../src/lib/iso-time.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { useTestEnv } from './helpers/context.js';
+import { bearer } from './helpers/seed.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
-let other: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws', 'other'] });
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  other = await seedWorkspace(env.ctx.pool);
   await env.ctx.pool.query(
     `INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, 'ios', 'iOS'), ($1, 'android', 'Android'), ($2, 'foreign', 'Foreign')`,
-    [ws.workspaceId, other.workspaceId],
+    [env.ws.workspaceId, env.other.workspaceId],
   );
   const at = (app: string, time: string, n = 1) => Array.from({ length: n }, () => ({ app_id: app, time }));
-  await record(ws.apiKey, [
+  await record(env.ws.apiKey, [
     ...at('ios', '2024-01-03T23:59:59.999Z', 5), // the day before a 7-day series ending 2024-01-10
     ...at('ios', '2024-01-04T00:00:00.000Z', 2),
     ...at('android', '2024-01-06T12:00:00Z', 3),
@@ -26,16 +21,15 @@ beforeAll(async () => {
     ...at('android', '2024-01-10T12:00:00.001Z', 6), // after an ending_at of 12:00:00.000
     ...at('ios', new Date().toISOString(), 2),
   ]);
-  await record(other.apiKey, [{ app_id: 'foreign', time: '2024-01-08T00:00:00Z' }]);
+  await record(env.other.apiKey, [{ app_id: 'foreign', time: '2024-01-08T00:00:00Z' }]);
 });
-afterAll(async () => env?.close());
 
 async function record(key: string, records: unknown[]) {
   const res = await env.app.inject({ method: 'POST', url: '/internal/records/uninstalls', headers: bearer(key), payload: { records } });
   expect(res.statusCode, res.body).toBe(201);
 }
 
-async function series(query: string, key: string | null = ws.apiKey) {
+async function series(query: string, key: string | null = env.ws.apiKey) {
   const res = await env.app.inject({
     method: 'GET',
     url: `/kpi/uninstalls/data_series?${query}`,
@@ -132,7 +126,7 @@ describe('GET /kpi/uninstalls/data_series', () => {
   it('needs a key with kpi.uninstalls.data_series', async () => {
     const missing = await series('length=7', null);
     expect(missing.status).toBe(401);
-    const bare = await series('length=7', ws.bareKey);
+    const bare = await series('length=7', env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toContain('kpi.uninstalls.data_series');
     const ok = await series('length=7');

@@ -1,27 +1,22 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { liveActivityPushJob } from '../jobs/live-activity-push.js';
 import { liveActivityRemovalJob } from '../jobs/live-activity-removal.js';
 import { LIVE_ACTIVITY_REMOVAL_QUEUE } from '../src/queues/live-activity-removal.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { createKey, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { useTestEnv } from './helpers/context.js';
+import { createKey } from './helpers/seed.js';
 import { callApi, statusAndBody } from './helpers/http.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws', 'other'] });
 let appRowId: string;
 const APP = 'ios-app-1';
 const SHAPE = { score: 'number', team: 'string', final: 'boolean', scorers: 'array', meta: 'object' };
 const STATE = { score: 1, team: 'Lions', final: false, scorers: ['A'], meta: { period: 2 } };
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  appRowId = (await env.ctx.pool.query<{ id: string }>(`INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, $2, 'Sports') RETURNING id`, [ws.workspaceId, APP])).rows[0]!.id;
-  const other = await seedWorkspace(env.ctx.pool);
-  await env.ctx.pool.query(`INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, 'foreign-app', 'Other')`, [other.workspaceId]);
+  appRowId = (await env.ctx.pool.query<{ id: string }>(`INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, $2, 'Sports') RETURNING id`, [env.ws.workspaceId, APP])).rows[0]!.id;
+  await env.ctx.pool.query(`INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, 'foreign-app', 'Other')`, [env.other.workspaceId]);
   env.startWorkers([liveActivityPushJob, liveActivityRemovalJob]);
 });
-afterAll(async () => env?.close());
 
 type Json = Record<string, unknown>;
 async function declare(activityId: string, shape: Json = SHAPE) {
@@ -33,7 +28,7 @@ async function declare(activityId: string, shape: Json = SHAPE) {
     ])
   ).rows[0]!.id;
 }
-const post = (url: string, payload: unknown, key = ws.apiKey, raw = false) => callApi(env.app, 'POST', url, { key, ...(raw ? { raw: payload as string } : { body: payload }) }).then(statusAndBody);
+const post = (url: string, payload: unknown, key = env.ws.apiKey, raw = false) => callApi(env.app, 'POST', url, { key, ...(raw ? { raw: payload as string } : { body: payload }) }).then(statusAndBody);
 const update = (payload: unknown, key?: string) => post('/messages/live_activity/update', payload, key);
 const activity = async (id: string) => (await env.ctx.pool.query(`SELECT * FROM live_activities WHERE id = $1`, [id])).rows[0]!;
 const pushes = async (id: string) => (await env.ctx.pool.query(`SELECT * FROM live_activity_pushes WHERE live_activity_id = $1 ORDER BY id`, [id])).rows;
@@ -195,7 +190,7 @@ describe('POST /messages/live_activity/update: refusals', () => {
   it('refuses malformed JSON, wrong types, missing fields and over-limit values with 400 {error}', async () => {
     const id = await declare('game-10');
     const base = { app_id: APP, activity_id: 'game-10', content_state: STATE };
-    const raw = await post('/messages/live_activity/update', '{"app_id": ', ws.apiKey, true);
+    const raw = await post('/messages/live_activity/update', '{"app_id": ', env.ws.apiKey, true);
     expect(raw.status).toBe(400);
     expect(raw.body.error).toMatch(/Malformed JSON/);
     const cases: [unknown, RegExp][] = [
@@ -239,10 +234,10 @@ describe('POST /messages/live_activity/update: refusals', () => {
     const payload = { app_id: APP, activity_id: 'game-12', content_state: STATE };
     const none = await env.app.inject({ method: 'POST', url: '/messages/live_activity/update', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
     expect(none.statusCode).toBe(401);
-    const bare = await update(payload, ws.bareKey);
+    const bare = await update(payload, env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toMatch(/messages\.live_activity\.update/);
-    const registerOnly = await createKey(env.ctx.pool, ws.workspaceId, 'register-only', ['messages.live_activity.register']);
+    const registerOnly = await createKey(env.ctx.pool, env.ws.workspaceId, 'register-only', ['messages.live_activity.register']);
     expect((await update(payload, registerOnly)).status).toBe(401);
     expect((await activity(id)).content_state).toBeNull();
   });
@@ -300,7 +295,7 @@ describe('POST /messages/live_activity/register', () => {
       expect(res.status, JSON.stringify(payload).slice(0, 100)).toBe(status);
       expect(res.body.error, JSON.stringify(payload).slice(0, 100)).toMatch(message);
     }
-    const bare = await register({ app_id: APP, activity_id: 'match-3', push_token: TOKEN_A }, ws.bareKey);
+    const bare = await register({ app_id: APP, activity_id: 'match-3', push_token: TOKEN_A }, env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toMatch(/messages\.live_activity\.register/);
     expect((await env.ctx.pool.query(`SELECT count(*)::int AS n FROM live_activity_tokens`)).rows[0]!.n).toBe(tokensBefore);

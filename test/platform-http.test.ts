@@ -1,18 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RATE_LIMITS } from '../src/auth/rate-limit.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { createTestEnv, useTestEnv } from './helpers/context.js';
+import { bearer, seedWorkspace } from './helpers/seed.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
-let other: SeededWorkspace;
+const env = useTestEnv({ config: { RATE_LIMIT_DEFAULT_PER_HOUR: '3', BODY_LIMIT_BYTES: '2048', ADMIN_USER: 'ops', ADMIN_PASSWORD: 'correct-horse' }, workspaces: ['ws', 'other'] });
 
-beforeAll(async () => {
-  env = await createTestEnv({ RATE_LIMIT_DEFAULT_PER_HOUR: '3', BODY_LIMIT_BYTES: '2048', ADMIN_USER: 'ops', ADMIN_PASSWORD: 'correct-horse' });
-  ws = await seedWorkspace(env.ctx.pool);
-  other = await seedWorkspace(env.ctx.pool);
-});
-afterAll(async () => env?.close());
 
 const list = (key: string) => env.app.inject({ method: 'GET', url: '/segments/list', headers: bearer(key) });
 
@@ -21,13 +13,13 @@ describe('rate limits', () => {
     const seen: number[] = [];
     const started = Date.now();
     for (let i = 0; i < 3; i++) {
-      const res = await list(ws.apiKey);
+      const res = await list(env.ws.apiKey);
       expect(res.statusCode).toBe(200);
       expect(res.headers['x-ratelimit-limit']).toBe('3');
       seen.push(Number(res.headers['x-ratelimit-remaining']));
     }
     expect(seen).toEqual([2, 1, 0]);
-    const over = await list(ws.apiKey);
+    const over = await list(env.ws.apiKey);
     expect(over.statusCode).toBe(429);
     expect(over.json().message).toMatch(/Rate limit of 3 requests per hour exceeded/);
     const retryAfter = Number(over.headers['retry-after']);
@@ -39,7 +31,7 @@ describe('rate limits', () => {
     expect(reset).toBeLessThanOrEqual(Math.floor(Date.now() / 60_000) * 60 + 3660);
     expect(Math.abs(reset - (Date.now() / 1000 + retryAfter))).toBeLessThanOrEqual(2);
     // Another workspace has its own budget.
-    expect((await list(other.apiKey)).statusCode).toBe(200);
+    expect((await list(env.other.apiKey)).statusCode).toBe(200);
   });
 
   it('shares one counter between routes naming the same bucket, and keeps per-route buckets apart', async () => {

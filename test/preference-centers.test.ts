@@ -1,28 +1,22 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createTestEnv, type TestEnv, useTestEnv } from './helpers/context.js';
+import { seedWorkspace } from './helpers/seed.js';
 import { callApi } from './helpers/http.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
-let other: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws', 'other'] });
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  other = await seedWorkspace(env.ctx.pool);
   await env.ctx.pool.query(
     `INSERT INTO preference_centers (workspace_id, api_id, name, title, page_html, confirmation_page_html, redirect_page_html, options, created_at, updated_at)
      VALUES ($1, 'pc-news', 'Newsletter', 'Your emails', '<html>prefs</html>', '<html>thanks</html>', NULL,
              '{"meta-viewport-content": "width=device-width, initial-scale=2"}', '2026-01-02T00:00:00Z', '2026-01-05T10:30:00Z'),
             ($1, 'pc-plain', 'Plain', 'Plain title', '<p>p</p>', '<p>c</p>', '<p>redirect</p>', '{}', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'),
             ($2, 'pc-foreign', 'Foreign', '', '', '', NULL, '{}', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')`,
-    [ws.workspaceId, other.workspaceId],
+    [env.ws.workspaceId, env.other.workspaceId],
   );
 });
-afterAll(async () => env?.close());
 
-const get = (app: TestEnv['app'], url: string, key: string | null = ws.apiKey) => callApi(app, 'GET', url, { key: key || null });
+const get = (app: TestEnv['app'], url: string, key: string | null = env.ws.apiKey) => callApi(app, 'GET', url, { key: key || null });
 
 describe('GET /preference_center/v1/list', () => {
   it('lists the workspace\'s centers, oldest first, with the list fields only', async () => {
@@ -87,7 +81,7 @@ describe('credentials and limits', () => {
     ['/preference_center/v1/pc-news', 'preference_center.get'],
   ])('%s needs a key with %s', async (url, permission) => {
     expect((await get(env.app, url, null)).status).toBe(401);
-    const bare = await get(env.app, url, ws.bareKey);
+    const bare = await get(env.app, url, env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toContain(permission);
     const ok = await get(env.app, url);
@@ -95,7 +89,7 @@ describe('credentials and limits', () => {
   });
 
   it('list and detail share one per-workspace budget a minute; over it, 429 with Retry-After and a JSON body', async () => {
-    const small = await (await import('./helpers/context.js')).createTestEnv({ RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE: '3' });
+    const small = await createTestEnv({ RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE: '3' });
     try {
       const a = await seedWorkspace(small.ctx.pool);
       const b = await seedWorkspace(small.ctx.pool);

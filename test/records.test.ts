@@ -1,19 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestEnv } from './helpers/context.js';
 import { bodyOrRaw, callApi, statusAndBody } from './helpers/http.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
-let other: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws', 'other'] });
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  other = await seedWorkspace(env.ctx.pool);
   await env.ctx.pool.query(`INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, 'app-ios', 'iOS'), ($2, 'app-foreign', 'Foreign')`, [
-    ws.workspaceId,
-    other.workspaceId,
+    env.ws.workspaceId,
+    env.other.workspaceId,
   ]);
   await env.ctx.pool.query(
     `INSERT INTO profiles (workspace_id, service_id, external_id, random_bucket, email, email_subscribe, attribute_times)
@@ -21,12 +15,11 @@ beforeAll(async () => {
             ($1, 's2', 'u2', 2, 'bob@example.com', 'opted_in', '{"email_subscribe": "2030-01-01T00:00:00.000Z"}'),
             ($1, 's3', 'u3', 3, null, null, '{}'),
             ($2, 's9', 'u9', 9, 'ann@example.com', 'opted_in', '{}')`,
-    [ws.workspaceId, other.workspaceId],
+    [env.ws.workspaceId, env.other.workspaceId],
   );
 });
-afterAll(async () => env?.close());
 
-const post = (kind: string, payload: unknown, key = ws.apiKey) => callApi(env.app, 'POST', `/internal/records/${kind}`, { key: key || null, ...bodyOrRaw(payload) }).then(statusAndBody);
+const post = (kind: string, payload: unknown, key = env.ws.apiKey) => callApi(env.app, 'POST', `/internal/records/${kind}`, { key: key || null, ...bodyOrRaw(payload) }).then(statusAndBody);
 
 async function counts() {
   const { rows } = await env.ctx.pool.query<{ u: number; h: number; p: number; s: number }>(
@@ -52,7 +45,7 @@ describe('POST /internal/records/uninstalls', () => {
     );
     expect(rows).toHaveLength(3);
     expect(rows.filter((r) => r.named)).toHaveLength(1);
-    const p = await env.ctx.pool.query(`SELECT uninstalled_at FROM profiles WHERE external_id = 'u1' AND workspace_id = $1`, [ws.workspaceId]);
+    const p = await env.ctx.pool.query(`SELECT uninstalled_at FROM profiles WHERE external_id = 'u1' AND workspace_id = $1`, [env.ws.workspaceId]);
     expect(p.rows[0].uninstalled_at.toISOString()).toBe('2024-03-01T10:00:00.000Z');
   });
 
@@ -80,7 +73,7 @@ describe('POST /internal/records/hard_bounces', () => {
     expect(res).toEqual({ status: 201, body: { recorded: 3, duplicates: 0, message: 'success' } });
     const profiles = await env.ctx.pool.query(
       `SELECT external_id, email_subscribe, attribute_times->>'email_subscribe' AS at FROM profiles ORDER BY workspace_id = $1 DESC, external_id`,
-      [ws.workspaceId],
+      [env.ws.workspaceId],
     );
     const byId = Object.fromEntries(profiles.rows.map((r) => [r.external_id, r]));
     expect(byId.u1).toMatchObject({ email_subscribe: 'unsubscribed', at: '2024-03-02T08:00:00.000Z' });
@@ -88,13 +81,13 @@ describe('POST /internal/records/hard_bounces', () => {
     expect(byId.u2).toMatchObject({ email_subscribe: 'opted_in' });
     // The same address in another workspace is untouched.
     expect(byId.u9).toMatchObject({ email_subscribe: 'opted_in' });
-    const subs = await env.ctx.pool.query(`SELECT email, state FROM email_subscriptions WHERE workspace_id = $1 ORDER BY email`, [ws.workspaceId]);
+    const subs = await env.ctx.pool.query(`SELECT email, state FROM email_subscriptions WHERE workspace_id = $1 ORDER BY email`, [env.ws.workspaceId]);
     expect(subs.rows).toEqual([
       { email: 'ann@example.com', state: 'unsubscribed' },
       { email: 'bob@example.com', state: 'unsubscribed' },
       { email: 'nobody-yet@example.com', state: 'unsubscribed' },
     ]);
-    const stored = await env.ctx.pool.query(`SELECT email FROM hard_bounces WHERE workspace_id = $1 ORDER BY id`, [ws.workspaceId]);
+    const stored = await env.ctx.pool.query(`SELECT email FROM hard_bounces WHERE workspace_id = $1 ORDER BY id`, [env.ws.workspaceId]);
     expect(stored.rows.map((r) => r.email)).toEqual(['ann@example.com', 'bob@example.com', 'nobody-yet@example.com']);
   });
 
@@ -163,7 +156,7 @@ describe('bad input is refused and changes nothing', () => {
     const missing = await post(kind, body, '');
     expect(missing.status).toBe(401);
     expect(missing.body.message).toMatch(/API key/);
-    const bare = await post(kind, body, ws.bareKey);
+    const bare = await post(kind, body, env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toMatch(/internal\.records\.write/);
     expect(await counts()).toEqual(before);

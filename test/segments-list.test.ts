@@ -1,28 +1,27 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { bearer, seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { z } from 'zod';
+import type { SegmentListResponse } from '../src/routes/segments.js';
+import { useTestEnv } from './helpers/context.js';
+import { bearer, seedWorkspace } from './helpers/seed.js';
 
-let env: TestEnv;
-let ws: SeededWorkspace;
+const env = useTestEnv({ workspaces: ['ws', 'other'] });
+
+type Segment = z.infer<typeof SegmentListResponse>['segments'][number];
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  ws = await seedWorkspace(env.ctx.pool);
-  const other = await seedWorkspace(env.ctx.pool);
   // 250 segments with a shared creation time every ten, to prove ties never repeat or skip across pages.
   await env.ctx.pool.query(
     `INSERT INTO segments (workspace_id, api_id, name, tags, archived, created_at)
      SELECT $1, 'seg-' || lpad(g::text, 4, '0'), 'Segment ' || g, ARRAY['t' || (g % 3)], g % 50 = 0,
             timestamptz '2026-01-01' + ((g / 10) || ' minutes')::interval
        FROM generate_series(1, 250) g`,
-    [ws.workspaceId],
+    [env.ws.workspaceId],
   );
-  await env.ctx.pool.query(`INSERT INTO segments (workspace_id, api_id, name) VALUES ($1, 'foreign', 'Other workspace')`, [other.workspaceId]);
+  await env.ctx.pool.query(`INSERT INTO segments (workspace_id, api_id, name) VALUES ($1, 'foreign', 'Other workspace')`, [env.other.workspaceId]);
 });
-afterAll(async () => env?.close());
 
 async function page(query: string) {
-  const res = await env.app.inject({ method: 'GET', url: `/segments/list${query}`, headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' } });
+  const res = await env.app.inject({ method: 'GET', url: `/segments/list${query}`, headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' } });
   return { status: res.statusCode, body: res.json(), headers: res.headers };
 }
 
@@ -33,7 +32,7 @@ describe('GET /segments/list', () => {
       const { status, body } = await page(`?page=${p}`);
       expect(status).toBe(200);
       expect(body.message).toBe('success');
-      seen.push(...body.segments.map((s: { id: string }) => s.id));
+      seen.push(...body.segments.map((s: Segment) => s.id));
       if (p < 2) expect(body.segments).toHaveLength(100);
     }
     expect(seen).toHaveLength(245);
@@ -61,7 +60,7 @@ describe('GET /segments/list', () => {
       sizes[n] = [];
       for (const p of [0, 1]) {
         const res = await env.app.inject({ method: 'GET', url: `/segments/list?page=${p}`, headers: bearer(w.apiKey) });
-        const list = res.json().segments.map((x: { id: string }) => x.id);
+        const list = res.json().segments.map((x: Segment) => x.id);
         sizes[n]!.push(list.length);
         ids.push(...list);
       }
@@ -72,7 +71,7 @@ describe('GET /segments/list', () => {
 
   it('never lists archived segments, whatever include_archived says', async () => {
     const seen: string[] = [];
-    for (let p = 0; p < 3; p++) seen.push(...(await page(`?page=${p}&include_archived=true`)).body.segments.map((s: { id: string }) => s.id));
+    for (let p = 0; p < 3; p++) seen.push(...(await page(`?page=${p}&include_archived=true`)).body.segments.map((s: Segment) => s.id));
     expect(seen).toHaveLength(245);
     expect(seen).not.toContain('seg-0100');
   });
@@ -80,7 +79,7 @@ describe('GET /segments/list', () => {
   it('sorts descending as the exact reverse of ascending', async () => {
     const walk = async (dir: string) => {
       const ids: string[] = [];
-      for (let p = 0; p < 3; p++) ids.push(...(await page(`?page=${p}&sort_direction=${dir}`)).body.segments.map((s: { id: string }) => s.id));
+      for (let p = 0; p < 3; p++) ids.push(...(await page(`?page=${p}&sort_direction=${dir}`)).body.segments.map((s: Segment) => s.id));
       return ids;
     };
     expect(await walk('desc')).toEqual((await walk('asc')).reverse());

@@ -1,10 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { generateUsers } from '../src/synthetic-users/generate.js';
 import { AWKWARD_NOTES } from '../src/synthetic-users/synthetic-data.js';
 import { STANDARD_ATTRIBUTES } from '../src/segments/filter.js';
 import { EXPORT_FIELDS } from '../src/exports/request.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { seedWorkspace } from './helpers/seed.js';
+import { useTestEnv } from './helpers/context.js';
 import { entries, type AggregateEntry } from './helpers/aggregates.js';
 
 const NOW = new Date('2026-06-15T00:00:00Z');
@@ -12,10 +11,7 @@ const DAY = 86_400_000;
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const COUNT = 1500;
 
-let env: TestEnv;
-let wsA: string;
-let wsB: string;
-let wsC: string;
+const env = useTestEnv({ workspaces: ['wsA', 'wsB', 'wsC'] });
 
 type Row = Record<string, unknown> & {
   id: number;
@@ -36,20 +32,15 @@ const rows = async (workspaceId: string): Promise<Row[]> =>
   );
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  wsA = (await seedWorkspace(env.ctx.pool)).workspaceId;
-  wsB = (await seedWorkspace(env.ctx.pool)).workspaceId;
-  wsC = (await seedWorkspace(env.ctx.pool)).workspaceId;
   const progress: number[] = [];
-  await generateUsers(env.ctx.pool, { workspaceId: wsA, count: COUNT, seed: 7, now: NOW, batchSize: 400, onProgress: (d) => progress.push(d) });
+  await generateUsers(env.ctx.pool, { workspaceId: env.wsA.workspaceId, count: COUNT, seed: 7, now: NOW, batchSize: 400, onProgress: (d) => progress.push(d) });
   expect(progress.sort((a, b) => a - b).at(-1)).toBe(COUNT);
   expect(progress).toHaveLength(4);
 });
-afterAll(async () => env?.close());
 
 describe('generateUsers', () => {
   it('populates every field of the export record somewhere in the set', async () => {
-    const all = await rows(wsA);
+    const all = await rows(env.wsA.workspaceId);
     expect(all).toHaveLength(COUNT);
     const empty = (v: unknown) => v === null || v === undefined || (Array.isArray(v) && v.length === 0) || (typeof v === 'object' && !(v instanceof Date) && Object.keys(v as object).length === 0);
     const columns = new Set<string>([...EXPORT_FIELDS, ...Object.keys(STANDARD_ATTRIBUTES), 'campaigns_received', 'canvases_received', 'cards_clicked']);
@@ -83,7 +74,7 @@ describe('generateUsers', () => {
   });
 
   it('writes well-formed values: E.164 phones, ISO-2 countries, [lon, lat], histories spread over two years', async () => {
-    const all = await rows(wsA);
+    const all = await rows(env.wsA.workspaceId);
     for (const r of all) {
       if (r.phone !== null) expect(r.phone).toMatch(/^\+[1-9]\d{7,14}$/);
       expect(r.country).toMatch(/^[A-Z]{2}$/);
@@ -115,7 +106,7 @@ describe('generateUsers', () => {
   });
 
   it('gives distinct service_ids and uniform random buckets over 0..9999', async () => {
-    const all = await rows(wsA);
+    const all = await rows(env.wsA.workspaceId);
     expect(new Set(all.map((r) => r.service_id)).size).toBe(COUNT);
     for (const r of all) expect(r.service_id).toMatch(/^[0-9a-f]{24}$/);
     const buckets = all.map((r) => r.random_bucket);
@@ -132,42 +123,42 @@ describe('generateUsers', () => {
        UNION ALL
        (SELECT profile_id, alias_label, alias_name FROM profile_aliases WHERE workspace_id = $1
         EXCEPT SELECT p.id, a->>'alias_label', a->>'alias_name' FROM profiles p, jsonb_array_elements(p.user_aliases) a WHERE p.workspace_id = $1)`,
-      [wsA],
+      [env.wsA.workspaceId],
     );
     expect(diff).toEqual([]);
-    const { rows: count } = await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM profile_aliases WHERE workspace_id = $1`, [wsA]);
+    const { rows: count } = await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM profile_aliases WHERE workspace_id = $1`, [env.wsA.workspaceId]);
     expect(count[0]!.n).toBeGreaterThan(COUNT * 0.7);
   });
 
   it('round-trips text that COPY must escape: quotes, backslashes, tabs, newlines, emoji', async () => {
-    const notes = (await rows(wsA)).map((r) => r.custom_attributes.note).filter((n): n is string => typeof n === 'string');
+    const notes = (await rows(env.wsA.workspaceId)).map((r) => r.custom_attributes.note).filter((n): n is string => typeof n === 'string');
     expect(notes.length).toBeGreaterThan(5);
     for (const n of notes) expect(AWKWARD_NOTES).toContain(n);
     expect(new Set(notes).size).toBeGreaterThan(2);
-    const names = (await rows(wsA)).map((r) => `${r.first_name} ${r.last_name} ${r.home_city}`).join(' ');
+    const names = (await rows(env.wsA.workspaceId)).map((r) => `${r.first_name} ${r.last_name} ${r.home_city}`).join(' ');
     expect(names).toMatch(/[äöüéèãíóúñçëÜ]/);
   });
 
   it('is deterministic for a seed, also when loaded in parts, and different for another seed', async () => {
-    await generateUsers(env.ctx.pool, { workspaceId: wsB, count: 600, seed: 7, now: NOW, lanes: 1 });
-    await generateUsers(env.ctx.pool, { workspaceId: wsB, count: 900, seed: 7, now: NOW, startId: 600, batchSize: 250 });
+    await generateUsers(env.ctx.pool, { workspaceId: env.wsB.workspaceId, count: 600, seed: 7, now: NOW, lanes: 1 });
+    await generateUsers(env.ctx.pool, { workspaceId: env.wsB.workspaceId, count: 900, seed: 7, now: NOW, startId: 600, batchSize: 250 });
     const strip = (r: Row) => {
       const { id: _id, workspace_id: _ws, ...rest } = r;
       return JSON.stringify(rest);
     };
-    const a = (await rows(wsA)).map(strip);
-    const b = (await rows(wsB)).map(strip);
+    const a = (await rows(env.wsA.workspaceId)).map(strip);
+    const b = (await rows(env.wsB.workspaceId)).map(strip);
     expect(b).toEqual(a);
-    await generateUsers(env.ctx.pool, { workspaceId: wsC, count: 50, seed: 8, now: NOW });
-    const c = (await rows(wsC)).map(strip);
+    await generateUsers(env.ctx.pool, { workspaceId: env.wsC.workspaceId, count: 50, seed: 8, now: NOW });
+    const c = (await rows(env.wsC.workspaceId)).map(strip);
     expect(c.filter((x) => a.includes(x))).toEqual([]);
   });
 
   it('loads all or nothing: a clash with existing users rolls every lane back', async () => {
-    const before = (await rows(wsA)).length;
-    const err = await generateUsers(env.ctx.pool, { workspaceId: wsA, count: 1000, seed: 7, now: NOW, startId: 1000, batchSize: 200 }).catch((e: unknown) => e);
+    const before = (await rows(env.wsA.workspaceId)).length;
+    const err = await generateUsers(env.ctx.pool, { workspaceId: env.wsA.workspaceId, count: 1000, seed: 7, now: NOW, startId: 1000, batchSize: 200 }).catch((e: unknown) => e);
     expect((err as { code?: string }).code).toBe('23505');
-    expect((await rows(wsA)).length).toBe(before);
+    expect((await rows(env.wsA.workspaceId)).length).toBe(before);
     await expect(generateUsers(env.ctx.pool, { workspaceId: '00000000-0000-0000-0000-000000000000', count: 1, seed: 1 })).rejects.toThrow(/does not exist/);
   });
 

@@ -3,12 +3,14 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { z } from 'zod';
 import { PERMISSIONS } from '../src/auth/permissions.js';
 import { hashSecret } from '../src/auth/secrets.js';
 import { applyWorkspaceFile, type ApplySummary } from '../src/workspace/apply.js';
 import { parseWorkspaceFile, WorkspaceFileError } from '../src/workspace/parse.js';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
+import type { SegmentListResponse } from '../src/routes/segments.js';
+import { useTestEnv } from './helpers/context.js';
 import { bearer } from './helpers/seed.js';
 
 const run = promisify(execFile);
@@ -16,16 +18,14 @@ const DEMO_FILE = path.resolve('workspace/demo.yaml');
 const DEMO_KEY = 'ces_key_demo_0000000000000000000000000000';
 const NOW = new Date('2026-06-15T12:00:00Z');
 
-let env: TestEnv;
+const env = useTestEnv();
 let demoText: string;
 let first: ApplySummary;
 
 beforeAll(async () => {
-  env = await createTestEnv();
   demoText = await readFile(DEMO_FILE, 'utf8');
   first = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(demoText), { now: NOW });
 });
-afterAll(async () => env?.close());
 
 const q = async <T = Record<string, unknown>>(sql: string, params: unknown[] = []) => (await env.ctx.pool.query(sql, params)).rows as T[];
 
@@ -204,7 +204,7 @@ describe('applying workspace/demo.yaml', () => {
     for (const key of [DEMO_KEY, generated]) {
       const res = await env.app.inject({ method: 'GET', url: '/segments/list', headers: bearer(key) });
       expect(res.statusCode).toBe(200);
-      const ids = res.json().segments.map((s: { id: string }) => s.id);
+      const ids = res.json<z.infer<typeof SegmentListResponse>>().segments.map((s) => s.id);
       expect(ids).toHaveLength(6);
       expect(ids).toContain('seg-all-users');
       expect(ids).not.toContain('seg-2024-holiday');

@@ -3,12 +3,14 @@ import { rm } from 'node:fs/promises';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
+import { afterAll, beforeAll } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { closeContext, createContext, type AppContext } from '../../src/context.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { startWorkers, type JobDefinition, type RunningWorkers } from '../../src/queue-processors.js';
+import { seedWorkspace, type SeededWorkspace } from './seed.js';
 
 export interface TestEnv {
   config: Config;
@@ -74,6 +76,43 @@ export async function createTestEnv(overrides: Record<string, string> = {}, opti
       await rm(`/tmp/ces-test/${id}`, { recursive: true, force: true });
     },
   };
+}
+
+export interface UseTestEnvOptions<N extends string> extends TestEnvOptions {
+  /** Configuration overrides (environment variables), as `createTestEnv` takes them. */
+  config?: Record<string, string>;
+  /** Workspaces to seed, each in a company of its own, in this order: each name becomes a field of the env. */
+  workspaces?: readonly NoClash<N>[];
+}
+
+/** A workspace may not be named like a field of the env it is added to. */
+type NoClash<N extends string> = N extends keyof TestEnv ? never : N;
+
+/** The env of a test file (or of a `describe`) with its seeded workspaces by name: `env.ws`, `env.other`... */
+export type SuiteEnv<N extends string = never> = TestEnv & { readonly [K in N]: SeededWorkspace };
+
+/**
+ * The usual set-up of a test file (or of the `describe` it is called in): a `beforeAll` that creates the env and seeds
+ * the named workspaces, an `afterAll` that closes it. The answer is filled in when the `beforeAll` has run: read it in
+ * hooks and tests only. Seeding of the file's own goes in a `beforeAll` after this call, which runs after this one
+ * (and its `afterAll` before this one's `close`).
+ *
+ *     const env = useTestEnv({ config: { INGEST_PARTITIONS: '4' }, workspaces: ['ws', 'other'] });
+ *     // env.app, env.ctx.pool, env.ws.apiKey, env.other.workspaceId
+ */
+export function useTestEnv<const N extends string = never>(options: UseTestEnvOptions<N> = {}): SuiteEnv<N> {
+  const { config = {}, workspaces = [], ...envOptions } = options;
+  const env = {} as SuiteEnv<N>;
+  beforeAll(async () => {
+    const created = await createTestEnv(config, envOptions);
+    Object.assign(env, created);
+    for (const name of workspaces) {
+      if (name in created) throw new Error(`useTestEnv: a workspace may not be named ${name}`);
+      Object.assign(env, { [name]: await seedWorkspace(created.ctx.pool) });
+    }
+  });
+  afterAll(async () => (env as Partial<TestEnv>).close?.());
+  return env;
 }
 
 async function deleteKeys(ctx: AppContext, pattern: string): Promise<void> {
