@@ -12,7 +12,8 @@ const bool = (def: boolean) =>
     .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
 /** A connection string: parsed as a URL of one of `protocols`. The message never repeats the value (it may hold a password). */
-const connectionUrl = (protocols: string[], def: string) =>
+const connectionUrl = (protocols: string[], def: string) => connectionUrlText(protocols).default(def);
+const connectionUrlText = (protocols: string[]) =>
   z
     .string()
     .refine(
@@ -24,8 +25,7 @@ const connectionUrl = (protocols: string[], def: string) =>
         }
       },
       { message: `must be a URL of the form ${protocols.map((p) => `${p}//...`).join(' or ')}` },
-    )
-    .default(def);
+    );
 
 export const ConfigSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development').describe('Runtime mode; `production` refuses the built-in development secrets.'),
@@ -39,6 +39,14 @@ export const ConfigSchema = z.object({
   DATABASE_POOL_SIZE: int(10).describe('Connections per process in the PostgreSQL pool.'),
   DATABASE_CONNECT_TIMEOUT_MS: int(10_000).describe(
     'How long opening a PostgreSQL connection, or waiting for a free one of the pool, may take before the request fails with 503 (a job attempt fails and is retried); 0 waits forever.',
+  ),
+  EXPORT_DATABASE_URL: connectionUrlText(['postgres:', 'postgresql:'])
+    .optional()
+    .describe(
+      'PostgreSQL that export shards read segment members from, typically a hot standby of DATABASE_URL (default: DATABASE_URL). Everything that writes stays on DATABASE_URL. See docs/scaling.md.',
+    ),
+  EXPORT_MAX_REPLICA_LAG_SECONDS: int(300).describe(
+    'How long an export shard waits for EXPORT_DATABASE_URL to replay what the primary had committed when the export was requested; past it the shard reads from the primary.',
   ),
   MIGRATE_ON_START: bool(true).describe('Apply pending migrations when `serve`, `worker` or `start` begins.'),
 

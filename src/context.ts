@@ -16,6 +16,8 @@ export interface AppContext {
   config: Config;
   log: Logger;
   pool: Pool;
+  /** Where export shards read segment members: a pool on EXPORT_DATABASE_URL, or `pool` itself when it is unset. */
+  exportReadPool: Pool;
   /** Producer connection: queues, locks, rate-limit counters. Fails fast when Redis is away. */
   redis: Redis;
   queues: Queues;
@@ -35,6 +37,8 @@ export async function createContext(config: Config, options: ContextOptions = {}
   const log = options.log ?? createLogger(config.LOG_LEVEL);
   const health = new DependencyHealth(log, config);
   const pool = createPool(config, undefined, health);
+  // Not reported to `health`: a replica that is away only sends export reads back to the primary (exports/read-source.ts).
+  const exportReadPool = config.EXPORT_DATABASE_URL ? createPool({ ...config, DATABASE_URL: config.EXPORT_DATABASE_URL }) : pool;
   const redis = createRedis(config.REDIS_URL, 'producer', { enableOfflineQueue: true }, health);
   const metrics = options.metrics ?? new Metrics();
   const queues = new Queues(redis, config.REDIS_PREFIX);
@@ -45,6 +49,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     config,
     log,
     pool,
+    exportReadPool,
     redis,
     queues,
     principals: new PrincipalResolver(pool),
@@ -58,6 +63,7 @@ export async function closeContext(ctx: AppContext): Promise<void> {
   await ctx.queues.close().catch(() => {});
   await closeRedis(ctx.redis);
   await ctx.pool.end().catch(() => {});
+  if (ctx.exportReadPool !== ctx.pool) await ctx.exportReadPool.end().catch(() => {});
 }
 
 /** `ces serve|worker|start|migrate` could not reach a dependency in time: the one line the command prints. */

@@ -35,6 +35,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly exportShardReads = new Counter({
+    name: 'ces_export_shard_reads_total',
+    help: 'Export shards by where they read members: replica (EXPORT_DATABASE_URL) or primary (no replica set, or it was behind or away)',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+
   readonly queueDepth = new Gauge({
     name: 'ces_queue_jobs',
     help: 'Jobs in each queue by state',

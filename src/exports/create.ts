@@ -126,8 +126,8 @@ export async function createExport(
       await client
         .query(
           `INSERT INTO exports (id, object_prefix, company_id, workspace_id, segment_id, request, destination, shard_count, shard_buckets, scheduled_by,
-                                public_base_url, created_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+                                public_base_url, created_at, primary_lsn)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, pg_current_wal_lsn())`,
           [
             exportId,
             objectPrefix,

@@ -22,6 +22,8 @@ import { liveUsersSql } from './status.js';
 export interface ExportJobDeps {
   config: Config;
   pool: Pool;
+  /** Where export shards read segment members (EXPORT_DATABASE_URL); the primary pool itself when unset. */
+  exportReadPool: Pool;
   redis: Redis;
   queues: Queues;
   metrics: Metrics;
@@ -47,6 +49,8 @@ export interface ExportRow {
   shard_buckets: number | null;
   /** The API's address when the export was requested (null: recorded before this was kept). */
   public_base_url: string | null;
+  /** The primary's WAL position when the export was requested (null: recorded before this was kept). */
+  primary_lsn: string | null;
   created_at: Date;
 }
 
@@ -54,7 +58,7 @@ export async function loadExport(pool: Pool, exportId: string): Promise<ExportRo
   const { rows } = await pool.query<ExportRow>(
     `SELECT e.id, e.object_prefix, e.company_id, e.workspace_id, e.segment_id, s.api_id AS segment_api_id, s.filter, e.status, e.request,
             e.destination, e.key_prefix, COALESCE(e.shard_count, 1) AS shard_count, e.local_shared_root, e.shard_buckets,
-            e.public_base_url, e.created_at
+            e.public_base_url, e.primary_lsn::text, e.created_at
        FROM exports e JOIN segments s ON s.id = e.segment_id
       WHERE e.id = $1`,
     [exportId],

@@ -19,7 +19,7 @@ import {
 } from './export-record.js';
 import { NdjsonLines, type LineBatch } from './lines.js';
 import { releaseExportLock, withLeaseRenewal } from './locks.js';
-import { buildManifest } from './manifest.js';
+import { buildManifest, type ManifestReadFrom } from './manifest.js';
 import { MANIFEST_FILE } from './names.js';
 import { PART_LINES, writeParts } from './part-writer.js';
 import { ExportSpecSchema } from './request.js';
@@ -64,6 +64,24 @@ export class ShardsNotEndedError extends Error {
     super(`${missing} of the ${total} shards of export ${exportId} have not ended`);
     this.name = 'ShardsNotEndedError';
   }
+}
+
+/** Where the shards read their members, for the manifest: the oldest replica state is what the export reflects. */
+async function readSourceSummary(pool: Pool, exp: ExportRow): Promise<ManifestReadFrom> {
+  const { rows } = await pool.query<{ replicas: number; primaries: number; replay_lsn: string | null; replay_at: Date | null }>(
+    `SELECT count(*) FILTER (WHERE read_from = 'replica')::int AS replicas, count(*) FILTER (WHERE read_from = 'primary')::int AS primaries,
+            min(replay_lsn)::text AS replay_lsn, min(replay_at) AS replay_at
+       FROM export_shards_done WHERE export_id = $1`,
+    [exp.id],
+  );
+  const r = rows[0]!;
+  const source = r.replicas === 0 ? 'primary' : r.primaries === 0 ? 'replica' : 'mixed';
+  return {
+    source,
+    ...(exp.primary_lsn ? { primary_lsn_at_request: exp.primary_lsn } : {}),
+    ...(r.replay_lsn ? { replica_replay_lsn: r.replay_lsn } : {}),
+    ...(r.replay_at ? { replica_replay_time: r.replay_at.toISOString() } : {}),
+  };
 }
 
 async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures: string[]): Promise<void> {
@@ -115,7 +133,9 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
         }
         await removePartialFiles(ws, keyPrefix);
         const total = rows.reduce((n, r) => n + r.users, 0);
+        const readFrom = await readSourceSummary(pool, exp);
         const manifest = buildManifest({
+          readFrom,
           objectPrefix: exp.object_prefix,
           segmentId: exp.segment_api_id,
           spec,

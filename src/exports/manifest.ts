@@ -8,6 +8,19 @@ export interface ManifestPart {
 }
 
 /**
+ * Where the export read its members (EXPORT_DATABASE_URL): `replica` when every shard read from the replica,
+ * `mixed` when some fell back to the primary. For a replica, the oldest replay position and the primary's commit time
+ * of the last transaction it had replayed: the export holds everything committed up to then (and at least
+ * everything committed before `primary_lsn_at_request`).
+ */
+export interface ManifestReadFrom {
+  source: 'primary' | 'replica' | 'mixed';
+  primary_lsn_at_request?: string;
+  replica_replay_lsn?: string;
+  replica_replay_time?: string;
+}
+
+/**
  * manifest.json, written beside the parts once every part is in the store: a loader that finds it can trust that
  * the listed files are complete, that their users add up, and check each file's size and SHA-256.
  */
@@ -22,6 +35,7 @@ export interface ExportManifest {
   finished_at: string;
   users: number;
   bytes: number;
+  read_from?: ManifestReadFrom;
   parts: Array<{ file: string; key: string; users: number; bytes: number; sha256: string }>;
 }
 
@@ -33,6 +47,7 @@ export function buildManifest(input: {
   finishedAt: Date;
   keyPrefix: string;
   parts: ManifestPart[];
+  readFrom?: ManifestReadFrom;
 }): ExportManifest {
   return {
     version: 1,
@@ -45,6 +60,7 @@ export function buildManifest(input: {
     finished_at: input.finishedAt.toISOString(),
     users: input.parts.reduce((n, p) => n + p.users, 0),
     bytes: input.parts.reduce((n, p) => n + p.bytes, 0),
+    ...(input.readFrom ? { read_from: input.readFrom } : {}),
     parts: input.parts.map((p) => ({ file: p.key.slice(p.key.lastIndexOf('/') + 1), key: p.key, users: p.users, bytes: p.bytes, sha256: p.sha256 })),
   };
 }

@@ -9,6 +9,7 @@ import { renewExportLock, withLeaseRenewal } from './locks.js';
 import { PART_LINES, writeParts } from './part-writer.js';
 import { ExportSpecSchema } from './request.js';
 import { exportLineSelect, windowStart } from './line-query.js';
+import { openReadSource } from './read-source.js';
 
 /** Removes what an earlier attempt of this shard stored: a retry starts clean, so no user is exported twice. */
 async function clearShard(pool: Pool, ws: WorkspaceStore, exportId: string, shard: number): Promise<void> {
@@ -72,12 +73,22 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
           bucketTo: work.bucketTo,
           since: windowStart(exp.created_at),
         });
-        const copy = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT binary)`));
-        let out: Awaited<ReturnType<typeof writeParts>> | undefined;
-        await pipeline(copy, new CopyBinaryLines(PART_LINES), async (batches: AsyncIterable<LineBatch>) => {
-          out = await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard), rest: 'tail' });
-        });
-        return out!;
+        // The lock stays on the primary's connection; the members may be read from a replica.
+        const source = await openReadSource(deps, exp, client, work.shard);
+        let readBroken: Error | undefined;
+        try {
+          const copy = source.client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT binary)`));
+          let out: Awaited<ReturnType<typeof writeParts>> | undefined;
+          await pipeline(copy, new CopyBinaryLines(PART_LINES), async (batches: AsyncIterable<LineBatch>) => {
+            out = await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard), rest: 'tail' });
+          });
+          return { ...out!, source };
+        } catch (err) {
+          readBroken = err as Error;
+          throw err;
+        } finally {
+          source.release(readBroken);
+        }
       },
     );
     await withTransaction(pool, async (tx) => {
@@ -89,14 +100,15 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
         );
       }
       await tx.query(
-        `INSERT INTO export_shards_done (export_id, shard, users) VALUES ($1, $2, $3)
-         ON CONFLICT (export_id, shard) DO UPDATE SET users = excluded.users, done_at = now()`,
-        [exp.id, work.shard, result.users],
+        `INSERT INTO export_shards_done (export_id, shard, users, read_from, replay_lsn, replay_at) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (export_id, shard) DO UPDATE
+           SET users = excluded.users, done_at = now(), read_from = excluded.read_from, replay_lsn = excluded.replay_lsn, replay_at = excluded.replay_at`,
+        [exp.id, work.shard, result.users, result.source.from, result.source.replayLsn, result.source.replayAt],
       );
     });
     // The finishing job (or a sibling shard) may wait in the queue a while: back to the queued lease.
     await renewExportLock(redis, keys, exp.id, config.EXPORT_QUEUED_LEASE_MS);
-    log.info({ exportId: exp.id, shard: work.shard, users: result.users, parts: result.parts }, 'export shard done');
+    log.info({ exportId: exp.id, shard: work.shard, users: result.users, parts: result.parts, readFrom: result.source.from }, 'export shard done');
     return { users: result.users, parts: result.parts };
   } catch (err) {
     broken = err as Error;

@@ -102,6 +102,8 @@ export async function startOwnRedis(): Promise<OwnRedis> {
 
 export interface OwnPostgres {
   port: number;
+  /** The server's log (statements too, when started with `log_statement`). */
+  logFile: string;
   /** Connection string of its `postgres` database. */
   url: string;
   /** Starts the server (again) on the same port and data directory. */
@@ -141,13 +143,31 @@ async function postgresIds(): Promise<[number, number]> {
  * (run as the `postgres` user: the server refuses root).
  */
 export async function startOwnPostgres(): Promise<OwnPostgres> {
-  const port = await freePort();
   const base = await mkdtemp(path.join(tmpdir(), 'ces-own-pg-'));
   const data = path.join(base, 'data');
   const [uid, gid] = await postgresIds();
   await chown(base, uid, gid);
   await cp(await templateDir(), data, { recursive: true });
   await run('chown', ['-R', `${uid}:${gid}`, data]);
+  return serveDataDir(base, data);
+}
+
+/**
+ * A hot standby of `primary`, streaming from it (pg_basebackup -R), on its own free port. Replay can be paused and
+ * resumed with `SELECT pg_wal_replay_pause()` / `pg_wal_replay_resume()` on the standby.
+ */
+export async function startOwnReplica(primary: OwnPostgres, settings: Record<string, string> = {}): Promise<OwnPostgres> {
+  const base = await mkdtemp(path.join(tmpdir(), 'ces-own-pg-replica-'));
+  const data = path.join(base, 'data');
+  await chown(base, ...(await postgresIds()));
+  await run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_basebackup'), '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', data, '-R', '-X', 'stream', '--no-sync'], {
+    env: { ...process.env, LC_ALL: 'C' },
+  });
+  return serveDataDir(base, data, settings);
+}
+
+async function serveDataDir(base: string, data: string, settings: Record<string, string> = {}): Promise<OwnPostgres> {
+  const port = await freePort();
   const pgCtl = (...args: string[]) => run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_ctl'), '-D', data, ...args], { env: { ...process.env, LC_ALL: 'C' } });
   const cleanUp = () => {
     try {
@@ -160,8 +180,10 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
   const own: OwnPostgres = {
     port,
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    logFile: path.join(base, 'log'),
     async start() {
-      await pgCtl('-w', '-l', path.join(base, 'log'), '-o', `-p ${port} -k ${base} -c listen_addresses=127.0.0.1 -c fsync=off`, 'start');
+      const extra = Object.entries(settings).map(([k, v]) => ` -c ${k}=${v}`).join('');
+      await pgCtl('-w', '-l', path.join(base, 'log'), '-o', `-p ${port} -k ${base} -c listen_addresses=127.0.0.1 -c fsync=off${extra}`, 'start');
     },
     async stop(mode = 'fast') {
       await pgCtl('-w', '-m', mode, 'stop').catch((err: unknown) => {
