@@ -255,7 +255,7 @@ async function main(): Promise<void> {
   await mkdir(WORK_DIR, { recursive: true });
   const config = benchConfig();
   const pool = createPool(config, 4);
-  const redis = createRedis(config.REDIS_URL, 'producer', { enableOfflineQueue: true });
+  const redis = createRedis(config, 'producer', { enableOfflineQueue: true });
   try {
     const ws = await ensureUsers(pool);
     // No export of an earlier, interrupted run may hold the segment lock.

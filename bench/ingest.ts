@@ -554,7 +554,7 @@ async function main() {
     if (!process.env.BENCH_KEEP) await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`).catch(() => {});
     await pool.end();
     if (!process.env.BENCH_KEEP) await rm(WORK_DIR, { recursive: true, force: true });
-    const redis = createRedis(REDIS_URL, 'producer', { enableOfflineQueue: true });
+    const redis = createRedis({ REDIS_URL }, 'producer', { enableOfflineQueue: true });
     let cursor = '0';
     do {
       const [next, keys] = await redis.scan(cursor, 'MATCH', 'ces-bench-ingest:*', 'COUNT', 1000);

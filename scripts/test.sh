@@ -16,3 +16,8 @@ fi
 npx tsc --noEmit -p .
 npx eslint .
 npx vitest run "$@"
+# A whole run (no file named) also runs the named part of the suite that covers every queue and Lua script on a
+# 3-master Redis Cluster the run starts on free ports (package.json "test:cluster").
+if [ $# -eq 0 ]; then
+  npm run --silent test:cluster
+fi

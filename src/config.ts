@@ -51,7 +51,17 @@ export const ConfigSchema = z.object({
   MIGRATE_ON_START: bool(true).describe('Apply pending migrations when `serve`, `worker` or `start` begins.'),
 
   REDIS_URL: connectionUrl(['redis:', 'rediss:'], 'redis://127.0.0.1:6379').describe('Redis connection string (queues, locks, rate-limit counters).'),
-  REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('ces').describe('Prefix of every Redis key and BullMQ queue this install uses.'),
+  REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('ces').describe('Prefix of every Redis key and BullMQ queue this install uses; in cluster mode it is used as a hash tag, `{ces}`, so that every key lies in one slot.'),
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .regex(
+      /^\s*(?:(?:rediss?:\/\/[^\s,]+)|(?:[A-Za-z0-9.\-\[\]:]+:\d{1,5}))(?:\s*,\s*(?:(?:rediss?:\/\/[^\s,]+)|(?:[A-Za-z0-9.\-\[\]:]+:\d{1,5})))*\s*$/,
+      'must be comma-separated host:port (or redis://[:password@]host:port) seed nodes',
+    )
+    .optional()
+    .describe(
+      'Redis Cluster seed nodes, comma-separated `host:port` (or `redis[s]://[:password@]host:port`; the first entry\'s password and TLS apply to all). When set, the service runs in cluster mode and REDIS_URL is not used. See docs/scaling.md.',
+    ),
 
   BODY_LIMIT_BYTES: int(8 * 1024 * 1024).describe('Largest request body accepted; larger bodies get 413.'),
   STARTUP_TIMEOUT_SECONDS: int(10)

@@ -6,7 +6,7 @@ import { DEPENDENCY_NAMES, DependencyHealth, maskUrl, type Dependency } from './
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { Queues } from './queues/index.js';
-import { closeRedis, createRedis, type Redis } from './redis.js';
+import { closeRedis, createRedis, redisKeyPrefix, type Redis } from './redis.js';
 
 /**
  * The long-lived resources of one process, created once by an entry point and handed to the app, the workers and
@@ -39,9 +39,9 @@ export async function createContext(config: Config, options: ContextOptions = {}
   const pool = createPool(config, undefined, health);
   // Not reported to `health`: a replica that is away only sends export reads back to the primary (exports/read-source.ts).
   const exportReadPool = config.EXPORT_DATABASE_URL ? createPool({ ...config, DATABASE_URL: config.EXPORT_DATABASE_URL }) : pool;
-  const redis = createRedis(config.REDIS_URL, 'producer', { enableOfflineQueue: true }, health);
+  const redis = createRedis(config, 'producer', { enableOfflineQueue: true }, health);
   const metrics = options.metrics ?? new Metrics();
-  const queues = new Queues(redis, config.REDIS_PREFIX);
+  const queues = new Queues(redis, redisKeyPrefix(config));
   // Every queue handle now, each with an 'error' listener: BullMQ repeats each connection error on every handle,
   // and prints (with a stack) those nobody listens to.
   for (const queue of queues.all()) queue.on('error', (err) => health.report(err) ?? log.error({ err, queue: queue.name }, 'queue error'));
@@ -53,7 +53,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     redis,
     queues,
     principals: new PrincipalResolver(pool),
-    rateLimiter: new RateLimiter(redis, config.REDIS_PREFIX, config, health),
+    rateLimiter: new RateLimiter(redis, redisKeyPrefix(config), config, health),
     metrics,
     health,
   };

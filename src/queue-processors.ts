@@ -1,7 +1,7 @@
 import { Worker, type Job, type WorkerOptions } from 'bullmq';
 import type { AppContext } from './context.js';
 import { bullPrefix, type QueueName } from './queues/index.js';
-import { closeRedis, createRedis } from './redis.js';
+import { closeRedis, createRedis, redisKeyPrefix } from './redis.js';
 
 /** A queue processor: one per file under jobs/. The payload arrives as unknown and is parsed by the processor. */
 export interface JobDefinition {
@@ -35,7 +35,7 @@ export function startWorkers(ctx: AppContext, definitions: JobDefinition[]): Run
   const workers = definitions.map((def) => {
     // Waits for Redis when it is away (maxRetriesPerRequest: null) and reports outages to ctx.health, as the
     // connections BullMQ duplicates from it do through the worker's 'error' event below.
-    const connection = createRedis(ctx.config.REDIS_URL, 'worker', {}, ctx.health);
+    const connection = createRedis(ctx.config, 'worker', {}, ctx.health);
     const worker = new Worker(
       def.queue,
       async (job: Job) => {
@@ -61,7 +61,7 @@ export function startWorkers(ctx: AppContext, definitions: JobDefinition[]): Run
       },
       {
         connection,
-        prefix: bullPrefix(ctx.config.REDIS_PREFIX),
+        prefix: bullPrefix(redisKeyPrefix(ctx.config)),
         concurrency: def.concurrency?.(ctx) ?? ctx.config.WORKER_CONCURRENCY,
         ...def.workerOptions,
       },

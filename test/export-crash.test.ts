@@ -42,6 +42,7 @@ function startChildWorker(queues = 'export-shard,segment-export'): ChildProcess 
       DATABASE_URL: c.DATABASE_URL,
       DATABASE_SCHEMA: c.DATABASE_SCHEMA,
       REDIS_URL: c.REDIS_URL,
+      ...(c.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: c.REDIS_CLUSTER_NODES } : {}),
       REDIS_PREFIX: c.REDIS_PREFIX,
       LOCAL_STORE_DIR: c.LOCAL_STORE_DIR,
       MIGRATE_ON_START: 'false',

@@ -71,6 +71,7 @@ describe('a worker killed mid-batch', () => {
       DATABASE_URL: env.config.DATABASE_URL,
       DATABASE_SCHEMA: env.config.DATABASE_SCHEMA,
       REDIS_URL: env.config.REDIS_URL,
+      ...(env.config.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: env.config.REDIS_CLUSTER_NODES } : {}),
       REDIS_PREFIX: env.config.REDIS_PREFIX,
       MIGRATE_ON_START: 'false',
       INGEST_BATCH_MAX_JOBS: '8',

@@ -214,6 +214,7 @@ describe('ces import', () => {
       DATABASE_URL: env.config.DATABASE_URL,
       DATABASE_SCHEMA: env.config.DATABASE_SCHEMA,
       REDIS_URL: env.config.REDIS_URL,
+      ...(env.config.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: env.config.REDIS_CLUSTER_NODES } : {}),
       REDIS_PREFIX: env.config.REDIS_PREFIX,
       LOCAL_STORE_DIR: env.config.LOCAL_STORE_DIR,
       LOG_LEVEL: 'warn',

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RateLimiter, type RateLimitResult, type RateLimitRule } from '../src/auth/rate-limit.js';
 import { loadConfig } from '../src/config.js';
-import { createRedis, type Redis } from '../src/redis.js';
+import { createRedis, scanTargets, type Redis } from '../src/redis.js';
 import { createTestEnv } from './helpers/context.js';
 import { bearer, seedWorkspace } from './helpers/seed.js';
 
@@ -11,18 +11,22 @@ const prefixes: string[] = [];
 const config = loadConfig({});
 
 beforeAll(async () => {
-  redis = createRedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+  // The run's Redis Cluster under `npm run test:cluster`, else the shared Redis.
+  redis = createRedis({ REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', REDIS_CLUSTER_NODES: inject('redisClusterNodes') });
   // A producer connection fails fast instead of queueing: wait until it is up.
   if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
 });
 afterEach(async () => {
   for (const prefix of prefixes.splice(0)) {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) await redis.unlink(...keys);
-    } while (cursor !== '0');
+    for (const node of scanTargets(redis)) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+        cursor = next;
+        // One key at a time: on a cluster the keys of a prefix without a hash tag lie in different slots.
+        for (const key of keys) await node.unlink(key);
+      } while (cursor !== '0');
+    }
   }
 });
 afterAll(() => redis?.disconnect());

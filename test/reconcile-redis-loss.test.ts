@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { bulkImportJob } from '../jobs/bulk-import.js';
 import { canvasScheduleJob } from '../jobs/canvas-schedule.js';
 import { catalogBatchJob } from '../jobs/catalog-batch.js';
@@ -17,12 +17,12 @@ import type { RunningWorkers } from '../src/queue-processors.js';
 import { waitFor } from './helpers/cli.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, exportedExternalIds, exportStatus, insertProfiles, requestExport, startCallbackReceiver, waitForExport } from './helpers/export-fixtures.js';
-import { startOwnRedis, type OwnRedis } from './helpers/own-servers.js';
+import { startOwnRedis, startOwnRedisCluster, type OwnRedis, type OwnRedisCluster } from './helpers/own-servers.js';
 import { callApi, statusAndBody } from './helpers/http.js';
 import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
 // A Redis of the test's own, without persistence, that the test flushes and restarts; PostgreSQL is the shared one.
-let redis: OwnRedis;
+let redis: OwnRedis | OwnRedisCluster;
 let env: TestEnv;
 let ws: SeededWorkspace;
 let receiver: Awaited<ReturnType<typeof startCallbackReceiver>>;
@@ -48,8 +48,11 @@ const post = (url: string, body: unknown, method: 'POST' | 'PUT' = 'POST') => ca
 const exportedIds = (keyPrefix: string) => exportedExternalIds(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), keyPrefix));
 
 beforeAll(async () => {
-  redis = await startOwnRedis();
-  env = await createTestEnv({ REDIS_URL: redis.url, EXPORT_SHARD_BUCKETS: '250', CALLBACK_ALLOW_PRIVATE: 'true', CANVAS_SCHEDULE_SWEEP_SECONDS: '60' });
+  // Under `npm run test:cluster`, a Redis Cluster of this file's own (it is flushed, so not the run's shared one).
+  const clustered = inject('redisClusterNodes') !== undefined;
+  redis = clustered ? await startOwnRedisCluster() : await startOwnRedis();
+  const target: Record<string, string> = 'url' in redis ? { REDIS_URL: redis.url } : { REDIS_URL: 'redis://unused', REDIS_CLUSTER_NODES: redis.nodes };
+  env = await createTestEnv({ ...target, EXPORT_SHARD_BUCKETS: '250', CALLBACK_ALLOW_PRIVATE: 'true', CANVAS_SCHEDULE_SWEEP_SECONDS: '60' });
   ws = await seedWorkspace(env.ctx.pool);
   await createSegment(env.ctx.pool, ws.workspaceId, 'us');
   await createSegment(env.ctx.pool, ws.workspaceId, 'queued-one');
@@ -149,19 +152,25 @@ describe('Redis flushed while work waits in its queues (no worker running)', () 
 
 describe('Redis flushed between a track request and its apply', () => {
   it('applies the acknowledged events with no new request, once the reconciler sees them staged', async () => {
-    const running = env.startWorkers([trackIngestJob]);
     const reconcilers: Reconciler[] = [];
     const applied = async () =>
       (await env.ctx.pool.query(`SELECT 1 FROM profiles WHERE workspace_id = $1 AND external_id = 'ext-3' AND custom_events ? 'in-flight'`, [ws.workspaceId]))
         .rowCount === 1;
+    // A worker starts, registers the sweep, and stops (closing waits for a sweep it may be running): the apply job of
+    // the request below then waits in Redis with nobody to take it. (A paused worker may still take the job its
+    // blocking fetch waits for, and BullMQ's waiting pause hangs on a cluster.)
+    const starter = env.startWorkers([trackIngestJob]);
+    await waitFor(async () => (await env.ctx.queues.get(TRACK_INGEST_QUEUE).getJobSchedulers(0, -1)).length === 1, 10_000);
+    await starter.close(5_000);
+    let running: RunningWorkers | undefined;
     try {
-      // The worker runs (its sweep is registered) but takes no job for a moment: the apply job waits in Redis.
-      await waitFor(async () => (await env.ctx.queues.get(TRACK_INGEST_QUEUE).getJobSchedulers(0, -1)).length === 1, 10_000);
-      await running.workers[0]!.pause(true);
       const res = await post('/users/track', { events: [{ external_id: 'ext-3', name: 'in-flight', time: '2026-01-04T00:00:00Z' }] });
       expect(res.status).toBe(201);
+      // The apply job is added after the answer: flush once it is in Redis, or it would land after the flush.
+      await waitFor(async () => (await env.ctx.queues.get(TRACK_INGEST_QUEUE).count()) > 0, 10_000);
       await redis.flush();
-      running.workers[0]!.resume();
+      // Workers that were already running when Redis lost everything: their start-up registration is long past.
+      running = env.startWorkers([{ ...trackIngestJob, onStart: undefined }]);
       // The job and the sweep went with Redis: the events stay staged, whatever the wait.
       await new Promise((r) => setTimeout(r, 6_000));
       expect(await applied()).toBe(false);
@@ -169,7 +178,7 @@ describe('Redis flushed between a track request and its apply', () => {
       reconcilers.push(reconciler());
       await waitFor(applied, 30_000);
     } finally {
-      await stopAll([running], reconcilers);
+      await stopAll(running ? [running] : [], reconcilers);
     }
   });
 });

@@ -9,7 +9,7 @@ import { enqueueImport } from '../queues/bulk-import.js';
 import { createLogger } from '../logger.js';
 import { Metrics } from '../metrics.js';
 import { Queues } from '../queues/index.js';
-import { createRedis } from '../redis.js';
+import { createRedis, redisKeyPrefix } from '../redis.js';
 
 interface ImportOptions {
   workspace?: string;
@@ -113,8 +113,8 @@ export function registerImportCommand(program: Command, config: () => Config): v
           console.log(`import ${importId}: ${status.key} (${status.format}, ${status.bytes_total ?? '?'} bytes) into workspace ${opts.workspace}`);
         }
         if (opts.enqueue) {
-          const redis = createRedis(cfg.REDIS_URL, 'producer', { enableOfflineQueue: true });
-          const queues = new Queues(redis, cfg.REDIS_PREFIX);
+          const redis = createRedis(cfg, 'producer', { enableOfflineQueue: true });
+          const queues = new Queues(redis, redisKeyPrefix(cfg));
           try {
             // From now on the workers own it: the reconciler queues it again if Redis loses the job.
             await pool.query('UPDATE imports SET via_queue = true WHERE id = $1', [importId]);

@@ -1,7 +1,7 @@
 import { publicBaseUrl, type Config } from '../config.js';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { AppError, badRequest } from '../errors.js';
-import type { Redis } from '../redis.js';
+import { redisKeyPrefix, type Redis } from '../redis.js';
 import { workspaceDestination } from '../storage/stores.js';
 import { downloadUrl } from './download.js';
 import { enqueueExportFlow } from '../queues/segment-export.js';
@@ -95,7 +95,7 @@ export async function createExport(
 
   const now = options.now ?? new Date();
   const { exportId, objectPrefix } = newObjectPrefix(now);
-  const keys = exportLockKeys(config.REDIS_PREFIX, segment.id, who.companyId);
+  const keys = exportLockKeys(redisKeyPrefix(config), segment.id, who.companyId);
   const refuse = (limit: 'segment' | 'company') =>
     new AppError(
       'rate_limited',

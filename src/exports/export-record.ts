@@ -5,7 +5,7 @@ import type { Pool, PoolClient } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { Queues } from '../queues/index.js';
-import type { Redis } from '../redis.js';
+import { redisKeyPrefix, type Redis } from '../redis.js';
 import { LocalStore } from '../storage/local-store.js';
 import { storeFor, workspaceStorage, type WorkspaceStore } from '../storage/stores.js';
 import { exportLockKeys, type ExportLockKeys } from './locks.js';
@@ -66,7 +66,7 @@ export async function loadExport(pool: Pool, exportId: string): Promise<ExportRo
   return rows[0] ?? null;
 }
 
-export const lockKeys = (config: Config, exp: ExportRow): ExportLockKeys => exportLockKeys(config.REDIS_PREFIX, exp.segment_id, exp.company_id);
+export const lockKeys = (config: Config, exp: ExportRow): ExportLockKeys => exportLockKeys(redisKeyPrefix(config), exp.segment_id, exp.company_id);
 
 export async function openStore(deps: ExportJobDeps, exp: ExportRow): Promise<WorkspaceStore> {
   const { destination, namespace } = await workspaceStorage(deps.pool, exp.workspace_id);

@@ -57,7 +57,15 @@ const PG_CONNECTION_MESSAGES = [
   'Client was closed and is not queryable',
 ];
 /** ioredis and BullMQ's messages for a command that could not reach Redis. */
-const REDIS_CONNECTION_MESSAGES = ['Connection is closed.', "Stream isn't writeable and enableOfflineQueue options is false"];
+const REDIS_CONNECTION_MESSAGES = [
+  'Connection is closed.',
+  "Stream isn't writeable and enableOfflineQueue options is false",
+  // A Redis Cluster none of whose nodes answers, or whose slots cannot be learnt.
+  'None of startup nodes is available',
+  'Failed to refresh slots cache',
+  'Cluster isn\'t ready and enableOfflineQueue options is false',
+  'CLUSTERDOWN',
+];
 /** Socket errors of a connection that could not be made or was lost. */
 const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'ENOENT']);
 
@@ -89,7 +97,7 @@ export function failedDependency(err: unknown, targets: DependencyTargets): Depe
     if (x[TAG]) return x[TAG];
     const message = typeof x.message === 'string' ? x.message : '';
     const code = typeof x.code === 'string' ? x.code : '';
-    if (x.name === 'MaxRetriesPerRequestError' || REDIS_CONNECTION_MESSAGES.some((m) => message.startsWith(m))) return 'redis';
+    if (x.name === 'MaxRetriesPerRequestError' || x.name === 'ClusterAllFailedError' || REDIS_CONNECTION_MESSAGES.some((m) => message.startsWith(m))) return 'redis';
     // A Redis loading its dataset after a restart answers every command with LOADING.
     if (x.name === 'ReplyError' && message.startsWith('LOADING')) return 'redis';
     if (/^[0-9A-Z]{5}$/.test(code) && (PG_UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return 'postgresql';

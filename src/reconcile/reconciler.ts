@@ -3,7 +3,7 @@ import { withTransaction, type Pool } from '../db/pool.js';
 import { forgetExpiredKeys } from '../idempotency/keys.js';
 import type { Logger } from '../logger.js';
 import type { Queues } from '../queues/index.js';
-import type { Redis } from '../redis.js';
+import { redisKeyPrefix, type Redis } from '../redis.js';
 import {
   repairCatalogBatches,
   repairExportCallbacks,
@@ -66,7 +66,7 @@ export class Reconciler {
   ) {}
 
   private get markerKey(): string {
-    return `${this.deps.config.REDIS_PREFIX}:reconciler:alive`;
+    return `${redisKeyPrefix(this.deps.config)}:reconciler:alive`;
   }
 
   start(): void {

@@ -16,7 +16,7 @@ import { enqueueRemoval, LIVE_ACTIVITY_REMOVAL_QUEUE, removalJobId } from '../qu
 import { registerRepeatableJobs } from '../queues/repeatables.js';
 import { enqueueExportFlow, SEGMENT_EXPORT_QUEUE } from '../queues/segment-export.js';
 import { enqueueApply } from '../queues/track-ingest.js';
-import type { Redis } from '../redis.js';
+import { redisKeyPrefix, type Redis } from '../redis.js';
 
 /**
  * What the reconciler repairs, kind of work by kind of work: each compares PostgreSQL's unfinished work with what Redis
@@ -58,7 +58,7 @@ export async function repairExports(deps: RepairDeps): Promise<number> {
   );
   let queued = 0;
   for (const exp of rows) {
-    const keys = exportLockKeys(config.REDIS_PREFIX, exp.segment_id, exp.company_id);
+    const keys = exportLockKeys(redisKeyPrefix(config), exp.segment_id, exp.company_id);
     if (!(await renewExportLock(redis, keys, exp.id, config.EXPORT_QUEUED_LEASE_MS))) {
       // Held by another export: PostgreSQL allows one unfinished export per segment, so that hold is stale.
       const holder = await redis.get(keys.segment);

@@ -3,13 +3,14 @@ import { rm } from 'node:fs/promises';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { closeContext, createContext, type AppContext } from '../../src/context.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { startWorkers, type JobDefinition, type RunningWorkers } from '../../src/queue-processors.js';
+import { redisKeyPrefix, scanTargets } from '../../src/redis.js';
 import { seedWorkspace, type SeededWorkspace } from './seed.js';
 
 export interface TestEnv {
@@ -40,6 +41,9 @@ export async function createTestEnv(overrides: Record<string, string> = {}, opti
     DATABASE_POOL_SIZE: '5',
     REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     REDIS_PREFIX: `ces-${id}`,
+    // Set by `npm run test:cluster` (test/global-setup.ts): the env then runs on a Redis Cluster, unless the test
+    // gives a Redis of its own.
+    ...(inject('redisClusterNodes') && !('REDIS_URL' in overrides) ? { REDIS_CLUSTER_NODES: inject('redisClusterNodes')! } : {}),
     LOCAL_STORE_DIR: `/tmp/ces-test/${id}/bucket`,
     METRICS_ENABLED: 'true',
     ...overrides,
@@ -71,7 +75,7 @@ export async function createTestEnv(overrides: Record<string, string> = {}, opti
       for (const w of running) await w.close(5_000);
       await app.close();
       await ctx.pool.query(`DROP SCHEMA IF EXISTS "${config.DATABASE_SCHEMA}" CASCADE`).catch(() => {});
-      await deleteKeys(ctx, `${config.REDIS_PREFIX}:*`);
+      await deleteKeys(ctx, `${redisKeyPrefix(config)}:*`);
       await closeContext(ctx);
       await rm(`/tmp/ces-test/${id}`, { recursive: true, force: true });
     },
@@ -116,12 +120,15 @@ export function useTestEnv<const N extends string = never>(options: UseTestEnvOp
 }
 
 async function deleteKeys(ctx: AppContext, pattern: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await ctx.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await ctx.redis.unlink(...keys);
-  } while (cursor !== '0');
+  // A cluster's keys are spread over its masters: each is scanned (an env's keys share one slot, so one UNLINK each).
+  for (const node of scanTargets(ctx.redis)) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) await node.unlink(...keys);
+    } while (cursor !== '0');
+  }
 }
 
 /** A log destination that keeps every line a process writes (pass it as `logDestination`, with a LOG_LEVEL). */

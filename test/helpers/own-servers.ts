@@ -200,3 +200,54 @@ async function serveDataDir(base: string, data: string, settings: Record<string,
   await own.start();
   return own;
 }
+
+export interface OwnRedisCluster {
+  ports: number[];
+  /** REDIS_CLUSTER_NODES for it. */
+  nodes: string;
+  /** FLUSHALL on every master: every key gone, the cluster still up. */
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * A Redis Cluster of three masters (no replicas) on free ports, made with `redis-cli --cluster create`, without
+ * persistence. Ready when every node reports cluster_state:ok.
+ */
+export async function startOwnRedisCluster(masters = 3): Promise<OwnRedisCluster> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'ces-own-redis-cluster-'));
+  const ports: number[] = [];
+  while (ports.length < masters) {
+    const port = await freePort();
+    // A cluster node also listens on port + 10000 (the cluster bus): both must be free.
+    if (port + 10000 < 65536 && !ports.includes(port)) ports.push(port);
+  }
+  const children: ChildProcess[] = [];
+  const cleanUp = () => {
+    for (const child of children) child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  leftovers.add(cleanUp);
+  for (const port of ports) {
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
+    args.push('--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '2000');
+    children.push(spawn('redis-server', args, { stdio: 'ignore' }));
+  }
+  const cli = (port: number, ...args: string[]) => run('redis-cli', ['-p', String(port), ...args]);
+  for (const port of ports) await waitUntil(async () => (await cli(port, 'PING')).stdout.trim() === 'PONG', `redis cluster node ${port} answers`);
+  await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes']);
+  for (const port of ports) {
+    await waitUntil(async () => (await cli(port, 'CLUSTER', 'INFO')).stdout.includes('cluster_state:ok'), `redis cluster node ${port} is ok`);
+  }
+  return {
+    ports,
+    nodes: ports.map((p) => `127.0.0.1:${p}`).join(','),
+    async flush() {
+      for (const port of ports) await cli(port, 'FLUSHALL');
+    },
+    async close() {
+      cleanUp();
+      leftovers.delete(cleanUp);
+    },
+  };
+}
