@@ -160,7 +160,7 @@ export async function startOwnReplica(primary: OwnPostgres, settings: Record<str
   const base = await mkdtemp(path.join(tmpdir(), 'ces-own-pg-replica-'));
   const data = path.join(base, 'data');
   await chown(base, ...(await postgresIds()));
-  await run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_basebackup'), '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', data, '-R', '-X', 'stream', '--no-sync'], {
+  await run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_basebackup'), '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', data, '-R', '-X', 'stream', '--checkpoint=fast', '--no-sync'], {
     env: { ...process.env, LC_ALL: 'C' },
   });
   return serveDataDir(base, data, settings);
