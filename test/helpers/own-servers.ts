@@ -1,6 +1,6 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
-import { chown, cp, mkdtemp, rm, stat } from 'node:fs/promises';
+import { appendFile, chown, cp, mkdtemp, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -61,8 +61,11 @@ export interface OwnRedis {
   close(): Promise<void>;
 }
 
-/** A Redis without persistence, as many hosts run it: a restart is a wipe. */
-export async function startOwnRedis(): Promise<OwnRedis> {
+/**
+ * A Redis without persistence, as many hosts run it: a restart is a wipe. `bind` other addresses (with the loopback)
+ * for clients in other network namespaces.
+ */
+export async function startOwnRedis(bind: string[] = []): Promise<OwnRedis> {
   const port = await freePort();
   const dir = await mkdtemp(path.join(tmpdir(), 'ces-own-redis-'));
   let child: ChildProcess | undefined;
@@ -77,7 +80,8 @@ export async function startOwnRedis(): Promise<OwnRedis> {
     port,
     url: `redis://127.0.0.1:${port}`,
     async start() {
-      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+      const listen = ['--bind', '127.0.0.1', ...bind, ...(bind.length > 0 ? ['--protected-mode', 'no'] : [])];
+      child = spawn('redis-server', ['--port', String(port), ...listen, '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
       await waitUntil(ping, `redis on ${port} answering`);
     },
     async kill() {
@@ -142,14 +146,16 @@ async function postgresIds(): Promise<[number, number]> {
  * A PostgreSQL 15 of the test's own, in a temporary directory, listening on 127.0.0.1 and a socket in that directory
  * (run as the `postgres` user: the server refuses root).
  */
-export async function startOwnPostgres(): Promise<OwnPostgres> {
+export async function startOwnPostgres(options: { settings?: Record<string, string>; trustNetworks?: string[] } = {}): Promise<OwnPostgres> {
   const base = await mkdtemp(path.join(tmpdir(), 'ces-own-pg-'));
   const data = path.join(base, 'data');
   const [uid, gid] = await postgresIds();
   await chown(base, uid, gid);
   await cp(await templateDir(), data, { recursive: true });
+  // Clients from other network namespaces (test/export-many-hosts.test.ts) connect over these networks.
+  if (options.trustNetworks?.length) await appendFile(path.join(data, 'pg_hba.conf'), options.trustNetworks.map((n) => `host all all ${n} trust\n`).join(''));
   await run('chown', ['-R', `${uid}:${gid}`, data]);
-  return serveDataDir(base, data);
+  return serveDataDir(base, data, options.settings);
 }
 
 /**
