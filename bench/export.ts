@@ -7,8 +7,10 @@
  *  1. measures this machine's raw ceilings: `psql COPY (...) TO STDOUT | gzip -1 > file` of the stored profiles'
  *     exported columns, and of the very NDJSON lines the export builds;
  *  2. exports a segment of every user with a typical field list as gzip and as zip, to the built-in store and to
- *     S3 (s3rver in its own process), with BENCH_WORKERS real `ces worker` processes;
- *  3. prints users/s, the workers' peak RSS (VmHWM), and the ratio to the ceilings.
+ *     S3 (s3rver in its own process), with BENCH_WORKERS real `ces worker` processes; a list (`BENCH_WORKERS=1,2,4`)
+ *     sweeps: every run once per worker count;
+ *  3. prints users/s (in all and per worker process), the workers' peak RSS (VmHWM), the CPU the workers and
+ *     PostgreSQL used during the export (in cores: CPU seconds over wall seconds), and the ratio to the ceilings.
  * Nothing here is a test: figures depend on the machine and on what else runs on it.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -31,7 +33,7 @@ const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '..');
 
 const USERS = Number(process.env.BENCH_USERS ?? 1_000_000);
-const WORKERS = Number(process.env.BENCH_WORKERS ?? 2);
+const WORKER_COUNTS = (process.env.BENCH_WORKERS ?? '2').split(',').map(Number);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 1);
 const SHARD_BUCKETS = Number(process.env.BENCH_SHARD_BUCKETS ?? 1250);
 const SCHEMA = process.env.BENCH_SCHEMA ?? 'bench_export';
@@ -155,8 +157,34 @@ async function peakRssMb(pid: number): Promise<number> {
   }
 }
 
-async function startWorkers(config: Config, redis: Redis): Promise<ChildProcess[]> {
-  const children = Array.from({ length: WORKERS }, () =>
+/** CPU seconds (user + system) a process has used so far; 0 once it is gone. */
+async function cpuSeconds(pid: number): Promise<number> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name: utime and stime are the 12th and 13th of them, in clock ticks.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+const CLOCK_TICKS = 100;
+
+/** The processes of the PostgreSQL server (postmaster and backends) on this machine. */
+async function postgresPids(): Promise<number[]> {
+  const { stdout } = await run('pgrep', ['-x', 'postgres']).catch(() => ({ stdout: '' }));
+  return stdout.split('\n').filter(Boolean).map(Number);
+}
+
+/** CPU seconds used by a set of processes between two readings (processes that appeared count from zero). */
+async function cpuOf(pids: number[]): Promise<Map<number, number>> {
+  return new Map(await Promise.all(pids.map(async (pid) => [pid, await cpuSeconds(pid)] as [number, number])));
+}
+const cpuDelta = (before: Map<number, number>, after: Map<number, number>) => [...after].reduce((sum, [pid, s]) => sum + s - (before.get(pid) ?? 0), 0);
+
+async function startWorkers(config: Config, redis: Redis, count: number): Promise<ChildProcess[]> {
+  const children = Array.from({ length: count }, () =>
     spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'worker', '--queues', 'export-shard,segment-export'], {
       cwd: ROOT,
       env: {
@@ -178,7 +206,7 @@ async function startWorkers(config: Config, redis: Redis): Promise<ChildProcess[
   );
   const queues = new Queues(redis, config.REDIS_PREFIX);
   const deadline = Date.now() + 60_000;
-  while ((await queues.get(EXPORT_SHARD_QUEUE).getWorkers()).length < WORKERS) {
+  while ((await queues.get(EXPORT_SHARD_QUEUE).getWorkers()).length < count) {
     if (Date.now() > deadline) throw new Error('workers did not start');
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -201,14 +229,26 @@ async function stopWorkers(children: ChildProcess[]): Promise<void> {
 
 interface RunResult {
   name: string;
+  workers: number;
   seconds: number;
   usersPerSecond: number;
+  /** Cores the worker processes and PostgreSQL kept busy during the export, on average. */
+  workerCores: number;
+  postgresCores: number;
   parts: number;
   bytes: number;
   peakRssMb: number;
 }
 
-async function exportRun(name: string, format: 'zip' | 'gzip', target: 'local' | 's3', pool: Pool, redis: Redis, ws: { workspaceId: string; companyId: string }): Promise<RunResult> {
+async function exportRun(
+  name: string,
+  format: 'zip' | 'gzip',
+  target: 'local' | 's3',
+  workerCount: number,
+  pool: Pool,
+  redis: Redis,
+  ws: { workspaceId: string; companyId: string },
+): Promise<RunResult> {
   let s3: Awaited<ReturnType<typeof startS3rver>> | undefined;
   if (target === 's3') {
     s3 = await startS3rver();
@@ -219,13 +259,16 @@ async function exportRun(name: string, format: 'zip' | 'gzip', target: 'local' |
   }
   const config = benchConfig({ NODE_ENV: 'production', DOWNLOAD_URL_SECRET: 'bench-only-download-url-secret' });
   await rm(config.LOCAL_STORE_DIR, { recursive: true, force: true });
-  const workers = await startWorkers(config, redis);
+  const workers = await startWorkers(config, redis, workerCount);
   const queues = new Queues(redis, config.REDIS_PREFIX);
   const peaks = new Map<number, number>();
   const sampler = setInterval(() => {
     for (const w of workers) if (w.pid) void peakRssMb(w.pid).then((mb) => peaks.set(w.pid!, Math.max(peaks.get(w.pid!) ?? 0, mb)));
   }, 250);
   try {
+    const workerPids = workers.flatMap((w) => (w.pid ? [w.pid] : []));
+    const workerCpuBefore = await cpuOf(workerPids);
+    const postgresCpuBefore = await cpuOf(await postgresPids());
     const t = performance.now();
     const created = await createExport({ config, pool, redis, queues }, ws, { segment_id: SEGMENT, fields_to_export: FIELDS, output_format: format });
     for (;;) {
@@ -235,10 +278,12 @@ async function exportRun(name: string, format: 'zip' | 'gzip', target: 'local' |
       await new Promise((r) => setTimeout(r, 100));
     }
     const seconds = (performance.now() - t) / 1000;
+    const workerCores = cpuDelta(workerCpuBefore, await cpuOf(workerPids)) / seconds;
+    const postgresCores = cpuDelta(postgresCpuBefore, await cpuOf(await postgresPids())) / seconds;
     for (const w of workers) if (w.pid) peaks.set(w.pid, Math.max(peaks.get(w.pid) ?? 0, await peakRssMb(w.pid)));
     const stats = (await pool.query(`SELECT count(*) AS parts, sum(users) AS users, sum(bytes) AS bytes FROM export_parts WHERE export_id = $1`, [created.exportId])).rows[0];
     if (Number(stats.users) !== USERS) throw new Error(`exported ${stats.users} users, expected ${USERS}`);
-    return { name, seconds, usersPerSecond: USERS / seconds, parts: Number(stats.parts), bytes: Number(stats.bytes), peakRssMb: Math.max(...peaks.values()) };
+    return { name, workers: workerCount, seconds, usersPerSecond: USERS / seconds, workerCores, postgresCores, parts: Number(stats.parts), bytes: Number(stats.bytes), peakRssMb: Math.max(...peaks.values()) };
   } finally {
     clearInterval(sampler);
     await queues.close();
@@ -264,7 +309,7 @@ async function main(): Promise<void> {
     await pool.query(`DELETE FROM exports WHERE workspace_id = $1`, [ws.workspaceId]);
 
     const cpus = (await run('nproc')).stdout.trim();
-    console.log(`\nmachine: ${cpus} cores; ${WORKERS} worker process(es) x concurrency ${CONCURRENCY}; shards of ${SHARD_BUCKETS} buckets; gzip level 1`);
+    console.log(`\nmachine: ${cpus} cores; ${WORKER_COUNTS.join(', ')} worker process(es) x concurrency ${CONCURRENCY}; shards of ${SHARD_BUCKETS} buckets; gzip level 1`);
     console.log(`fields: ${FIELDS.join(', ')}\n`);
 
     const columns = FIELDS.map((f) => `p.${f}`).join(', ');
@@ -284,18 +329,22 @@ async function main(): Promise<void> {
       ['gzip-s3', 'gzip', 's3'],
       ['zip-s3', 'zip', 's3'],
     ];
-    for (const [name, format, target] of runs.filter(([n]) => ONLY.includes(n))) {
-      const r = await exportRun(name, format, target, pool, redis, ws);
-      results.push(r);
-      console.log(
-        `${name.padEnd(11)} ${r.seconds.toFixed(1).padStart(6)} s  ${Math.round(r.usersPerSecond).toLocaleString().padStart(8)} users/s  ` +
-          `${String(r.parts).padStart(4)} parts  ${(r.bytes / 1e6).toFixed(0).padStart(5)} MB  worker peak RSS ${r.peakRssMb.toFixed(0)} MB  ` +
-          `ratio ${(r.usersPerSecond / rawRate).toFixed(2)} of stored-columns ceiling, ${(r.usersPerSecond / builtRate).toFixed(2)} of NDJSON ceiling`,
-      );
+    for (const workerCount of WORKER_COUNTS) {
+      for (const [name, format, target] of runs.filter(([n]) => ONLY.includes(n))) {
+        const r = await exportRun(name, format, target, workerCount, pool, redis, ws);
+        results.push(r);
+        console.log(
+          `${name.padEnd(11)} x${workerCount} ${r.seconds.toFixed(1).padStart(6)} s  ${Math.round(r.usersPerSecond).toLocaleString().padStart(8)} users/s ` +
+            `(${Math.round(r.usersPerSecond / workerCount).toLocaleString()} per worker)  ` +
+            `${String(r.parts).padStart(4)} parts  ${(r.bytes / 1e6).toFixed(0).padStart(5)} MB  worker peak RSS ${r.peakRssMb.toFixed(0)} MB  ` +
+            `CPU: workers ${r.workerCores.toFixed(2)} cores, PostgreSQL ${r.postgresCores.toFixed(2)} cores  ` +
+            `ratio ${(r.usersPerSecond / rawRate).toFixed(2)} of stored-columns ceiling, ${(r.usersPerSecond / builtRate).toFixed(2)} of NDJSON ceiling`,
+        );
+      }
     }
     await pool.query(`UPDATE workspaces SET export_destination = NULL WHERE id = $1`, [ws.workspaceId]);
     console.log(
-      `\n${JSON.stringify({ users: USERS, workers: WORKERS, concurrency: CONCURRENCY, shardBuckets: SHARD_BUCKETS, ceilingRaw: rawRate, ceilingLines: builtRate, results })}`,
+      `\n${JSON.stringify({ users: USERS, workers: WORKER_COUNTS, concurrency: CONCURRENCY, shardBuckets: SHARD_BUCKETS, ceilingRaw: rawRate, ceilingLines: builtRate, results })}`,
     );
   } finally {
     redis.disconnect();
