@@ -8,7 +8,7 @@ import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
 import type { ExportManifest } from '../src/exports/manifest.js';
 import { useTestEnv } from './helpers/context.js';
-import { createSegment, exportStatus, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import { createSegment, exportedIdCounts, exportStatus, insertProfiles, requestExport, waitForExport } from './helpers/export-fixtures.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -96,13 +96,7 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     const files = (await readdir(dir)).sort();
     expect(files).toEqual([...manifest.parts.map((p) => p.file), 'manifest.json'].sort());
 
-    const count = new Map<string, number>();
-    for (const p of manifest.parts) {
-      for (const line of await readPartFile(path.join(dir, p.file))) {
-        const id = JSON.parse(line).external_id as string;
-        count.set(id, (count.get(id) ?? 0) + 1);
-      }
-    }
+    const count = await exportedIdCounts(dir, manifest.parts);
     expect(count.size).toBe(MEMBERS);
     expect([...count.values()].filter((n) => n !== 1)).toEqual([]);
     expect([...count.keys()].filter((id) => Number(id.slice(4)) > MEMBERS)).toEqual([]);

@@ -4,9 +4,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExportManifest } from '../src/exports/manifest.js';
+import { EXPORT_SHARD_QUEUE } from '../src/queues/export-shard.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { createSegment, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import { createSegment, exportedIdCounts, insertProfiles, requestExport, waitForExport } from './helpers/export-fixtures.js';
 import { netnsUnavailable, startNetnsHosts, type NetnsHost } from './helpers/netns-hosts.js';
 import { startOwnPostgres, startOwnRedis, type OwnPostgres, type OwnRedis } from './helpers/own-servers.js';
 import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
@@ -96,32 +97,43 @@ describe(unavailable ? `export over many hosts: SKIPPED, network namespaces unav
 
   it.skipIf(unavailable !== undefined)('shards run on every host, one host dies mid-export, and every member is exported exactly once', async () => {
     for (const host of network.hosts) await startWorker(host);
-    const res = await requestExport(env, ws.apiKey, { segment_id: 'all', fields_to_export: ['external_id', 'email'], output_format: 'gzip' });
+    // Every host's worker is listening before the export is requested, so that each can take shards.
+    const ready = Date.now() + 60_000;
+    while ((await env.ctx.queues.get(EXPORT_SHARD_QUEUE).getWorkers()).length < HOSTS) {
+      if (Date.now() > ready) throw new Error('the hosts\' workers did not start');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const res = await requestExport(env, ws.apiKey, { segment_id: 'all', fields_to_export: ['external_id', 'email', 'custom_attributes', 'custom_events'], output_format: 'gzip' });
     expect(res.status, JSON.stringify(res.body)).toBe(201);
     const prefix = String(res.body.object_prefix);
 
-    // Where PostgreSQL sees the shard reads come from, while they run.
+    // Where PostgreSQL sees the workers' connections come from, sampled until the export is ready.
     const clients = new Set<string>();
-    const victim = workers[0]!;
-    const deadline = Date.now() + 90_000;
-    for (;;) {
+    const sample = async () => {
       const { rows } = await env.ctx.pool.query<{ addr: string }>(`SELECT DISTINCT host(client_addr) AS addr FROM pg_stat_activity WHERE client_addr IS NOT NULL`);
       for (const r of rows) clients.add(r.addr);
-      // The victim has finished a shard and is cutting a part of the next one: kill it there.
-      const cutting = (await readdir(victim.spool)).some((n) => n.startsWith('ces-export-'));
-      if (victim.shards.length >= 1 && cutting) break;
-      if (Date.now() > deadline) throw new Error(`the first host's worker made no progress (shards: ${victim.shards.join(',')})`);
-      await new Promise((r) => setTimeout(r, 20));
+    };
+    let sampling = Promise.resolve();
+    const sampler = setInterval(() => (sampling = sampling.then(sample).catch(() => {})), 100);
+    // The victim: the first worker seen to have finished a shard and to be cutting a part of the next one.
+    const isCutting = async (w: (typeof workers)[number]) => (await readdir(w.spool)).some((n) => n.startsWith('ces-export-'));
+    let victim: (typeof workers)[number] | undefined;
+    const deadline = Date.now() + 90_000;
+    while (!victim) {
+      for (const w of workers) if (!victim && w.shards.length >= 1 && (await isCutting(w))) victim = w;
+      if (Date.now() > deadline) throw new Error(`no worker was caught mid-shard (shards: ${workers.map((w) => w.shards.length).join(',')})`);
+      if (!victim) await new Promise((r) => setTimeout(r, 10));
     }
     victim.child.kill('SIGKILL');
     await new Promise((r) => victim.child.once('exit', r));
     const doneBeforeKill = victim.shards.length;
 
-    const done = await waitForExport(env, ws.apiKey, prefix, 120_000);
+    const done = await waitForExport(env, ws.apiKey, prefix, 120_000).finally(() => clearInterval(sampler));
+    await sampling;
     expect(done).toMatchObject({ status: 'ready', users_done: MEMBERS });
 
     // Every host worked on this export, from its own address.
-    for (const w of workers) expect(w.shards.length, `${w.host.name} ran no shard`).toBeGreaterThan(0);
+    for (const w of workers) expect(w.shards.length, `${w.host.name} ended no shard`).toBeGreaterThan(0);
     for (const h of network.hosts) expect([...clients], `no connection from ${h.address}`).toContain(h.address);
     // The twenty shards, each ended by some host; the killed host's last one by a survivor.
     const ended = workers.flatMap((w) => w.shards);
@@ -130,13 +142,7 @@ describe(unavailable ? `export over many hosts: SKIPPED, network namespaces unav
 
     const dir = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), String(done.key_prefix));
     const manifest = JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8')) as ExportManifest;
-    const count = new Map<string, number>();
-    for (const p of manifest.parts) {
-      for (const line of await readPartFile(path.join(dir, p.file))) {
-        const id = JSON.parse(line).external_id as string;
-        count.set(id, (count.get(id) ?? 0) + 1);
-      }
-    }
+    const count = await exportedIdCounts(dir, manifest.parts);
     expect(count.size).toBe(MEMBERS);
     expect([...count.values()].filter((n) => n !== 1)).toEqual([]);
   }, 240_000);

@@ -1,22 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { ERROR_SCHEMA, EXTENSION_SCHEMA, PATCH_SCHEMA, scimCall, seedScimCompany, userBody, type ScimCall, type ScimCompany } from './helpers/scim.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestEnv } from './helpers/context.js';
+import { ERROR_SCHEMA, EXTENSION_SCHEMA, PATCH_SCHEMA, scimCall, seedScimCompanies, userBody, type ScimCall, type ScimCompany } from './helpers/scim.js';
 
 /*
  * PATCH /scim/v2/Users/{id} (RFC 7644 3.5.2), `active`, the filters and attribute selection identity providers use.
  * The flows of Okta and Entra ID with their documented bodies are in scim-idp-flows.test.ts.
  */
 
-let env: TestEnv;
+const env = useTestEnv();
 let a: ScimCompany;
 let b: ScimCompany;
-
-beforeAll(async () => {
-  env = await createTestEnv();
-  a = await seedScimCompany(env, 'a');
-  b = await seedScimCompany(env, 'b');
-});
-afterAll(async () => env?.close());
+beforeAll(async () => ({ a, b } = await seedScimCompanies(env)));
 
 async function createUser(userName: string, over: Record<string, unknown> = {}): Promise<string> {
   const res = await scimCall(env, 'POST', '/scim/v2/Users', a.token, userBody(userName, over));

@@ -1,24 +1,21 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { ERROR_SCHEMA, ORIGIN, USER_SCHEMA, scimCall, seedScimCompany, userBody, userCount, type ScimCall, type ScimCompany } from './helpers/scim.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestEnv } from './helpers/context.js';
+import { ERROR_SCHEMA, ORIGIN, USER_SCHEMA, scimCall, seedScimCompanies, userBody, userCount, type ScimCall, type ScimCompany } from './helpers/scim.js';
 import { bearer } from './helpers/seed.js';
 
-let env: TestEnv;
+const env = useTestEnv();
 let a: ScimCompany;
 let b: ScimCompany;
 let existingId: string;
 
 beforeAll(async () => {
-  env = await createTestEnv();
-  a = await seedScimCompany(env, 'a');
-  b = await seedScimCompany(env, 'b');
+  ({ a, b } = await seedScimCompanies(env));
   // B alone has a "Finance" workspace: A must not reach it by name.
   await env.ctx.pool.query(`INSERT INTO workspaces (company_id, name) VALUES ($1, 'Finance')`, [b.companyId]);
   const created = await scimCall(env, 'POST', '/scim/v2/Users', a.token, userBody('existing@example.com'));
   expect(created.status, created.raw).toBe(201);
   existingId = created.body.id;
 });
-afterAll(async () => env?.close());
 
 const long = (n: number) => 'x'.repeat(n);
 

@@ -1,17 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { EXTENSION_SCHEMA, LIST_SCHEMA, ORIGIN, USER_SCHEMA, scimCall, seedScimCompany, userBody, type ScimCompany } from './helpers/scim.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestEnv } from './helpers/context.js';
+import { EXTENSION_SCHEMA, LIST_SCHEMA, ORIGIN, USER_SCHEMA, scimCall, seedScimCompanies, seedScimCompany, userBody, type ScimCompany } from './helpers/scim.js';
 
-let env: TestEnv;
+const env = useTestEnv();
 let a: ScimCompany;
 let b: ScimCompany;
-
-beforeAll(async () => {
-  env = await createTestEnv();
-  a = await seedScimCompany(env, 'a');
-  b = await seedScimCompany(env, 'b');
-});
-afterAll(async () => env?.close());
+beforeAll(async () => ({ a, b } = await seedScimCompanies(env)));
 
 const filterUrl = (userName: string) => `/scim/v2/Users?filter=${encodeURIComponent(`userName eq "${userName}"`)}`;
 

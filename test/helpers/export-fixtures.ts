@@ -110,6 +110,18 @@ export async function startCallbackReceiver(): Promise<{ url: string; received: 
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/cb`, received, close: () => server.close() };
 }
 
+/** How many times each external_id appears in the parts a manifest lists (every member once: every count 1). */
+export async function exportedIdCounts(dir: string, parts: { file: string }[]): Promise<Map<string, number>> {
+  const count = new Map<string, number>();
+  for (const p of parts) {
+    for (const line of await readPartFile(path.join(dir, p.file))) {
+      const id = JSON.parse(line).external_id as string;
+      count.set(id, (count.get(id) ?? 0) + 1);
+    }
+  }
+  return count;
+}
+
 /** The external_id of every line of every part in a local export directory (the manifest aside). */
 export async function exportedExternalIds(dir: string): Promise<string[]> {
   const ids: string[] = [];

@@ -41,6 +41,11 @@ export async function seedScimCompany(env: TestEnv, tag: string): Promise<ScimCo
   };
 }
 
+/** Companies A and B, the two every SCIM test file plays against each other. */
+export async function seedScimCompanies(env: TestEnv): Promise<{ a: ScimCompany; b: ScimCompany }> {
+  return { a: await seedScimCompany(env, 'a'), b: await seedScimCompany(env, 'b') };
+}
+
 export function scimHeaders(token: string): Record<string, string> {
   return { ...bearer(token), 'x-request-origin': ORIGIN, 'content-type': 'application/scim+json', accept: 'application/scim+json' };
 }
