@@ -1,7 +1,7 @@
 import cliProgress from 'cli-progress';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Config } from '../config.js';
-import { createPool, type Pool } from '../db/pool.js';
+import { createPool } from '../db/pool.js';
 import { AppError } from '../errors.js';
 import { runImport, type ImportProgress } from '../ingest/import-run.js';
 import { createImport, ImportRequest, type ImportStatus } from '../ingest/imports.js';
@@ -10,6 +10,7 @@ import { createLogger } from '../logger.js';
 import { Metrics } from '../metrics.js';
 import { Queues } from '../queues/index.js';
 import { createRedis, redisKeyPrefix } from '../redis.js';
+import { findWorkspace } from './workspace-lookup.js';
 
 interface ImportOptions {
   workspace?: string;
@@ -19,17 +20,6 @@ interface ImportOptions {
   resume?: string;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-async function workspaceId(pool: Pool, nameOrId: string): Promise<string> {
-  const { rows } = await pool.query<{ id: string }>(
-    UUID.test(nameOrId) ? 'SELECT id FROM workspaces WHERE id = $1' : 'SELECT id FROM workspaces WHERE name = $1',
-    [nameOrId],
-  );
-  if (rows.length === 0) throw new Error(`no workspace "${nameOrId}"`);
-  if (rows.length > 1) throw new Error(`several workspaces are named "${nameOrId}": give its id instead`);
-  return rows[0]!.id;
-}
 
 const mb = (n: number) => (n / 1e6).toFixed(1);
 
@@ -107,7 +97,7 @@ export function registerImportCommand(program: Command, config: () => Config): v
           if (!key || !opts.workspace) throw new Error('give the file key and --workspace (or --resume <import-id>)');
           const request = ImportRequest.safeParse({ source: opts.source, key, format: opts.format });
           if (!request.success) throw new Error(request.error.issues[0]?.message ?? 'invalid import');
-          const ws = await workspaceId(pool, opts.workspace);
+          const ws = (await findWorkspace(pool, opts.workspace)).id;
           const status = await createImport({ pool, config: cfg }, ws, request.data, `cli:${process.env.USER ?? 'unknown'}`, { viaQueue: !!opts.enqueue });
           importId = status.import_id;
           console.log(`import ${importId}: ${status.key} (${status.format}, ${status.bytes_total ?? '?'} bytes) into workspace ${opts.workspace}`);

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
+import { registerExportCommand } from './export.js';
 import { registerImportCommand } from './import.js';
 import { registerUsersCommands } from './users.js';
 import { registerWorkspaceCommands } from './workspace.js';
@@ -9,4 +10,5 @@ export function registerCommands(program: Command, config: () => Config): void {
   registerWorkspaceCommands(program, config);
   registerUsersCommands(program, config);
   registerImportCommand(program, config);
+  registerExportCommand(program, config);
 }

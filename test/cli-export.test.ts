@@ -1,0 +1,87 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { exportShardJob } from '../jobs/export-shard.js';
+import { segmentExportJob } from '../jobs/segment-export.js';
+import { localWorkspaceDir } from '../src/storage/local-store.js';
+import { runCli } from './helpers/cli.js';
+import { useTestEnv } from './helpers/context.js';
+import { createSegment, exportedIdCounts, insertProfiles, waitForExport } from './helpers/export-fixtures.js';
+
+/* `ces export` as a batch scheduler runs it: a real process, its output and its exit code. */
+
+const MEMBERS = 3_000;
+const env = useTestEnv({ config: { EXPORT_SHARD_ATTEMPTS: '1' }, workspaces: ['ws', 'broken'] });
+
+beforeAll(async () => {
+  env.startWorkers([segmentExportJob, exportShardJob]);
+  await createSegment(env.ctx.pool, env.ws.workspaceId, 'us');
+  await insertProfiles(env.ctx.pool, env.ws.workspaceId, 1, MEMBERS);
+  // A workspace whose bucket cannot be reached: its exports fail.
+  await createSegment(env.ctx.pool, env.broken.workspaceId, 'us');
+  await insertProfiles(env.ctx.pool, env.broken.workspaceId, 100_001, 10);
+  const unreachable = { provider: 's3', bucket: 'nowhere', region: 'us-east-1', endpoint: 'http://127.0.0.1:9', credentials: { accessKeyId: 'x', secretAccessKey: 'y' } };
+  await env.ctx.pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [env.broken.workspaceId, JSON.stringify(unreachable)]);
+});
+
+const cliEnv = () => ({
+  NODE_ENV: 'test',
+  LOG_LEVEL: 'warn',
+  DATABASE_URL: env.config.DATABASE_URL,
+  DATABASE_SCHEMA: env.config.DATABASE_SCHEMA,
+  REDIS_URL: env.config.REDIS_URL,
+  ...(env.config.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: env.config.REDIS_CLUSTER_NODES } : {}),
+  REDIS_PREFIX: env.config.REDIS_PREFIX,
+  LOCAL_STORE_DIR: env.config.LOCAL_STORE_DIR,
+});
+const workspaceName = async (id: string) => (await env.ctx.pool.query<{ name: string }>('SELECT name FROM workspaces WHERE id = $1', [id])).rows[0]!.name;
+
+describe('ces export', () => {
+  it('--wait follows the export to ready, prints the manifest key and download URL, and exits 0', async () => {
+    const name = await workspaceName(env.ws.workspaceId);
+    const r = await runCli(['export', '--workspace', name, '--segment', 'us', '--fields', 'external_id,email', '--format', 'gzip', '--wait'], cliEnv(), 90_000);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/export \S+ of segment us in workspace .+: queued/);
+    expect(r.stdout).toContain(`ready: ${MEMBERS.toLocaleString('en-US')} users in 1 part(s)`);
+    const manifestKey = /manifest: (\S+)/.exec(r.stdout)?.[1];
+    expect(manifestKey).toMatch(/^segment-export\/us\/\d{4}-\d{2}-\d{2}\/\S+\/manifest\.json$/);
+    const dir = path.dirname(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), manifestKey!));
+    expect(existsSync(path.join(dir, 'manifest.json'))).toBe(true);
+    const manifest = JSON.parse(await import('node:fs/promises').then((fs) => fs.readFile(path.join(dir, 'manifest.json'), 'utf8')));
+    const counts = await exportedIdCounts(dir, manifest.parts);
+    expect(counts.size).toBe(MEMBERS);
+    expect(r.stdout).toMatch(/download url: http:\/\/127\.0\.0\.1:\d+\/downloads\/segment-export\/\S+\.zip\?signature=[0-9a-f]{64}/);
+  });
+
+  it('without --wait, queues the export, says how to follow it, and exits 0 at once', async () => {
+    const r = await runCli(['export', '--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id'], cliEnv());
+    expect(r.code, r.stderr).toBe(0);
+    const prefix = /export (\S+) of segment/.exec(r.stdout)?.[1];
+    expect(r.stdout).toContain(`follow it with: GET /users/export/status?object_prefix=${prefix}`);
+    expect((await waitForExport(env, env.ws.apiKey, prefix!)).status).toBe('ready');
+  });
+
+  it('exits 1 with the reason when the export fails', async () => {
+    const r = await runCli(['export', '--workspace', env.broken.workspaceId, '--segment', 'us', '--fields', 'external_id', '--wait'], cliEnv(), 120_000);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/export \S+ failed: .+/);
+  });
+
+  it('refuses what the API refuses, and wrong arguments, with exit code 1 and no export recorded', async () => {
+    const before = (await env.ctx.pool.query('SELECT count(*)::int AS n FROM exports')).rows[0].n;
+    const cases: [string[], RegExp][] = [
+      [['--workspace', env.ws.workspaceId, '--segment', 'nope', '--fields', 'external_id'], /segment_id "nope" does not name a segment of this workspace/],
+      [['--workspace', 'no-such-workspace', '--segment', 'us', '--fields', 'external_id'], /no workspace "no-such-workspace"/],
+      [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'not_a_field'], /not_a_field/],
+      [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--format', 'parquet'], /must be 'gzip' or 'zip'/],
+      [['--workspace', env.ws.workspaceId, '--segment', 'us'], /--fields/],
+      [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--callback', 'http://169.254.169.254/latest'], /callback/i],
+    ];
+    for (const [args, message] of cases) {
+      const r = await runCli(['export', ...args], cliEnv());
+      expect(r.code, `${args.join(' ')}: ${r.stdout}`).toBe(1);
+      expect(r.stderr, args.join(' ')).toMatch(message);
+    }
+    expect((await env.ctx.pool.query('SELECT count(*)::int AS n FROM exports')).rows[0].n).toBe(before);
+  });
+});
