@@ -39,10 +39,11 @@ const workspaceName = async (id: string) => (await env.ctx.pool.query<{ name: st
 describe('ces export', () => {
   it('--wait follows the export to ready, prints the manifest key and download URL, and exits 0', async () => {
     const name = await workspaceName(env.ws.workspaceId);
-    const r = await runCli(['export', '--workspace', name, '--segment', 'us', '--fields', 'external_id,email', '--format', 'gzip', '--wait'], cliEnv(), 90_000);
+    const r = await runCli(['export', '--workspace', name, '--segment', 'us', '--fields', 'external_id,email', '--format', 'gzip', '--rows-per-part', '1000', '--wait'], cliEnv(), 90_000);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/export \S+ of segment us in workspace .+: queued/);
-    expect(r.stdout).toContain(`ready: ${MEMBERS.toLocaleString('en-US')} users in 1 part(s)`);
+    // Four shards (the default 2,500 buckets) of about 750 members: one part each at 1,000 lines a part.
+    expect(r.stdout).toContain(`ready: ${MEMBERS.toLocaleString('en-US')} users in 4 part(s)`);
     const manifestKey = /manifest: (\S+)/.exec(r.stdout)?.[1];
     expect(manifestKey).toMatch(/^segment-export\/us\/\d{4}-\d{2}-\d{2}\/\S+\/manifest\.json$/);
     const dir = path.dirname(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), manifestKey!));
@@ -75,6 +76,7 @@ describe('ces export', () => {
       [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'not_a_field'], /not_a_field/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--format', 'parquet'], /must be 'gzip' or 'zip'/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us'], /--fields/],
+      [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--rows-per-part', '10'], /rows_per_part must be at least 1000/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--callback', 'http://169.254.169.254/latest'], /callback/i],
     ];
     for (const [args, message] of cases) {

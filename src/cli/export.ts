@@ -24,6 +24,7 @@ interface ExportOptions {
   fields: string[];
   customAttributes?: string[];
   format: 'zip' | 'gzip';
+  rowsPerPart?: number;
   callback?: string;
   wait?: boolean;
   timeout: number;
@@ -93,6 +94,10 @@ export function registerExportCommand(program: Command, config: () => Config): v
       if (v !== 'gzip' && v !== 'zip') throw new InvalidArgumentError("must be 'gzip' or 'zip' (Parquet is not built yet)");
       return v;
     }, 'zip')
+    .option('--rows-per-part <n>', 'lines per part (1,000 to 1,000,000; default: the spec\'s 5,000)', (v) => {
+      if (!/^\d+$/.test(v)) throw new InvalidArgumentError('must be a whole number');
+      return Number(v);
+    })
     .option('--callback <url>', 'callback_endpoint: called when the export is ready')
     .option('--wait', 'follow the export until it is ready or failed; the exit code says which')
     .option('--timeout <seconds>', 'with --wait, give up waiting after this long (0: never)', (v) => {
@@ -111,6 +116,7 @@ export function registerExportCommand(program: Command, config: () => Config): v
           fields_to_export: opts.fields,
           ...(opts.customAttributes ? { custom_attributes_to_export: opts.customAttributes } : {}),
           output_format: opts.format,
+          ...(opts.rowsPerPart !== undefined ? { rows_per_part: opts.rowsPerPart } : {}),
           ...(opts.callback ? { callback_endpoint: opts.callback } : {}),
         });
         if (!body.success) throw new Error(body.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; '));

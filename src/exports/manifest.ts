@@ -31,6 +31,8 @@ export interface ExportManifest {
   output_format: 'zip' | 'gzip';
   fields_to_export: string[];
   custom_attributes_to_export?: string[];
+  /** The rows_per_part the export was requested with (absent: the spec's 5,000). */
+  rows_per_part?: number;
   requested_at: string;
   finished_at: string;
   users: number;
@@ -56,6 +58,7 @@ export function buildManifest(input: {
     output_format: input.spec.outputFormat,
     fields_to_export: input.spec.fields,
     ...(input.spec.customAttributes ? { custom_attributes_to_export: input.spec.customAttributes } : {}),
+    ...(input.spec.rowsPerPart ? { rows_per_part: input.spec.rowsPerPart } : {}),
     requested_at: input.createdAt.toISOString(),
     finished_at: input.finishedAt.toISOString(),
     users: input.parts.reduce((n, p) => n + p.users, 0),

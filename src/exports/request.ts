@@ -52,6 +52,9 @@ export type ExportField = (typeof EXPORT_FIELDS)[number];
 const FIELD_SET: ReadonlySet<string> = new Set(EXPORT_FIELDS);
 
 export const MAX_CUSTOM_ATTRIBUTES_TO_EXPORT = 500;
+/** Bounds of the rows_per_part extension: below the lower one a large segment makes a flood of tiny files. */
+export const MIN_ROWS_PER_PART = 1_000;
+export const MAX_ROWS_PER_PART = 1_000_000;
 
 function httpUrl(value: string): URL | null {
   try {
@@ -97,6 +100,15 @@ export const ExportRequestSchema = z.object({
     .max(MAX_CUSTOM_ATTRIBUTES_TO_EXPORT, `custom_attributes_to_export may name at most ${MAX_CUSTOM_ATTRIBUTES_TO_EXPORT} custom attributes`)
     .nullish(),
   output_format: z.enum(['zip', 'gzip'], { error: "output_format must be 'zip' or 'gzip'" }).nullish().describe('zip (the default) or gzip'),
+  rows_per_part: z
+    .number({ error: `rows_per_part must be a whole number from ${MIN_ROWS_PER_PART} to ${MAX_ROWS_PER_PART}` })
+    .int(`rows_per_part must be a whole number from ${MIN_ROWS_PER_PART} to ${MAX_ROWS_PER_PART}`)
+    .min(MIN_ROWS_PER_PART, `rows_per_part must be at least ${MIN_ROWS_PER_PART}`)
+    .max(MAX_ROWS_PER_PART, `rows_per_part must be at most ${MAX_ROWS_PER_PART}`)
+    .nullish()
+    .describe(
+      `Extension: lines per part, ${MIN_ROWS_PER_PART} to ${MAX_ROWS_PER_PART}, for warehouses that prefer fewer, larger files. Without it, parts hold the spec's 5,000 lines and only the export's last part is short; with it, the last part of each shard may be short.`,
+    ),
 });
 export type ExportRequestBody = z.infer<typeof ExportRequestSchema>;
 
@@ -106,6 +118,8 @@ export const ExportSpecSchema = z.object({
   customAttributes: z.array(z.string()).nullable(),
   outputFormat: z.enum(['zip', 'gzip']),
   callbackEndpoint: z.string().nullable(),
+  /** Null: the spec's 5,000-line parts (exports recorded before this was kept have none). */
+  rowsPerPart: z.number().int().nullable().default(null),
 });
 export type ExportSpec = z.infer<typeof ExportSpecSchema>;
 
@@ -115,6 +129,7 @@ export function normaliseRequest(body: ExportRequestBody): ExportSpec {
     customAttributes: body.custom_attributes_to_export?.length ? [...new Set(body.custom_attributes_to_export)] : null,
     outputFormat: body.output_format ?? 'zip',
     callbackEndpoint: body.callback_endpoint ?? null,
+    rowsPerPart: body.rows_per_part ?? null,
   };
 }
 

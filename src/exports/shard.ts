@@ -79,8 +79,12 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
         try {
           const copy = source.client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT binary)`));
           let out: Awaited<ReturnType<typeof writeParts>> | undefined;
-          await pipeline(copy, new CopyBinaryLines(PART_LINES), async (batches: AsyncIterable<LineBatch>) => {
-            out = await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard), rest: 'tail' });
+          // The spec's parts are exactly 5,000 lines but the last: each shard leaves its short rest to the finishing job,
+          // which merges them. With rows_per_part a shard uploads its own short last part (large tails in PostgreSQL
+          // would cost more than a few short files).
+          const lines = spec.rowsPerPart ?? PART_LINES;
+          await pipeline(copy, new CopyBinaryLines(lines), async (batches: AsyncIterable<LineBatch>) => {
+            out = await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard), rest: spec.rowsPerPart ? 'upload' : 'tail' });
           });
           return { ...out!, source };
         } catch (err) {
