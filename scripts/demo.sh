@@ -12,6 +12,9 @@ export PORT=${PORT:-3000}
 export LOCAL_STORE_DIR=${LOCAL_STORE_DIR:-./data/bucket}
 export LOG_LEVEL=${LOG_LEVEL:-warn}
 DEMO_USERS=${DEMO_USERS:-100000}
+# The queue dashboard (/admin/queues) on, with a password made for this run unless one is given.
+export ADMIN_USER=${ADMIN_USER:-demo}
+export ADMIN_PASSWORD=${ADMIN_PASSWORD:-$(node -e 'process.stdout.write(require("crypto").randomBytes(12).toString("base64url"))')}
 # The demo key's secret is published in workspace/demo.yaml: for this demo only, never for a real install.
 DEMO_KEY=ces_key_demo_0000000000000000000000000000
 BASE="http://127.0.0.1:${PORT}"
@@ -98,6 +101,9 @@ echo "download url: $(printf '%s' "$STATUS_BODY" | json_field url)"
 echo
 echo "Try the API with the demo key:"
 echo "  curl -H 'Authorization: Bearer ${DEMO_KEY}' ${BASE}/segments/list"
+echo
+echo "API reference:   ${BASE}/docs"
+echo "Queue dashboard: ${BASE}/admin/queues (user ${ADMIN_USER}, password ${ADMIN_PASSWORD})"
 echo
 echo "The service keeps running (pid ${SERVICE_PID}); Ctrl-C stops it."
 wait "$SERVICE_PID"

@@ -148,4 +148,17 @@ describe('operations', () => {
     expect(ok.statusCode).toBe(200);
     expect(ok.headers['content-type']).toMatch(/text\/html/);
   });
+
+  it('says the queue dashboard is disabled, and how to enable it, when no admin credential is set', async () => {
+    const bare = await createTestEnv();
+    try {
+      for (const url of ['/admin/queues', '/admin/queues/', '/admin/queues/api/queues']) {
+        const res = await bare.app.inject({ method: 'GET', url });
+        expect(res.statusCode, url).toBe(404);
+        expect(res.json().message, url).toMatch(/queue dashboard is disabled: set ADMIN_USER and ADMIN_PASSWORD/);
+      }
+    } finally {
+      await bare.close();
+    }
+  });
 });

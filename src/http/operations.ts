@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { QUEUE_NAMES } from '../queues/index.js';
 
@@ -63,6 +63,12 @@ export async function registerOperations(app: FastifyInstance): Promise<void> {
       });
       await scope.register(board.registerPlugin(), { prefix: '/admin/queues' });
     });
+  } else {
+    // A bare 404 would look like a wrong address: say that the dashboard exists and how to turn it on.
+    const disabled = async (_req: unknown, reply: FastifyReply) =>
+      reply.code(404).send({ message: 'The queue dashboard is disabled: set ADMIN_USER and ADMIN_PASSWORD (at least 8 characters) to enable it at /admin/queues' });
+    app.get('/admin/queues', { config: probe, schema: { hide: true } }, disabled);
+    app.get('/admin/queues/*', { config: probe, schema: { hide: true } }, disabled);
   }
 }
 
