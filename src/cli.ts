@@ -1,15 +1,26 @@
 #!/usr/bin/env node
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Command } from 'commander';
 import { ConfigError, loadConfig } from './config.js';
-import { reachDependencies } from './context.js';
-import { createPool } from './db/pool.js';
-import { migrate } from './db/migrate.js';
-import { createLogger } from './logger.js';
-import { run, runWithWorkerProcess, serveParent, stopOnSignals } from './runtime.js';
 import { registerCommands } from './cli/index.js';
 
-/** `ces`: the one command line of the service. Each command loads the configuration itself. */
-const program = new Command('ces').description('Customer engagement service: API, workers and operations');
+/**
+ * `ces`: the one command line of the service. Each command loads the configuration itself, and what it runs only
+ * when it runs (dynamic imports): `ces --help` and `ces --version` load commander and the config schema, nothing more.
+ */
+
+/** The package's version, from the package.json above this file (src/ under tsx, dist/src/ when built). */
+function packageVersion(): string {
+  for (let dir = import.meta.dirname; dir !== path.dirname(dir); dir = path.dirname(dir)) {
+    const file = path.join(dir, 'package.json');
+    if (existsSync(file)) return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version;
+  }
+  return 'unknown';
+}
+
+const program = new Command('ces').description('Customer engagement service: API, workers and operations').version(packageVersion(), '-V, --version');
+const runtime = () => import('./runtime.js');
 
 function config() {
   try {
@@ -26,13 +37,17 @@ function config() {
 program
   .command('serve')
   .description('run the HTTP API')
-  .action(async () => stopOnSignals(await run(config(), { api: true, worker: false })));
+  .action(async () => {
+    const { run, stopOnSignals } = await runtime();
+    stopOnSignals(await run(config(), { api: true, worker: false }));
+  });
 
 program
   .command('worker')
   .description('run the queue processors')
   .option('--queues <names>', 'comma-separated queues to process (default: all)')
   .action(async (opts: { queues?: string }) => {
+    const { run, serveParent, stopOnSignals } = await runtime();
     const running = await run(config(), { api: false, worker: true, queues: opts.queues?.split(',').map((s) => s.trim()) });
     stopOnSignals(running);
     serveParent(running);
@@ -42,14 +57,21 @@ program
   .command('start')
   .description('run the API, and the queue processors in a child process')
   .option('--single-process', 'run the API and the queue processors on one Node thread')
-  .action(async (opts: { singleProcess?: boolean }) =>
-    stopOnSignals(opts.singleProcess ? await run(config(), { api: true, worker: true }) : await runWithWorkerProcess(config())),
-  );
+  .action(async (opts: { singleProcess?: boolean }) => {
+    const { run, runWithWorkerProcess, stopOnSignals } = await runtime();
+    stopOnSignals(opts.singleProcess ? await run(config(), { api: true, worker: true }) : await runWithWorkerProcess(config()));
+  });
 
 program
   .command('migrate')
   .description('apply pending database migrations')
   .action(async () => {
+    const [{ reachDependencies }, { createPool }, { migrate }, { createLogger }] = await Promise.all([
+      import('./context.js'),
+      import('./db/pool.js'),
+      import('./db/migrate.js'),
+      import('./logger.js'),
+    ]);
     const cfg = config();
     const log = createLogger(cfg.LOG_LEVEL);
     const pool = createPool(cfg, 1);

@@ -224,9 +224,26 @@ describe('ces import', () => {
     expect(r.stdout).toMatch(/completed/);
     expect(r.stdout).toMatch(/events applied:\s+2/);
     expect(r.stdout).toMatch(/rejected:\s+1/);
+    // A file applied in one batch still reports its rate, not 0 events/s.
+    expect(r.stdout).toMatch(/import: 3 records, 2 applied, 1 rejected, [\d.]+ MB read, [1-9]\d* events\/s/);
     expect(await eventsOf('cli')).toEqual([{ name: 'run', first: '2024-01-01T00:00:00.000Z', last: '2024-01-02T00:00:00.000Z', count: 2 }]);
     const missing = await runCli(['import', 'imports/none.ndjson', '--workspace', name], cliEnv);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/No object imports\/none\.ndjson/);
+    // A wrong argument records no import: no hint to resume one.
+    const noWorkspace = await runCli(['import', 'imports/cli.ndjson'], cliEnv);
+    expect(noWorkspace.code).toBe(1);
+    expect(noWorkspace.stderr).toMatch(/give the file key and --workspace/);
+    expect(noWorkspace.stderr).not.toMatch(/an interrupted import continues/);
+  });
+
+  it('prints its version and help without loading the service (ces --version, ces --help)', async () => {
+    const { version } = JSON.parse(await import('node:fs/promises').then((fs) => fs.readFile(new URL('../package.json', import.meta.url), 'utf8')));
+    const v = await runCli(['--version'], {});
+    expect(v.code).toBe(0);
+    expect(v.stdout.trim()).toBe(version);
+    const help = await runCli(['--help'], {});
+    expect(help.code).toBe(0);
+    for (const command of ['serve', 'worker', 'start', 'migrate', 'workspace', 'users', 'import', 'export']) expect(help.stdout).toMatch(new RegExp(`\\n  ${command}\\b`));
   });
 });

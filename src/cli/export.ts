@@ -1,15 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Config } from '../config.js';
-import { createPool, type Pool } from '../db/pool.js';
-import { AppError } from '../errors.js';
-import { createExport } from '../exports/create.js';
-import { ExportRequestSchema } from '../exports/request.js';
-import { exportStatus, type ExportStatus } from '../exports/status.js';
-import { Queues } from '../queues/index.js';
-import { EXPORT_SHARD_QUEUE } from '../queues/export-shard.js';
-import { closeRedis, createRedis, redisKeyPrefix } from '../redis.js';
-import { findWorkspace } from './workspace-lookup.js';
+import type { ExportOptions } from './export-segment.js';
 
 /**
  * `ces export`: a segment export for cron, Airflow and CI jobs, through the same domain code as
@@ -17,18 +8,6 @@ import { findWorkspace } from './workspace-lookup.js';
  * its exit code says how it ended: 0 ready (the manifest key, and the download URL for the built-in store, printed),
  * 1 failed, refused or given a wrong argument (the reason printed on stderr).
  */
-
-interface ExportOptions {
-  workspace: string;
-  segment: string;
-  fields: string[];
-  customAttributes?: string[];
-  format: 'zip' | 'gzip';
-  rowsPerPart?: number;
-  callback?: string;
-  wait?: boolean;
-  timeout: number;
-}
 
 const list = (v: string) => {
   const items = v
@@ -38,49 +17,6 @@ const list = (v: string) => {
   if (items.length === 0) throw new InvalidArgumentError('must name at least one');
   return items;
 };
-
-const POLL_MS = 1_000;
-const PLAIN_LINE_EVERY_MS = 10_000;
-
-/** A line rewritten in place on a terminal; a line at each change of state, and every 10 s, otherwise. */
-function progressPrinter(prefix: string): { show(s: ExportStatus): void; end(): void } {
-  const started = Date.now();
-  const describe = (s: ExportStatus) =>
-    `export ${prefix}: ${s.status}, ${s.users_done.toLocaleString('en-US')} users in ${s.parts_done} part(s), ${Math.round((Date.now() - started) / 1000)} s`;
-  if (process.stdout.isTTY) {
-    return {
-      show: (s) => process.stdout.write(`\r${describe(s)}\x1b[K`),
-      end: () => process.stdout.write('\n'),
-    };
-  }
-  let lastState = '';
-  let lastAt = 0;
-  return {
-    show(s) {
-      if (s.status === lastState && Date.now() - lastAt < PLAIN_LINE_EVERY_MS) return;
-      lastState = s.status;
-      lastAt = Date.now();
-      console.log(describe(s));
-    },
-    end: () => {},
-  };
-}
-
-async function follow(pool: Pool, cfg: Config, workspaceId: string, prefix: string, timeoutSeconds: number): Promise<ExportStatus> {
-  const printer = progressPrinter(prefix);
-  const deadline = timeoutSeconds > 0 ? Date.now() + timeoutSeconds * 1000 : Infinity;
-  try {
-    for (;;) {
-      const status = await exportStatus(pool, cfg, workspaceId, prefix);
-      printer.show(status);
-      if (status.status === 'ready' || status.status === 'failed') return status;
-      if (Date.now() > deadline) throw new Error(`the export is still ${status.status} after ${timeoutSeconds} s (it goes on; follow it with GET /users/export/status?object_prefix=${prefix})`);
-      await sleep(POLL_MS);
-    }
-  } finally {
-    printer.end();
-  }
-}
 
 export function registerExportCommand(program: Command, config: () => Config): void {
   program
@@ -104,51 +40,6 @@ export function registerExportCommand(program: Command, config: () => Config): v
       if (!/^\d+$/.test(v)) throw new InvalidArgumentError('must be a whole number of seconds');
       return Number(v);
     }, 0)
-    .action(async (opts: ExportOptions) => {
-      const cfg = config();
-      const pool = createPool(cfg, 2);
-      const redis = createRedis(cfg, 'producer', { enableOfflineQueue: true });
-      const queues = new Queues(redis, redisKeyPrefix(cfg));
-      try {
-        // The body the API would take, checked by the schema the API checks it with.
-        const body = ExportRequestSchema.safeParse({
-          segment_id: opts.segment,
-          fields_to_export: opts.fields,
-          ...(opts.customAttributes ? { custom_attributes_to_export: opts.customAttributes } : {}),
-          output_format: opts.format,
-          ...(opts.rowsPerPart !== undefined ? { rows_per_part: opts.rowsPerPart } : {}),
-          ...(opts.callback ? { callback_endpoint: opts.callback } : {}),
-        });
-        if (!body.success) throw new Error(body.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; '));
-        const ws = await findWorkspace(pool, opts.workspace);
-        const created = await createExport({ config: cfg, pool, redis, queues }, { workspaceId: ws.id, companyId: ws.companyId }, body.data);
-        console.log(`export ${created.objectPrefix} of segment ${opts.segment} in workspace ${ws.name}: queued`);
-        const listening = await queues
-          .get(EXPORT_SHARD_QUEUE)
-          .getWorkers()
-          .then((w) => w.length)
-          .catch(() => 0);
-        if (listening === 0) console.error('no worker is running for exports: start `ces worker` (or `ces start`); the export waits in the queue until one does');
-        if (!opts.wait) {
-          console.log(`follow it with: GET /users/export/status?object_prefix=${created.objectPrefix}`);
-          return;
-        }
-        const end = await follow(pool, cfg, ws.id, created.objectPrefix, opts.timeout);
-        if (end.status === 'failed') {
-          console.error(`export ${created.objectPrefix} failed: ${end.error ?? 'no reason recorded'}`);
-          process.exitCode = 1;
-          return;
-        }
-        console.log(`ready: ${end.users_done.toLocaleString('en-US')} users in ${end.parts_done} part(s)`);
-        console.log(`manifest: ${end.manifest_key}`);
-        if (end.url) console.log(`download url: ${end.url}`);
-      } catch (err) {
-        console.error(`export failed: ${err instanceof AppError || err instanceof Error ? err.message : String(err)}`);
-        process.exitCode = 1;
-      } finally {
-        await queues.close().catch(() => {});
-        await closeRedis(redis);
-        await pool.end();
-      }
-    });
+    // The work (and what it imports) is loaded only when the command runs: `ces --help` stays fast.
+    .action(async (opts: ExportOptions) => (await import('./export-segment.js')).runExportCommand(config, opts));
 }

@@ -1,0 +1,119 @@
+import cliProgress from 'cli-progress';
+import type { Config } from '../config.js';
+import { createPool } from '../db/pool.js';
+import { AppError } from '../errors.js';
+import { runImport, type ImportProgress } from '../ingest/import-run.js';
+import { createImport, ImportRequest, type ImportStatus } from '../ingest/imports.js';
+import { enqueueImport } from '../queues/bulk-import.js';
+import { createLogger } from '../logger.js';
+import { Metrics } from '../metrics.js';
+import { Queues } from '../queues/index.js';
+import { createRedis, redisKeyPrefix } from '../redis.js';
+import { findWorkspace } from './workspace-lookup.js';
+
+export interface ImportOptions {
+  workspace?: string;
+  source: 'local' | 'bucket';
+  format?: 'ndjson' | 'json';
+  enqueue?: boolean;
+  resume?: string;
+}
+
+const mb = (n: number) => (n / 1e6).toFixed(1);
+
+/**
+ * A bar on a terminal; a line every 10% (or every batch when the size is unknown) otherwise. `appliedBefore` is what
+ * was applied when this run began (0 for a new import; unknown for a resumed one, taken from the first report), so
+ * that a file applied in one batch does not show 0 events/s.
+ */
+function progressReporter(appliedBefore?: number): { update(p: ImportProgress): void; stop(): void } {
+  const started = Date.now();
+  const rate = (p: ImportProgress) => Math.round((p.eventsApplied - first) / Math.max(0.001, (Date.now() - started) / 1000));
+  let first = appliedBefore ?? -1;
+  if (process.stdout.isTTY) {
+    const bar = new cliProgress.SingleBar(
+      { format: 'import [{bar}] {percentage}% | {mb}/{mbTotal} MB | {records} records | {applied} applied | {rejected} rejected | {rate} events/s', hideCursor: true },
+      cliProgress.Presets.shades_classic,
+    );
+    let begun = false;
+    return {
+      update(p) {
+        if (first < 0) first = p.eventsApplied;
+        const payload = { mb: mb(p.bytesRead), mbTotal: mb(p.bytesTotal ?? 0), records: p.recordsHandled, applied: p.eventsApplied, rejected: p.rejected, rate: rate(p) };
+        if (!begun) {
+          bar.start(p.bytesTotal ?? 0, 0, payload);
+          begun = true;
+        }
+        bar.update(Math.min(p.bytesRead, p.bytesTotal ?? p.bytesRead), payload);
+      },
+      stop: () => bar.stop(),
+    };
+  }
+  let lastTenth = -1;
+  return {
+    update(p) {
+      if (first < 0) first = p.eventsApplied;
+      const tenth = p.bytesTotal ? Math.floor((10 * p.bytesRead) / p.bytesTotal) : lastTenth + 1;
+      if (tenth === lastTenth) return;
+      lastTenth = tenth;
+      console.log(`import: ${p.recordsHandled} records, ${p.eventsApplied} applied, ${p.rejected} rejected, ${mb(p.bytesRead)} MB read, ${rate(p)} events/s`);
+    },
+    stop: () => {},
+  };
+}
+
+function summary(s: ImportStatus): string {
+  return [
+    `import ${s.import_id}: ${s.status}`,
+    `  records handled:  ${s.records_handled}`,
+    `  events applied:   ${s.events_applied}`,
+    `  events unmatched: ${s.events_unmatched} (their user does not exist and may not be created)`,
+    `  rejected:         ${s.rejected} (see ${s.rejects_key})`,
+  ].join('\n');
+}
+
+/** What `ces import` does, loaded only when it runs (so that `ces --help` stays fast). */
+export async function runImportCommand(config: () => Config, key: string | undefined, opts: ImportOptions): Promise<void> {
+  const cfg = config();
+  const pool = createPool(cfg, 3);
+  const log = createLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL);
+  let importId = opts.resume;
+  try {
+    if (!importId) {
+      if (!key || !opts.workspace) throw new Error('give the file key and --workspace (or --resume <import-id>)');
+      const request = ImportRequest.safeParse({ source: opts.source, key, format: opts.format });
+      if (!request.success) throw new Error(request.error.issues[0]?.message ?? 'invalid import');
+      const ws = (await findWorkspace(pool, opts.workspace)).id;
+      const status = await createImport({ pool, config: cfg }, ws, request.data, `cli:${process.env.USER ?? 'unknown'}`, { viaQueue: !!opts.enqueue });
+      importId = status.import_id;
+      console.log(`import ${importId}: ${status.key} (${status.format}, ${status.bytes_total ?? '?'} bytes) into workspace ${opts.workspace}`);
+    }
+    if (opts.enqueue) {
+      const redis = createRedis(cfg, 'producer', { enableOfflineQueue: true });
+      const queues = new Queues(redis, redisKeyPrefix(cfg));
+      try {
+        // From now on the workers own it: the reconciler queues it again if Redis loses the job.
+        await pool.query('UPDATE imports SET via_queue = true WHERE id = $1', [importId]);
+        await enqueueImport(queues, importId);
+      } finally {
+        await queues.close();
+        await redis.quit();
+      }
+      console.log(`queued; follow it with GET /users/import/${importId}`);
+      return;
+    }
+    const reporter = progressReporter(opts.resume ? undefined : 0);
+    const status = await runImport({ pool, config: cfg, log, metrics: new Metrics(false) }, importId, { onProgress: (p) => reporter.update(p) }).finally(() =>
+      reporter.stop(),
+    );
+    console.log(summary(status));
+    if (status.status !== 'completed') process.exitCode = 1;
+  } catch (err) {
+    console.error(`import failed: ${err instanceof AppError || err instanceof Error ? err.message : String(err)}`);
+    // Only a recorded import can be resumed: a wrong argument gets no such hint.
+    if (importId) console.error(`an interrupted import continues with: ces import --resume ${importId}`);
+    process.exitCode = 1;
+  } finally {
+    await pool.end();
+  }
+}
