@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { bulkImportJob } from '../jobs/bulk-import.js';
@@ -233,8 +236,31 @@ describe('ces import', () => {
     // A wrong argument records no import: no hint to resume one.
     const noWorkspace = await runCli(['import', 'imports/cli.ndjson'], cliEnv);
     expect(noWorkspace.code).toBe(1);
-    expect(noWorkspace.stderr).toMatch(/give the file key and --workspace/);
+    expect(noWorkspace.stderr).toMatch(/give the file \(a path, or a key of the store\) and --workspace/);
     expect(noWorkspace.stderr).not.toMatch(/an interrupted import continues/);
+  });
+
+  it('imports a file given by its path on this machine, copied into the workspace\'s store', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'ces-cli-import-'));
+    try {
+      const file = path.join(dir, 'my events.ndjson');
+      await writeFile(file, [line('by-path', 'signup', '2024-02-01'), line('by-path', 'signup', '2024-02-03')].join('\n'));
+      const name = (await env.ctx.pool.query<{ name: string }>('SELECT name FROM workspaces WHERE id = $1', [env.ws.workspaceId])).rows[0]!.name;
+      const r = await runCli(['import', file, '--workspace', name], {
+        DATABASE_URL: env.config.DATABASE_URL,
+        DATABASE_SCHEMA: env.config.DATABASE_SCHEMA,
+        REDIS_URL: env.config.REDIS_URL,
+        REDIS_PREFIX: env.config.REDIS_PREFIX,
+        LOCAL_STORE_DIR: env.config.LOCAL_STORE_DIR,
+        LOG_LEVEL: 'warn',
+      });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/copied .*my events\.ndjson into the built-in store of workspace .* as imports\/cli\/\S+-my_events\.ndjson/);
+      expect(r.stdout).toMatch(/events applied:\s+2/);
+      expect(await eventsOf('by-path')).toEqual([{ name: 'signup', first: '2024-02-01T00:00:00.000Z', last: '2024-02-03T00:00:00.000Z', count: 2 }]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('prints its version and help without loading the service (ces --version, ces --help)', async () => {

@@ -1,3 +1,5 @@
+import { copyFile, mkdir, stat } from 'node:fs/promises';
+import path from 'node:path';
 import cliProgress from 'cli-progress';
 import type { Config } from '../config.js';
 import { createPool } from '../db/pool.js';
@@ -9,7 +11,28 @@ import { createLogger } from '../logger.js';
 import { Metrics } from '../metrics.js';
 import { Queues } from '../queues/index.js';
 import { createRedis, redisKeyPrefix } from '../redis.js';
-import { findWorkspace } from './workspace-lookup.js';
+import { localWorkspaceDir } from '../storage/local-store.js';
+import { findWorkspace, type FoundWorkspace } from './workspace-lookup.js';
+
+/**
+ * With the built-in store, the file may be given as a path on this machine: a key the workspace's store holds wins;
+ * otherwise an existing file is copied into the store (imports/cli/...), where the import reads it and writes its
+ * rejects beside it, and its key is used.
+ */
+async function localFileAsKey(cfg: Config, workspace: FoundWorkspace, given: string): Promise<string> {
+  const storeDir = localWorkspaceDir(cfg.LOCAL_STORE_DIR, { companyId: workspace.companyId, workspaceId: workspace.id });
+  if (await isFile(path.join(storeDir, given))) return given;
+  const file = path.resolve(given);
+  if (!(await isFile(file))) return given;
+  const safeName = path.basename(file).replace(/[^A-Za-z0-9._-]/g, '_');
+  const key = `imports/cli/${new Date().toISOString().replace(/[:.]/g, '-')}-${safeName}`;
+  await mkdir(path.dirname(path.join(storeDir, key)), { recursive: true });
+  await copyFile(file, path.join(storeDir, key));
+  console.log(`copied ${file} into the built-in store of workspace ${workspace.name} as ${key}`);
+  return key;
+}
+
+const isFile = (p: string) => stat(p).then((s) => s.isFile(), () => false);
 
 export interface ImportOptions {
   workspace?: string;
@@ -80,10 +103,12 @@ export async function runImportCommand(config: () => Config, key: string | undef
   let importId = opts.resume;
   try {
     if (!importId) {
-      if (!key || !opts.workspace) throw new Error('give the file key and --workspace (or --resume <import-id>)');
+      if (!key || !opts.workspace) throw new Error('give the file (a path, or a key of the store) and --workspace (or --resume <import-id>)');
+      const workspace = await findWorkspace(pool, opts.workspace);
+      if (opts.source === 'local') key = await localFileAsKey(cfg, workspace, key);
       const request = ImportRequest.safeParse({ source: opts.source, key, format: opts.format });
       if (!request.success) throw new Error(request.error.issues[0]?.message ?? 'invalid import');
-      const ws = (await findWorkspace(pool, opts.workspace)).id;
+      const ws = workspace.id;
       const status = await createImport({ pool, config: cfg }, ws, request.data, `cli:${process.env.USER ?? 'unknown'}`, { viaQueue: !!opts.enqueue });
       importId = status.import_id;
       console.log(`import ${importId}: ${status.key} (${status.format}, ${status.bytes_total ?? '?'} bytes) into workspace ${opts.workspace}`);

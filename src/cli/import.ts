@@ -7,7 +7,7 @@ export function registerImportCommand(program: Command, config: () => Config): v
   program
     .command('import')
     .description('bulk-import a file of event objects (NDJSON or a JSON array, optionally .gz) into a workspace')
-    .argument('[key]', 'object key of the file in the store (not needed with --resume)')
+    .argument('[file]', 'a file on this machine, or the key of a file in the store (not needed with --resume)')
     .option('--workspace <name-or-id>', 'workspace to import into')
     .option('--source <store>', "'local' (the built-in store, LOCAL_STORE_DIR) or 'bucket' (the workspace's S3/GCS bucket)", (v) => {
       if (v !== 'local' && v !== 'bucket') throw new InvalidArgumentError("must be 'local' or 'bucket'");
