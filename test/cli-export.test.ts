@@ -4,7 +4,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
-import { runCli } from './helpers/cli.js';
+import { cliEnvOf, runCli } from './helpers/cli.js';
 import { useTestEnv } from './helpers/context.js';
 import { createSegment, exportedIdCounts, insertProfiles, waitForExport } from './helpers/export-fixtures.js';
 
@@ -24,16 +24,7 @@ beforeAll(async () => {
   await env.ctx.pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [env.broken.workspaceId, JSON.stringify(unreachable)]);
 });
 
-const cliEnv = () => ({
-  NODE_ENV: 'test',
-  LOG_LEVEL: 'warn',
-  DATABASE_URL: env.config.DATABASE_URL,
-  DATABASE_SCHEMA: env.config.DATABASE_SCHEMA,
-  REDIS_URL: env.config.REDIS_URL,
-  ...(env.config.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: env.config.REDIS_CLUSTER_NODES } : {}),
-  REDIS_PREFIX: env.config.REDIS_PREFIX,
-  LOCAL_STORE_DIR: env.config.LOCAL_STORE_DIR,
-});
+const cliEnv = () => cliEnvOf(env.config);
 const workspaceName = async (id: string) => (await env.ctx.pool.query<{ name: string }>('SELECT name FROM workspaces WHERE id = $1', [id])).rows[0]!.name;
 
 describe('ces export', () => {

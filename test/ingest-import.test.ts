@@ -8,7 +8,7 @@ import { runImport } from '../src/ingest/import-run.js';
 import { createImport } from '../src/ingest/imports.js';
 import { LocalStore } from '../src/storage/local-store.js';
 import { useTestEnv } from './helpers/context.js';
-import { runCli, waitFor } from './helpers/cli.js';
+import { cliEnvOf, runCli, waitFor } from './helpers/cli.js';
 import { entries } from './helpers/aggregates.js';
 import { callApi, statusAndBody } from './helpers/http.js';
 
@@ -213,15 +213,7 @@ describe('ces import', () => {
   it('imports a file from the command line and prints a summary', async () => {
     await store.put('imports/cli.ndjson', Buffer.from([line('cli', 'run', '2024-01-01'), 'nope', line('cli', 'run', '2024-01-02')].join('\n')));
     const name = (await env.ctx.pool.query<{ name: string }>('SELECT name FROM workspaces WHERE id = $1', [env.ws.workspaceId])).rows[0]!.name;
-    const cliEnv = {
-      DATABASE_URL: env.config.DATABASE_URL,
-      DATABASE_SCHEMA: env.config.DATABASE_SCHEMA,
-      REDIS_URL: env.config.REDIS_URL,
-      ...(env.config.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: env.config.REDIS_CLUSTER_NODES } : {}),
-      REDIS_PREFIX: env.config.REDIS_PREFIX,
-      LOCAL_STORE_DIR: env.config.LOCAL_STORE_DIR,
-      LOG_LEVEL: 'warn',
-    };
+    const cliEnv = cliEnvOf(env.config);
     const r = await runCli(['import', 'imports/cli.ndjson', '--workspace', name], cliEnv);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/completed/);
@@ -246,14 +238,7 @@ describe('ces import', () => {
       const file = path.join(dir, 'my events.ndjson');
       await writeFile(file, [line('by-path', 'signup', '2024-02-01'), line('by-path', 'signup', '2024-02-03')].join('\n'));
       const name = (await env.ctx.pool.query<{ name: string }>('SELECT name FROM workspaces WHERE id = $1', [env.ws.workspaceId])).rows[0]!.name;
-      const r = await runCli(['import', file, '--workspace', name], {
-        DATABASE_URL: env.config.DATABASE_URL,
-        DATABASE_SCHEMA: env.config.DATABASE_SCHEMA,
-        REDIS_URL: env.config.REDIS_URL,
-        REDIS_PREFIX: env.config.REDIS_PREFIX,
-        LOCAL_STORE_DIR: env.config.LOCAL_STORE_DIR,
-        LOG_LEVEL: 'warn',
-      });
+      const r = await runCli(['import', file, '--workspace', name], cliEnvOf(env.config));
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout).toMatch(/copied .*my events\.ndjson into the built-in store of workspace .* as imports\/cli\/\S+-my_events\.ndjson/);
       expect(r.stdout).toMatch(/events applied:\s+2/);

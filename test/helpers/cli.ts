@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Config } from '../../src/config.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -9,6 +10,21 @@ export interface CliResult {
   signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
+}
+
+/** The environment of a `ces` process that works on a test env's schema, Redis keys and local store. */
+export function cliEnvOf(config: Config, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: config.DATABASE_URL,
+    DATABASE_SCHEMA: config.DATABASE_SCHEMA,
+    REDIS_URL: config.REDIS_URL,
+    ...(config.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: config.REDIS_CLUSTER_NODES } : {}),
+    REDIS_PREFIX: config.REDIS_PREFIX,
+    LOCAL_STORE_DIR: config.LOCAL_STORE_DIR,
+    ...extra,
+  };
 }
 
 /** Spawns `ces <args>` from the TypeScript sources (as `npm run ces` does). */
