@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import fastifySwagger from '@fastify/swagger';
+import fastifySwagger, { type SwaggerTransformObject } from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -7,6 +7,7 @@ import type { AppContext } from './context.js';
 import { AppError } from './errors.js';
 import { registerAuth } from './http/auth-hook.js';
 import { registerErrorHandler } from './http/error-handler.js';
+import { errorResponses, openApiPath } from './http/error-responses.js';
 import { registerIdempotency } from './http/idempotency.js';
 import { bodyDepthError, registerHostileInput } from './http/hostile-input.js';
 import './http/route-config.js';
@@ -23,7 +24,12 @@ function charsetOf(contentType: string | undefined): string | null {
 /**
  * Builds the HTTP facade over a process context. It never listens: `src/runtime.ts` (and tests, with inject) do.
  */
-export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
+export interface BuildAppOptions {
+  /** Called with the route (as registered) and status of every answer: the test suite's record of what it saw. */
+  observeResponse?: (method: string, url: string, status: number) => void;
+}
+
+export async function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: ctx.log as FastifyBaseLogger,
     bodyLimit: ctx.config.BODY_LIMIT_BYTES,
@@ -37,9 +43,22 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   app.decorate('ctx', ctx);
   const routeCatalog: RouteEntry[] = [];
   app.decorate('routeCatalog', routeCatalog);
+  // The error answers of each operation, added to the OpenAPI document below (http/error-responses.ts).
+  const routeErrors = new Map<string, Record<string, unknown>>();
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
-    for (const method of methods) routeCatalog.push({ method, url: route.url, config: route.config ?? {} });
+    const schema = (route.schema ?? {}) as { body?: unknown; querystring?: unknown; params?: unknown };
+    for (const method of methods) {
+      routeCatalog.push({ method, url: route.url, config: route.config ?? {} });
+      const shape = {
+        method,
+        config: route.config ?? {},
+        hasBody: schema.body !== undefined,
+        hasInput: schema.body !== undefined || schema.querystring !== undefined || schema.params !== undefined,
+        hasParams: route.url.includes(':'),
+      };
+      routeErrors.set(`${method.toLowerCase()} ${openApiPath(route.url)}`, errorResponses(shape));
+    }
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -65,6 +84,12 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   app.addHook('onSend', async (req, reply) => {
     reply.header('X-Request-Id', req.id);
   });
+  const observe = options.observeResponse;
+  if (observe) {
+    app.addHook('onResponse', async (req, reply) => {
+      if (req.routeOptions.url) observe(req.method, req.routeOptions.url, reply.statusCode);
+    });
+  }
 
   registerErrorHandler(app);
   registerAuth(app);
@@ -88,6 +113,17 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
       security: [{ apiKey: [] }],
     },
     transform: jsonSchemaTransform,
+    transformObject: (documentObject) => {
+      const { openapiObject } = documentObject as { openapiObject: { paths?: Record<string, unknown> } };
+      for (const [pathName, operations] of Object.entries(openapiObject.paths ?? {})) {
+        for (const [method, operation] of Object.entries(operations as Record<string, { responses?: Record<string, unknown> }>)) {
+          const errors = routeErrors.get(`${method} ${pathName}`);
+          // Statuses a route's own schema declares (a documented 404 body, say) are kept as they are.
+          if (errors) operation.responses = { ...errors, ...(operation.responses ?? {}) };
+        }
+      }
+      return openapiObject as ReturnType<SwaggerTransformObject>;
+    },
   });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs', staticCSP: true });
 

@@ -139,6 +139,25 @@ describe('operations', () => {
     expect(doc.paths['/healthz']).toBeUndefined();
   });
 
+  it('declares the error answers of every operation, with the body its family writes', async () => {
+    const doc = (await env.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    const operations = Object.entries(doc.paths as Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>>)
+      .flatMap(([p, ops]) => Object.entries(ops).map(([m, op]) => ({ key: `${m} ${p}`, responses: op.responses })));
+    expect(operations.length).toBeGreaterThan(40);
+    for (const op of operations.filter((o) => !o.key.includes('/downloads/'))) {
+      for (const status of ['400', '401', '500', '503']) expect(op.responses[status], `${op.key} ${status}`).toBeDefined();
+    }
+    const body = (key: string, status: string) => JSON.stringify(operations.find((o) => o.key === key)!.responses[status]!.content);
+    expect(body('put /catalogs/{catalog_name}/items', '400')).toContain('parameter_values');
+    expect(body('put /catalogs/{catalog_name}/items', '409')).toContain('parameter_values');
+    expect(body('get /scim/v2/Users/{id}', '404')).toContain('application/scim+json');
+    expect(body('post /scim/v2/Users', '409')).toContain('scimType');
+    expect(body('post /users/track', '413')).toContain('"message"');
+    expect(body('post /messages/live_activity/update', '400')).toContain('"error"');
+    expect(operations.find((o) => o.key === 'get /downloads/segment-export/{file}')!.responses['410']).toBeDefined();
+    expect(operations.find((o) => o.key === 'delete /scim/v2/Users/{id}')!.responses['204']).toBeDefined();
+  });
+
   it('puts the queue dashboard behind the admin credential', async () => {
     expect((await env.app.inject({ method: 'GET', url: '/admin/queues' })).statusCode).toBe(401);
     const wrong = Buffer.from('ops:wrong-password').toString('base64');

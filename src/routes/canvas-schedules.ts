@@ -18,7 +18,7 @@ const canvasSchedulesRoutes: FastifyPluginAsync = async (base) => {
   app.post(
     '/canvas/trigger/schedule/create',
     {
-      config: { permission: 'canvas.trigger.schedule.create', rateLimit: RATE_LIMITS.default },
+      config: { permission: 'canvas.trigger.schedule.create', rateLimit: RATE_LIMITS.default, errors: [404] },
       schema: {
         summary: 'Schedule an API-triggered canvas (beyond the spec)',
         description:
@@ -38,7 +38,7 @@ const canvasSchedulesRoutes: FastifyPluginAsync = async (base) => {
   app.post(
     '/canvas/trigger/schedule/update',
     {
-      config: { permission: 'canvas.trigger.schedule.update', rateLimit: RATE_LIMITS.default },
+      config: { permission: 'canvas.trigger.schedule.update', rateLimit: RATE_LIMITS.default, errors: [404] },
       schema: {
         summary: 'Update a scheduled API-triggered canvas',
         description:
@@ -58,7 +58,7 @@ const canvasSchedulesRoutes: FastifyPluginAsync = async (base) => {
   app.post(
     '/canvas/trigger/schedule/delete',
     {
-      config: { permission: 'canvas.trigger.schedule.delete', rateLimit: RATE_LIMITS.default },
+      config: { permission: 'canvas.trigger.schedule.delete', rateLimit: RATE_LIMITS.default, errors: [404] },
       schema: {
         summary: 'Cancel a scheduled API-triggered canvas (beyond the spec)',
         tags: ['canvases'],

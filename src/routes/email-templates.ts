@@ -78,7 +78,7 @@ const emailTemplatesRoutes: FastifyPluginAsync = async (base) => {
   app.post(
     '/templates/email/update',
     {
-      config: { permission: 'templates.email.update', rateLimit: RATE_LIMITS.default },
+      config: { permission: 'templates.email.update', rateLimit: RATE_LIMITS.default, errors: [404] },
       schema: {
         summary: 'Update an email template',
         description: 'Fields not sent keep their value; at least one besides email_template_id is required.',
@@ -96,7 +96,7 @@ const emailTemplatesRoutes: FastifyPluginAsync = async (base) => {
   app.get(
     '/templates/email/info',
     {
-      config: { permission: 'templates.email.info', rateLimit: RATE_LIMITS.default },
+      config: { permission: 'templates.email.info', rateLimit: RATE_LIMITS.default, errors: [404] },
       schema: { summary: 'Read an email template', tags: ['templates'], querystring: EmailTemplateInfoQuery, response: { 200: EmailTemplateInfoResponse } },
     },
     async (req) => {

@@ -30,7 +30,7 @@ const importsRoutes: FastifyPluginAsync = async (base) => {
   app.post(
     '/users/import',
     {
-      config: { permission: 'users.import', rateLimit: RATE_LIMITS.default, idempotent: true },
+      config: { permission: 'users.import', rateLimit: RATE_LIMITS.default, idempotent: true, errors: [404] },
       schema: {
         summary: 'Start a bulk import of event objects from a file',
         description:

@@ -79,7 +79,7 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
   app.post(
     '/scim/v2/Users',
     {
-      config,
+      config: { ...config, errors: [409] },
       attachValidation: true,
       schema: {
         ...common,
@@ -174,11 +174,17 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
     {
       config,
       attachValidation: true,
-      schema: { ...common, summary: 'Delete a dashboard user (SCIM)', description: `${headersNote} 204 with no body.`, params: IdParams },
+      schema: {
+        ...common,
+        summary: 'Delete a dashboard user (SCIM)',
+        description: `${headersNote} 204 with no body.`,
+        params: IdParams,
+        response: { 204: z.null().describe('No content: the user is deleted') },
+      },
     },
     async (req, reply) => {
       await deleteUser(pool, scimTokenOf(req).companyId, req.params.id, actorOf(req), baseUrl);
-      return reply.code(204).send();
+      return reply.code(204).send(null);
     },
   );
 };

@@ -63,7 +63,7 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
   app.get(
     '/users/export/status',
     {
-      config: { permission: 'users.export.status', rateLimit: RATE_LIMITS.default },
+      config: { permission: 'users.export.status', rateLimit: RATE_LIMITS.default, errors: [404] },
       schema: {
         summary: 'Read the status of a segment export',
         description: 'queued, running (with users and parts done so far), ready or failed, by the object_prefix the export request returned.',
@@ -83,7 +83,7 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
     '/downloads/segment-export/:file',
     {
       // Public: the link carries its own signature.
-      config: { auth: 'none' },
+      config: { auth: 'none', errors: [400, 404, 410] },
       schema: {
         summary: 'Download a ready export as one ZIP',
         description: 'The signed address an export to the built-in store returns as `url`. 404 before the export is ready, 410 after the link expired.',

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { rm } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
@@ -11,6 +12,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/logger.js';
 import { startWorkers, type JobDefinition, type RunningWorkers } from '../../src/queue-processors.js';
 import { redisKeyPrefix, scanTargets } from '../../src/redis.js';
+import { openApiPath } from '../../src/http/error-responses.js';
 import { seedWorkspace, type SeededWorkspace } from './seed.js';
 
 export interface TestEnv {
@@ -52,7 +54,7 @@ export async function createTestEnv(overrides: Record<string, string> = {}, opti
   let app: FastifyInstance;
   try {
     await migrate(ctx.pool, config.DATABASE_SCHEMA);
-    app = await buildApp(ctx);
+    app = await buildApp(ctx, { observeResponse: statusRecorder.observe });
     await app.ready();
   } catch (err) {
     // A half-made world must not outlive a failed set-up.
@@ -76,11 +78,37 @@ export async function createTestEnv(overrides: Record<string, string> = {}, opti
       await app.close();
       await ctx.pool.query(`DROP SCHEMA IF EXISTS "${config.DATABASE_SCHEMA}" CASCADE`).catch(() => {});
       await deleteKeys(ctx, `${redisKeyPrefix(config)}:*`);
+      await statusRecorder.flush(app);
       await closeContext(ctx);
       await rm(`/tmp/ces-test/${id}`, { recursive: true, force: true });
     },
   };
 }
+
+/**
+ * What every app of this test process answered (route as registered, status), written on close to the directory the
+ * run's global set-up gave, with the statuses the OpenAPI document declares per operation: test/global-setup.ts
+ * compares the two when the run ends.
+ */
+const statusRecorder = (() => {
+  const seen = new Set<string>();
+  let declaredWritten = false;
+  return {
+    observe: (method: string, url: string, status: number) => void seen.add(`${method.toLowerCase()} ${openApiPath(url)} ${status}`),
+    async flush(app: FastifyInstance): Promise<void> {
+      const dir = inject('statusesDir');
+      if (!dir) return;
+      await writeFile(path.join(dir, `observed-${process.pid}-${Date.now()}-${randomBytes(3).toString('hex')}.txt`), [...seen].join('\n'));
+      seen.clear();
+      if (declaredWritten) return;
+      declaredWritten = true;
+      const doc = app.swagger() as { paths?: Record<string, Record<string, { responses?: Record<string, unknown> }>> };
+      const declared: Record<string, string[]> = {};
+      for (const [p, ops] of Object.entries(doc.paths ?? {})) for (const [m, op] of Object.entries(ops)) declared[`${m} ${p}`] = Object.keys(op.responses ?? {});
+      await writeFile(path.join(dir, `declared-${process.pid}.json`), JSON.stringify(declared));
+    },
+  };
+})();
 
 export interface UseTestEnvOptions<N extends string> extends TestEnvOptions {
   /** Configuration overrides (environment variables), as `createTestEnv` takes them. */
