@@ -199,6 +199,10 @@ describe('PATCH refusals: all or nothing', () => {
     const many = Array.from({ length: 101 }, () => ({ op: 'replace', path: 'active', value: false }));
     expectScimError(await patch(id, many), 400, 'invalidValue');
     expectScimError(await patch(id, [{ op: 'replace', path: 'x'.repeat(600), value: 1 }]), 400, 'invalidValue');
+    // Text PostgreSQL cannot store is refused before anything is read or written.
+    expectScimError(await patch(id, [{ op: 'replace', path: 'externalId', value: 'a\u0000b' }]), 400);
+    expectScimError(await patch(id, [{ op: 'add', path: 'emails[type eq "wo\u0000rk"].value', value: 'x@example.com' }]), 400);
+    expectScimError(await scimCall(env, 'GET', `/scim/v2/Users?filter=${encodeURIComponent('externalId eq "a\u0000b"')}`, a.token), 400);
     expect(await stateOf(id)).toEqual(before);
   });
 

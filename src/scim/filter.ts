@@ -36,7 +36,7 @@ function jsonString(text: string, what: string): string {
 
 function condition(attribute: string, typeText: string | undefined, valueText: string): UserCondition {
   const name = attribute.toLowerCase();
-  const isBoolean = valueText === 'true' || valueText === 'false' || /^(true|false)$/i.test(valueText);
+  const isBoolean = /^(true|false)$/i.test(valueText);
   if (name === 'active') {
     if (!isBoolean) throw badRequest('Invalid filter: active is compared with true or false', { scimType: 'invalidFilter' });
     return { attribute: 'active', value: valueText.toLowerCase() === 'true' };

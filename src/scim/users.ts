@@ -43,11 +43,17 @@ export async function createUser(pool: Pool, companyId: string, input: ScimUserC
   });
 }
 
-async function lockUser(db: PoolClient, companyId: string, id: string): Promise<UserRow> {
+/** A user's row under its lock, and the user as it reads now (what a PATCH edits, the audit's "before"). */
+interface LockedUser {
+  row: UserRow;
+  user: ScimUser;
+}
+
+async function lockUser(db: PoolClient, companyId: string, id: string, baseUrl: string): Promise<LockedUser> {
   if (!UUID.test(id)) throw notFound(USER_NOT_FOUND);
   const { rows } = await db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM dashboard_users WHERE id = $1 AND company_id = $2 FOR UPDATE`, [id, companyId]);
   if (!rows[0]) throw notFound(USER_NOT_FOUND);
-  return rows[0];
+  return { row: rows[0], user: await renderOne(db, companyId, rows[0], baseUrl) };
 }
 
 /** What the audit trail calls a change: deactivate and reactivate when `active` moved, update otherwise. */
@@ -62,12 +68,12 @@ function auditAction(before: ScimUser, after: ScimUser): AuditAction {
  * omitted, so that a client of the spec never reactivates a user or drops what an identity provider set. A
  * replacement that changes nothing writes no audit row and keeps lastModified.
  */
-async function writeUser(db: PoolClient, companyId: string, current: UserRow, input: ScimUserReplace, actor: ScimActor, baseUrl: string): Promise<ScimUser> {
+async function writeUser(db: PoolClient, companyId: string, locked: LockedUser, input: ScimUserReplace, actor: ScimActor, baseUrl: string): Promise<ScimUser> {
+  const { row: current, user: before } = locked;
   if (input.userName !== undefined && input.userName.toLowerCase() !== current.user_name.toLowerCase()) {
     throw badRequest('userName: cannot be changed; it must equal the current userName or be omitted', { scimType: 'mutability' });
   }
   const permissions = await resolveUserFields(db, companyId, input.department, input.permissions);
-  const before = await renderOne(db, companyId, current, baseUrl);
   const active = input.active ?? current.active;
   const externalId = input.externalId === undefined ? current.external_id : input.externalId;
   const emails = JSON.stringify(input.emails === undefined ? current.emails : (input.emails ?? []));
@@ -96,8 +102,7 @@ export async function replaceUser(
   actor: ScimActor,
   baseUrl: string,
 ): Promise<ScimUser> {
-  if (!UUID.test(id)) throw notFound(USER_NOT_FOUND);
-  return withTransaction(pool, async (db) => writeUser(db, companyId, await lockUser(db, companyId, id), input, actor, baseUrl));
+  return withTransaction(pool, async (db) => writeUser(db, companyId, await lockUser(db, companyId, id, baseUrl), input, actor, baseUrl));
 }
 
 /**
@@ -112,11 +117,9 @@ export async function patchUser(
   actor: ScimActor,
   baseUrl: string,
 ): Promise<ScimUser> {
-  if (!UUID.test(id)) throw notFound(USER_NOT_FOUND);
   return withTransaction(pool, async (db) => {
-    const current = await lockUser(db, companyId, id);
-    const input = applyPatch(editableDocument(await renderOne(db, companyId, current, baseUrl)), operations);
-    return writeUser(db, companyId, current, input, actor, baseUrl);
+    const locked = await lockUser(db, companyId, id, baseUrl);
+    return writeUser(db, companyId, locked, applyPatch(editableDocument(locked.user), operations), actor, baseUrl);
   });
 }
 
