@@ -91,6 +91,9 @@ export const ConfigSchema = z.object({
   EXPORT_QUEUED_LEASE_MS: int(3_600_000).describe('Lease of the segment lock while the export waits in the queue for a worker.'),
   EXPORT_SHARD_BUCKETS: int(2_500).describe('random_bucket values (of 10,000) per export shard job; smaller means more parallelism.'),
   EXPORT_SHARD_ATTEMPTS: int(5).describe('Attempts per export shard job (with exponential backoff) before the export fails.'),
+  EXPORT_INCREMENTAL_RETENTION_DAYS: int(14).describe(
+    "Days an export's member list is kept so that a later export can name it in changes_since; the latest ready export of each segment keeps its list whatever its age.",
+  ),
   EXPORT_GZIP_LEVEL: int(1).describe('Compression level (1-9) for export parts; 1 is fastest.'),
   CALLBACK_ALLOW_PRIVATE: bool(false).describe('Allow export callbacks to loopback and private-network addresses.'),
   CALLBACK_ALLOWED_HOSTS: z.string().default('').describe('Comma-separated host names that callbacks may reach even when private.'),

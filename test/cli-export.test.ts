@@ -45,6 +45,20 @@ describe('ces export', () => {
     expect(r.stdout).toMatch(/download url: http:\/\/127\.0\.0\.1:\d+\/downloads\/segment-export\/\S+\.zip\?signature=[0-9a-f]{64}/);
   });
 
+  it('--changes-since last exports only what changed since the latest ready export, and exits 1 when there is none', async () => {
+    await env.ctx.pool.query(`UPDATE profiles SET first_name = 'changed' WHERE workspace_id = $1 AND external_id IN ('ext-5', 'ext-6')`, [env.ws.workspaceId]);
+    const r = await runCli(['export', '--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--format', 'gzip', '--changes-since', 'last', '--wait'], cliEnv(), 90_000);
+    expect(r.code, r.stderr).toBe(0);
+    const manifestKey = /manifest: (\S+)/.exec(r.stdout)?.[1];
+    const dir = path.dirname(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), manifestKey!));
+    const manifest = JSON.parse(await import('node:fs/promises').then((fs) => fs.readFile(path.join(dir, 'manifest.json'), 'utf8')));
+    expect(manifest.changes_since).toMatch(/^[0-9a-f-]{36}-\d+$/);
+    expect([...(await exportedIdCounts(dir, manifest.parts)).keys()].sort()).toEqual(['ext-5', 'ext-6']);
+    const none = await runCli(['export', '--workspace', env.broken.workspaceId, '--segment', 'us', '--fields', 'external_id', '--changes-since', 'last'], cliEnv());
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/has no ready export to be relative to/);
+  }, 120_000);
+
   it('without --wait, queues the export, says how to follow it, and exits 0 at once', async () => {
     const r = await runCli(['export', '--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id'], cliEnv());
     expect(r.code, r.stderr).toBe(0);

@@ -17,6 +17,7 @@ export interface ExportOptions {
   customAttributes?: string[];
   format: 'zip' | 'gzip';
   rowsPerPart?: number;
+  changesSince?: string;
   callback?: string;
   wait?: boolean;
   timeout: number;
@@ -66,6 +67,18 @@ async function follow(pool: Pool, cfg: Config, workspaceId: string, prefix: stri
   }
 }
 
+/** `--changes-since last`: the object_prefix of the segment's latest ready export that can still be a base. */
+async function lastReadyExport(pool: Pool, workspaceId: string, segmentApiId: string): Promise<string> {
+  const { rows } = await pool.query<{ object_prefix: string }>(
+    `SELECT e.object_prefix FROM exports e JOIN segments s ON s.id = e.segment_id
+      WHERE e.workspace_id = $1 AND s.api_id = $2 AND e.status = 'ready' AND e.members_forgotten_at IS NULL
+      ORDER BY e.created_at DESC LIMIT 1`,
+    [workspaceId, segmentApiId],
+  );
+  if (!rows[0]) throw new Error(`--changes-since last: segment ${segmentApiId} has no ready export to be relative to; run a full export first`);
+  return rows[0].object_prefix;
+}
+
 /** What `ces export` does, loaded only when it runs (so that `ces --help` stays fast). */
 export async function runExportCommand(config: () => Config, opts: ExportOptions): Promise<void> {
   const cfg = config();
@@ -81,9 +94,11 @@ export async function runExportCommand(config: () => Config, opts: ExportOptions
       output_format: opts.format,
       ...(opts.rowsPerPart !== undefined ? { rows_per_part: opts.rowsPerPart } : {}),
       ...(opts.callback ? { callback_endpoint: opts.callback } : {}),
+      ...(opts.changesSince && opts.changesSince !== 'last' ? { changes_since: opts.changesSince } : {}),
     });
     if (!body.success) throw new Error(body.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; '));
     const ws = await findWorkspace(pool, opts.workspace);
+    if (opts.changesSince === 'last') body.data.changes_since = await lastReadyExport(pool, ws.id, opts.segment);
     const created = await createExport({ config: cfg, pool, redis, queues }, { workspaceId: ws.id, companyId: ws.companyId }, body.data);
     console.log(`export ${created.objectPrefix} of segment ${opts.segment} in workspace ${ws.name}: queued`);
     const listening = await queues

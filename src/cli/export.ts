@@ -34,6 +34,7 @@ export function registerExportCommand(program: Command, config: () => Config): v
       if (!/^\d+$/.test(v)) throw new InvalidArgumentError('must be a whole number');
       return Number(v);
     })
+    .option('--changes-since <prefix|last>', 'an incremental export: relative to this earlier export (its object_prefix), or `last`, the latest ready export of the segment')
     .option('--callback <url>', 'callback_endpoint: called when the export is ready')
     .option('--wait', 'follow the export until it is ready or failed; the exit code says which')
     .option('--timeout <seconds>', 'with --wait, give up waiting after this long (0: never)', (v) => {

@@ -8,6 +8,7 @@ import { enqueueExportFlow } from '../queues/segment-export.js';
 import type { Queues } from '../queues/index.js';
 import { exportShards, shardRanges } from './shards.js';
 import { acquireExportLock, exportLockKeys, releaseExportLock, type AcquireResult, type ExportLockKeys } from './locks.js';
+import { resolveExportBase } from './incremental.js';
 import { newObjectPrefix } from './names.js';
 import { callbackPolicy, callbackRefusal, normaliseRequest, type ExportRequestBody } from './request.js';
 
@@ -85,6 +86,13 @@ export async function createExport(
   const segment = rows[0];
   if (!segment) throw badRequest(`segment_id ${JSON.stringify(body.segment_id)} does not name a segment of this workspace`);
   if (segment.archived) throw badRequest(`segment ${JSON.stringify(body.segment_id)} is archived and cannot be exported`);
+  if (body.changes_since) {
+    // Applying an incremental export means matching its lines to rows loaded before: it needs a key.
+    if (!spec.fields.includes('external_id') && !spec.fields.includes('service_id')) {
+      throw badRequest('an incremental export (changes_since) must export external_id or service_id, so that its lines can be matched to the rows loaded before');
+    }
+    spec.changesSince = await resolveExportBase(pool, who.workspaceId, segment.id, body.changes_since);
+  }
 
   let destination;
   try {
@@ -126,8 +134,8 @@ export async function createExport(
       await client
         .query(
           `INSERT INTO exports (id, object_prefix, company_id, workspace_id, segment_id, request, destination, shard_count, shard_buckets, scheduled_by,
-                                public_base_url, created_at, primary_lsn)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, pg_current_wal_lsn())`,
+                                public_base_url, created_at, primary_lsn, changes_since)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, pg_current_wal_lsn(), $13)`,
           [
             exportId,
             objectPrefix,
@@ -141,6 +149,7 @@ export async function createExport(
             options.scheduledBy ?? null,
             publicBaseUrl(config),
             now,
+            spec.changesSince?.exportId ?? null,
           ],
         )
         .catch((err: unknown) => {

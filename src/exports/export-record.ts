@@ -9,7 +9,7 @@ import { redisKeyPrefix, type Redis } from '../redis.js';
 import { LocalStore } from '../storage/local-store.js';
 import { storeFor, workspaceStorage, type WorkspaceStore } from '../storage/stores.js';
 import { exportLockKeys, type ExportLockKeys } from './locks.js';
-import { exportKeyPrefix, MANIFEST_FILE } from './names.js';
+import { exportKeyPrefix, MANIFEST_FILE, type PartKind } from './names.js';
 import type { PartWriterOptions, UploadedPart } from './part-writer.js';
 import type { ExportSpec } from './request.js';
 import { liveUsersSql } from './status.js';
@@ -89,7 +89,7 @@ export async function markRunning(pool: Pool, exp: ExportRow, ws: WorkspaceStore
   return rows[0]?.key_prefix ?? null;
 }
 
-export function partWriterOptions(deps: ExportJobDeps, exp: ExportRow, spec: ExportSpec, ws: WorkspaceStore, keyPrefix: string, shard: number) {
+export function partWriterOptions(deps: ExportJobDeps, exp: ExportRow, spec: ExportSpec, ws: WorkspaceStore, keyPrefix: string, shard: number, kind: PartKind) {
   const { pool, metrics, config } = deps;
   return {
     store: ws.store,
@@ -99,12 +99,13 @@ export function partWriterOptions(deps: ExportJobDeps, exp: ExportRow, spec: Exp
     nameSecret: config.DOWNLOAD_URL_SECRET,
     exportId: exp.id,
     shard,
+    kind,
     onPart: async (part: UploadedPart) => {
       await pool.query(
-        `INSERT INTO export_parts (export_id, shard, part_index, object_key, users, bytes, sha256) VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ON CONFLICT (export_id, shard, part_index) DO UPDATE
+        `INSERT INTO export_parts (export_id, kind, shard, part_index, object_key, users, bytes, sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT (export_id, kind, shard, part_index) DO UPDATE
            SET object_key = excluded.object_key, users = excluded.users, bytes = excluded.bytes, sha256 = excluded.sha256, created_at = now()`,
-        [exp.id, part.shard, part.partIndex, part.key, part.users, part.bytes, part.sha256],
+        [exp.id, part.kind, part.shard, part.partIndex, part.key, part.users, part.bytes, part.sha256],
       );
       // The status read shows the most users ever counted while running: a retried shard removes its parts first.
       await pool.query(`UPDATE exports SET users_progress = GREATEST(users_progress, ${liveUsersSql('$1', 'shard_count')}) WHERE id = $1`, [exp.id]);

@@ -20,15 +20,15 @@ import {
 import { NdjsonLines, type LineBatch } from './lines.js';
 import { releaseExportLock, withLeaseRenewal } from './locks.js';
 import { buildManifest, type ManifestReadFrom } from './manifest.js';
-import { MANIFEST_FILE } from './names.js';
+import { MANIFEST_FILE, type PartKind } from './names.js';
 import { PART_LINES, writeParts } from './part-writer.js';
 import { ExportSpecSchema } from './request.js';
 
-async function* tailBytes(pool: Pool, exportId: string): AsyncGenerator<Buffer> {
-  const { rows } = await pool.query<{ shard: number }>(`SELECT shard FROM export_tails WHERE export_id = $1 ORDER BY shard`, [exportId]);
+async function* tailBytes(pool: Pool, exportId: string, kind: PartKind): AsyncGenerator<Buffer> {
+  const { rows } = await pool.query<{ shard: number }>(`SELECT shard FROM export_tails WHERE export_id = $1 AND kind = $2 ORDER BY shard`, [exportId, kind]);
   for (const { shard } of rows) {
     // One tail in memory at a time: each is under one part of compressed lines.
-    const res = await pool.query<{ data: Buffer }>(`SELECT data FROM export_tails WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
+    const res = await pool.query<{ data: Buffer }>(`SELECT data FROM export_tails WHERE export_id = $1 AND kind = $2 AND shard = $3`, [exportId, kind, shard]);
     const data = res.rows[0]?.data;
     if (!data) continue;
     yield* Readable.from([data]).pipe(createGunzip()) as AsyncIterable<Buffer>;
@@ -104,7 +104,7 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
     const keyPrefix = await markRunning(pool, exp, ws);
     if (!keyPrefix) return;
     const mergeShard = exp.shard_count;
-    const { users, parts } = await withLeaseRenewal(
+    const { users, removed, parts } = await withLeaseRenewal(
       redis,
       lockKeys(config, exp),
       exp.id,
@@ -116,12 +116,14 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
         if (earlier.rows.length > 0) await ws.store.delete(earlier.rows.map((r) => r.object_key));
         await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exp.id, mergeShard]);
 
-        await pipeline(Readable.from(tailBytes(pool, exp.id)), new NdjsonLines(PART_LINES), async (batches: AsyncIterable<LineBatch>) => {
-          await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, mergeShard), rest: 'upload' });
-        });
+        for (const kind of ['users', 'removed'] as const) {
+          await pipeline(Readable.from(tailBytes(pool, exp.id, kind)), new NdjsonLines(PART_LINES), async (batches: AsyncIterable<LineBatch>) => {
+            await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, mergeShard, kind), rest: 'upload' });
+          });
+        }
 
-        const { rows } = await pool.query<{ object_key: string; users: number; bytes: number; sha256: string }>(
-          `SELECT object_key, users, bytes, sha256 FROM export_parts WHERE export_id = $1 ORDER BY shard, part_index`,
+        const { rows } = await pool.query<{ kind: PartKind; object_key: string; users: number; bytes: number; sha256: string }>(
+          `SELECT kind, object_key, users, bytes, sha256 FROM export_parts WHERE export_id = $1 ORDER BY kind DESC, shard, part_index`,
           [exp.id],
         );
         const manifestKey = `${keyPrefix}/${MANIFEST_FILE}`;
@@ -132,7 +134,8 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
           await ws.store.delete(strays);
         }
         await removePartialFiles(ws, keyPrefix);
-        const total = rows.reduce((n, r) => n + r.users, 0);
+        const total = rows.reduce((n, r) => n + (r.kind === 'users' ? r.users : 0), 0);
+        const removed = rows.reduce((n, r) => n + (r.kind === 'removed' ? r.users : 0), 0);
         const readFrom = await readSourceSummary(pool, exp);
         const manifest = buildManifest({
           readFrom,
@@ -142,20 +145,20 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
           createdAt: exp.created_at,
           finishedAt: new Date(),
           keyPrefix,
-          parts: rows.map((r) => ({ key: r.object_key, users: r.users, bytes: r.bytes, sha256: r.sha256 })),
+          parts: rows.map((r) => ({ kind: r.kind, key: r.object_key, users: r.users, bytes: r.bytes, sha256: r.sha256 })),
         });
         await ws.store.put(manifestKey, Buffer.from(JSON.stringify(manifest, null, 2)), { contentType: 'application/json' });
-        return { users: total, parts: rows.length };
+        return { users: total, removed, parts: rows.length };
       },
     );
     await pool.query(
-      `UPDATE exports SET status = 'ready', finished_at = now(), users_done = $2, parts_done = $3,
+      `UPDATE exports SET status = 'ready', finished_at = now(), users_done = $2, parts_done = $3, removed_done = $5,
               url_expires_at = CASE WHEN destination = 'local' THEN now() + make_interval(secs => $4) END
         WHERE id = $1 AND status = 'running'`,
-      [exp.id, users, parts, config.DOWNLOAD_URL_TTL_SECONDS],
+      [exp.id, users, parts, config.DOWNLOAD_URL_TTL_SECONDS, removed],
     );
     await pool.query(`DELETE FROM export_tails WHERE export_id = $1`, [exp.id]);
-    log.info({ exportId, segmentId: exp.segment_api_id, users, parts }, 'export ready');
+    log.info({ exportId, segmentId: exp.segment_api_id, users, removed, parts }, 'export ready');
     await afterReady(deps, exp);
   } finally {
     ws.close();
@@ -224,6 +227,9 @@ export async function failExport(deps: ExportJobDeps, exportId: string, reason: 
   }
   await pool.query(`DELETE FROM export_parts WHERE export_id = $1`, [exportId]);
   await pool.query(`DELETE FROM export_tails WHERE export_id = $1`, [exportId]);
+  // A failed export is never a base: its member list goes now.
+  await pool.query(`DELETE FROM export_members WHERE export_id = $1`, [exportId]);
+  await pool.query(`UPDATE exports SET members_forgotten_at = now() WHERE id = $1`, [exportId]);
   await enqueueCallback(deps, exp, { success: false, error: reason });
   await releaseExportLock(redis, lockKeys(config, exp), exportId);
 }

@@ -89,6 +89,14 @@ export interface ShardQuery {
   bucketTo: number;
   /** Start of the 90-day window. */
   since: string;
+  /** For an incremental export: keeps only the members that changed or joined since its base (./incremental.ts). */
+  changes?: { join: string; condition: string };
+}
+
+/** The segment's predicate over `p`, with its values inlined (for COPY). */
+export function segmentPredicate(filter: SegmentFilter): string {
+  const compiled = compileFilter(filter, 1);
+  return inlineParams(compiled.sql, compiled.params);
 }
 
 /**
@@ -97,14 +105,14 @@ export interface ShardQuery {
  * device's carrier) stay as stored. Rows come in (random_bucket, id) order along the profiles_bucket index.
  */
 export function exportLineSelect(q: ShardQuery): string {
-  const compiled = compileFilter(q.filter, 1);
-  const predicate = inlineParams(compiled.sql, compiled.params);
+  const predicate = segmentPredicate(q.filter);
   const fields = q.spec.customAttributes && !q.spec.fields.includes('custom_attributes') ? [...q.spec.fields, 'custom_attributes' as const] : q.spec.fields;
   const parts = fields.map((f) => fieldText(f, q.spec, q.since));
   return `SELECT '{' || concat_ws(',', ${parts.join(', ')}) || '}'
-    FROM profiles p
+    FROM profiles p ${q.changes?.join ?? ''}
    WHERE p.workspace_id = ${escapeLiteral(q.workspaceId)}::uuid
      AND p.random_bucket >= ${Math.trunc(q.bucketFrom)} AND p.random_bucket < ${Math.trunc(q.bucketTo)}
-     AND (${predicate})
+     AND (${predicate})${q.changes ? `
+     AND ${q.changes.condition}` : ''}
    ORDER BY p.random_bucket, p.id`;
 }

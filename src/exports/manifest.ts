@@ -1,6 +1,8 @@
+import type { PartKind } from './names.js';
 import type { ExportSpec } from './request.js';
 
 export interface ManifestPart {
+  kind: PartKind;
   key: string;
   users: number;
   bytes: number;
@@ -33,12 +35,20 @@ export interface ExportManifest {
   custom_attributes_to_export?: string[];
   /** The rows_per_part the export was requested with (absent: the spec's 5,000). */
   rows_per_part?: number;
+  /**
+   * For an incremental export: the object_prefix of the export it is relative to. Its `users` parts hold the members
+   * that changed or joined since, its `removed` parts one {"external_id","service_id"} line per profile that left.
+   */
+  changes_since?: string;
   requested_at: string;
   finished_at: string;
+  /** Lines of the `users` parts. */
   users: number;
+  /** Lines of the `removed` parts (incremental exports only). */
+  removed?: number;
   bytes: number;
   read_from?: ManifestReadFrom;
-  parts: Array<{ file: string; key: string; users: number; bytes: number; sha256: string }>;
+  parts: Array<{ file: string; key: string; kind: PartKind; users: number; bytes: number; sha256: string }>;
 }
 
 export function buildManifest(input: {
@@ -59,11 +69,20 @@ export function buildManifest(input: {
     fields_to_export: input.spec.fields,
     ...(input.spec.customAttributes ? { custom_attributes_to_export: input.spec.customAttributes } : {}),
     ...(input.spec.rowsPerPart ? { rows_per_part: input.spec.rowsPerPart } : {}),
+    ...(input.spec.changesSince ? { changes_since: input.spec.changesSince.objectPrefix } : {}),
     requested_at: input.createdAt.toISOString(),
     finished_at: input.finishedAt.toISOString(),
-    users: input.parts.reduce((n, p) => n + p.users, 0),
+    users: input.parts.reduce((n, p) => n + (p.kind === 'users' ? p.users : 0), 0),
+    ...(input.spec.changesSince ? { removed: input.parts.reduce((n, p) => n + (p.kind === 'removed' ? p.users : 0), 0) } : {}),
     bytes: input.parts.reduce((n, p) => n + p.bytes, 0),
     ...(input.readFrom ? { read_from: input.readFrom } : {}),
-    parts: input.parts.map((p) => ({ file: p.key.slice(p.key.lastIndexOf('/') + 1), key: p.key, users: p.users, bytes: p.bytes, sha256: p.sha256 })),
+    parts: input.parts.map((p) => ({
+      file: p.key.slice(p.key.lastIndexOf('/') + 1),
+      key: p.key,
+      kind: p.kind,
+      users: p.users,
+      bytes: p.bytes,
+      sha256: p.sha256,
+    })),
   };
 }

@@ -15,9 +15,14 @@ export function exportKeyPrefix(destPrefix: string, segmentApiId: string, day: D
  * A part's file name: random-looking (the spec wants random names) yet fixed per (export, shard, part), so a retried
  * shard writes over what a killed attempt left rather than beside it.
  */
-export function partFileName(secret: string, exportId: string, shard: number, part: number, format: 'zip' | 'gzip'): string {
-  const name = createHmac('sha256', secret).update(`export-part\0${exportId}\0${shard}\0${part}`).digest('hex').slice(0, 32);
-  return `${name}.${format === 'zip' ? 'zip' : 'gz'}`;
+export function partFileName(secret: string, exportId: string, shard: number, part: number, format: 'zip' | 'gzip', kind: PartKind = 'users'): string {
+  // Users parts keep the name they had before incremental exports, so a shard retried across an upgrade overwrites.
+  const label = kind === 'users' ? 'export-part' : 'export-removed-part';
+  const name = createHmac('sha256', secret).update(`${label}\0${exportId}\0${shard}\0${part}`).digest('hex').slice(0, 32);
+  return `${kind === 'removed' ? 'removed-' : ''}${name}.${format === 'zip' ? 'zip' : 'gz'}`;
 }
+
+/** What a part holds: members (changed or joined, for an incremental export), or the profiles an incremental export removes. */
+export type PartKind = 'users' | 'removed';
 
 export const MANIFEST_FILE = 'manifest.json';

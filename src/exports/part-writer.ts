@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import type { ObjectStore } from '../storage/object-store.js';
 import type { LineBatch } from './lines.js';
-import { partFileName } from './names.js';
+import { partFileName, type PartKind } from './names.js';
 import { makeSpoolDir } from './spool.js';
 
 export const PART_LINES = 5_000;
@@ -17,6 +17,7 @@ const PARTS_IN_FLIGHT = 2;
 const READ_CHUNK = 256 * 1024;
 
 export interface UploadedPart {
+  kind: PartKind;
   shard: number;
   partIndex: number;
   key: string;
@@ -35,6 +36,7 @@ export interface PartWriterOptions {
   nameSecret: string;
   exportId: string;
   shard: number;
+  kind: PartKind;
   /** Called once a part is in the store (records it); awaited before the part counts as done. */
   onPart: (part: UploadedPart) => Promise<void>;
   /**
@@ -130,7 +132,7 @@ async function gzipFile(file: string): Promise<Buffer> {
 
 /** Compresses one spooled part into the output format and streams it to the store, hashing what is stored. */
 async function uploadPart(opts: PartWriterOptions, rawPath: string, partIndex: number, users: number): Promise<UploadedPart> {
-  const name = partFileName(opts.nameSecret, opts.exportId, opts.shard, partIndex, opts.format);
+  const name = partFileName(opts.nameSecret, opts.exportId, opts.shard, partIndex, opts.format, opts.kind);
   const key = `${opts.keyPrefix}/${name}`;
   const hash = createHash('sha256');
   let bytes = 0;
@@ -151,7 +153,7 @@ async function uploadPart(opts: PartWriterOptions, rawPath: string, partIndex: n
     await producing.catch(() => {});
     throw err;
   }
-  return { shard: opts.shard, partIndex, key, users, bytes, sha256: hash.digest('hex') };
+  return { kind: opts.kind, shard: opts.shard, partIndex, key, users, bytes, sha256: hash.digest('hex') };
 }
 
 /** The compressed form of an NDJSON stream: a .gz, or a .zip of one entry (archiver). */

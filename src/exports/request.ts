@@ -109,6 +109,14 @@ export const ExportRequestSchema = z.object({
     .describe(
       `Extension: lines per part, ${MIN_ROWS_PER_PART} to ${MAX_ROWS_PER_PART}, for warehouses that prefer fewer, larger files. Without it, parts hold the spec's 5,000 lines and only the export's last part is short; with it, the last part of each shard may be short.`,
     ),
+  changes_since: z
+    .string({ error: 'changes_since must be a string: the object_prefix of an earlier ready export of this segment' })
+    .min(1, 'changes_since must not be empty')
+    .max(255, 'changes_since is at most 255 characters')
+    .nullish()
+    .describe(
+      'Extension: the object_prefix of an earlier ready export of the same segment. The export then holds only the members that changed or joined since that export read them, plus removed-* parts naming those that left the segment or were deleted (docs/export.md#incremental-exports).',
+    ),
 });
 export type ExportRequestBody = z.infer<typeof ExportRequestSchema>;
 
@@ -120,6 +128,8 @@ export const ExportSpecSchema = z.object({
   callbackEndpoint: z.string().nullable(),
   /** Null: the spec's 5,000-line parts (exports recorded before this was kept have none). */
   rowsPerPart: z.number().int().nullable().default(null),
+  /** The export this one is relative to (changes_since), resolved when requested; null for a full export. */
+  changesSince: z.object({ exportId: z.string(), objectPrefix: z.string() }).nullable().default(null),
 });
 export type ExportSpec = z.infer<typeof ExportSpecSchema>;
 
@@ -130,6 +140,8 @@ export function normaliseRequest(body: ExportRequestBody): ExportSpec {
     outputFormat: body.output_format ?? 'zip',
     callbackEndpoint: body.callback_endpoint ?? null,
     rowsPerPart: body.rows_per_part ?? null,
+    // Resolved against the database by createExport.
+    changesSince: null,
   };
 }
 

@@ -1,30 +1,72 @@
 import { pipeline } from 'node:stream/promises';
-import { to as copyTo } from 'pg-copy-streams';
-import { withTransaction, type Pool } from '../db/pool.js';
+import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
+import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { SegmentFilterSchema } from '../segments/filter.js';
 import type { WorkspaceStore } from '../storage/stores.js';
 import { advisoryLock, advisoryUnlock, loadExport, lockKeys, markRunning, openStore, partWriterOptions, type ExportJobDeps } from './export-record.js';
 import { CopyBinaryLines, type LineBatch } from './lines.js';
 import { renewExportLock, withLeaseRenewal } from './locks.js';
-import { PART_LINES, writeParts } from './part-writer.js';
-import { ExportSpecSchema } from './request.js';
-import { exportLineSelect, windowStart } from './line-query.js';
-import { openReadSource } from './read-source.js';
-
-/** Removes what an earlier attempt of this shard stored: a retry starts clean, so no user is exported twice. */
-async function clearShard(pool: Pool, ws: WorkspaceStore, exportId: string, shard: number): Promise<void> {
-  const { rows } = await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
-  if (rows.length > 0) await ws.store.delete(rows.map((r) => r.object_key));
-  await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
-  await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
-  await pool.query(`DELETE FROM export_shards_done WHERE export_id = $1 AND shard = $2`, [exportId, shard]);
-}
+import { failExport } from './finish.js';
+import { baseShards, changedOrJoined, membersSelect, removedLineSelect, type IncrementalScope } from './incremental.js';
+import type { PartKind } from './names.js';
+import { PART_LINES, writeParts, type PartWriterOptions, type PartWriterResult } from './part-writer.js';
+import { ExportSpecSchema, type ExportSpec } from './request.js';
+import { exportLineSelect, segmentPredicate, windowStart } from './line-query.js';
+import { openReadSource, type ReadSource } from './read-source.js';
 
 export interface ShardWork {
   exportId: string;
   shard: number;
   bucketFrom: number;
   bucketTo: number;
+}
+
+/** Removes what an earlier attempt of this shard stored: a retry starts clean, so no user is exported twice. */
+async function clearShard(pool: Pool, ws: WorkspaceStore, exportId: string, work: ShardWork): Promise<void> {
+  const { rows } = await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`, [exportId, work.shard]);
+  if (rows.length > 0) await ws.store.delete(rows.map((r) => r.object_key));
+  await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exportId, work.shard]);
+  await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard = $2`, [exportId, work.shard]);
+  await pool.query(`DELETE FROM export_members WHERE export_id = $1 AND random_bucket >= $2 AND random_bucket < $3`, [exportId, work.bucketFrom, work.bucketTo]);
+  await pool.query(`DELETE FROM export_shards_done WHERE export_id = $1 AND shard = $2`, [exportId, work.shard]);
+}
+
+/** Streams one COPY of NDJSON lines into parts. */
+async function copyParts(client: PoolClient, sql: string, partLines: number, opts: PartWriterOptions): Promise<PartWriterResult> {
+  const copy = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT binary)`));
+  let out: PartWriterResult | undefined;
+  await pipeline(copy, new CopyBinaryLines(partLines), async (batches: AsyncIterable<LineBatch>) => {
+    out = await writeParts(batches, opts);
+  });
+  return out!;
+}
+
+/**
+ * Records the shard's members (per random_bucket, from the read transaction's snapshot) on the primary: by one
+ * INSERT when the shard reads from the primary, by piping the replica's COPY into the primary's otherwise.
+ */
+async function storeMembers(source: ReadSource, primary: PoolClient, membersSql: string): Promise<void> {
+  if (source.client === primary) {
+    await primary.query(`INSERT INTO export_members (export_id, random_bucket, profile_ids) ${membersSql}`);
+    return;
+  }
+  await pipeline(
+    source.client.query(copyTo(`COPY (${membersSql}) TO STDOUT`)),
+    primary.query(copyFrom('COPY export_members (export_id, random_bucket, profile_ids) FROM STDIN')),
+  );
+}
+
+/**
+ * The incremental export's view of its base over this shard's buckets; null for a full export; 'forgotten' when the
+ * base's member list went after the export was requested (it cannot be compared with any more).
+ */
+async function incrementalScope(pool: Pool, spec: ExportSpec, work: ShardWork): Promise<IncrementalScope | null | 'forgotten'> {
+  if (!spec.changesSince) return null;
+  const base = spec.changesSince;
+  const { rows } = await pool.query<{ forgotten: boolean }>(`SELECT members_forgotten_at IS NOT NULL AS forgotten FROM exports WHERE id = $1`, [base.exportId]);
+  if (!rows[0] || rows[0].forgotten) return 'forgotten';
+  const shards = await baseShards(pool, base.exportId, work.bucketFrom, work.bucketTo);
+  return { baseExportId: base.exportId, shards, bucketFrom: work.bucketFrom, bucketTo: work.bucketTo };
 }
 
 /**
@@ -57,6 +99,11 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
     }
     const keyPrefix = await markRunning(pool, exp, ws);
     if (!keyPrefix) return { users: 0, parts: 0 };
+    const scope = await incrementalScope(pool, spec, work);
+    if (scope === 'forgotten') {
+      await failExport(deps, exp.id, `the export named by changes_since (${spec.changesSince!.objectPrefix}) no longer keeps its member list; take a full export`);
+      return { users: 0, parts: 0 };
+    }
     const result = await withLeaseRenewal(
       redis,
       keys,
@@ -64,29 +111,36 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
       config.EXPORT_LOCK_LEASE_MS,
       (err) => log.warn({ err, exportId: exp.id }, 'export lock renewal failed'),
       async () => {
-        await clearShard(pool, ws, exp.id, work.shard);
-        const sql = exportLineSelect({
+        await clearShard(pool, ws, exp.id, work);
+        const predicate = segmentPredicate(filter);
+        const usersSql = exportLineSelect({
           workspaceId: exp.workspace_id,
           filter,
           spec,
           bucketFrom: work.bucketFrom,
           bucketTo: work.bucketTo,
           since: windowStart(exp.created_at),
+          ...(scope ? { changes: changedOrJoined(scope) } : {}),
         });
         // The lock stays on the primary's connection; the members may be read from a replica.
         const source = await openReadSource(deps, exp, client, work.shard);
         let readBroken: Error | undefined;
         try {
-          const copy = source.client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT binary)`));
-          let out: Awaited<ReturnType<typeof writeParts>> | undefined;
+          // One snapshot for the lines, the removed lines and the member list, recorded for the exports relative to
+          // this one (src/db/migrations/0170_incremental_exports.sql states the rule).
+          await source.client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+          const { rows } = await source.client.query<{ snapshot: string }>('SELECT pg_current_snapshot()::text AS snapshot');
           // The spec's parts are exactly 5,000 lines but the last: each shard leaves its short rest to the finishing job,
           // which merges them. With rows_per_part a shard uploads its own short last part (large tails in PostgreSQL
           // would cost more than a few short files).
           const lines = spec.rowsPerPart ?? PART_LINES;
-          await pipeline(copy, new CopyBinaryLines(lines), async (batches: AsyncIterable<LineBatch>) => {
-            out = await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard), rest: spec.rowsPerPart ? 'upload' : 'tail' });
-          });
-          return { ...out!, source };
+          const rest = spec.rowsPerPart ? 'upload' : 'tail';
+          const writer = (kind: PartKind) => ({ ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard, kind), rest }) as const;
+          const users = await copyParts(source.client, usersSql, lines, writer('users'));
+          const removed = scope ? await copyParts(source.client, removedLineSelect(scope, exp.workspace_id, predicate), lines, writer('removed')) : null;
+          await storeMembers(source, client, membersSelect(exp.id, exp.workspace_id, predicate, work.bucketFrom, work.bucketTo));
+          await source.client.query('COMMIT');
+          return { users, removed, snapshot: rows[0]!.snapshot, source };
         } catch (err) {
           readBroken = err as Error;
           throw err;
@@ -96,24 +150,42 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
       },
     );
     await withTransaction(pool, async (tx) => {
-      if (result.tail) {
+      for (const [kind, out] of [['users', result.users], ['removed', result.removed]] as const) {
+        if (!out?.tail) continue;
         await tx.query(
-          `INSERT INTO export_tails (export_id, shard, users, data) VALUES ($1, $2, $3, $4)
-           ON CONFLICT (export_id, shard) DO UPDATE SET users = excluded.users, data = excluded.data, created_at = now()`,
-          [exp.id, work.shard, result.tail.users, result.tail.data],
+          `INSERT INTO export_tails (export_id, kind, shard, users, data) VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT (export_id, kind, shard) DO UPDATE SET users = excluded.users, data = excluded.data, created_at = now()`,
+          [exp.id, kind, work.shard, out.tail.users, out.tail.data],
         );
       }
       await tx.query(
-        `INSERT INTO export_shards_done (export_id, shard, users, read_from, replay_lsn, replay_at) VALUES ($1, $2, $3, $4, $5, $6)
+        `INSERT INTO export_shards_done (export_id, shard, users, removed, read_from, replay_lsn, replay_at, bucket_from, bucket_to, snapshot)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
          ON CONFLICT (export_id, shard) DO UPDATE
-           SET users = excluded.users, done_at = now(), read_from = excluded.read_from, replay_lsn = excluded.replay_lsn, replay_at = excluded.replay_at`,
-        [exp.id, work.shard, result.users, result.source.from, result.source.replayLsn, result.source.replayAt],
+           SET users = excluded.users, removed = excluded.removed, done_at = now(), read_from = excluded.read_from, replay_lsn = excluded.replay_lsn,
+               replay_at = excluded.replay_at, bucket_from = excluded.bucket_from, bucket_to = excluded.bucket_to, snapshot = excluded.snapshot`,
+        [
+          exp.id,
+          work.shard,
+          result.users.users,
+          result.removed?.users ?? 0,
+          result.source.from,
+          result.source.replayLsn,
+          result.source.replayAt,
+          work.bucketFrom,
+          work.bucketTo,
+          result.snapshot,
+        ],
       );
     });
     // The finishing job (or a sibling shard) may wait in the queue a while: back to the queued lease.
     await renewExportLock(redis, keys, exp.id, config.EXPORT_QUEUED_LEASE_MS);
-    log.info({ exportId: exp.id, shard: work.shard, users: result.users, parts: result.parts, readFrom: result.source.from }, 'export shard done');
-    return { users: result.users, parts: result.parts };
+    const parts = result.users.parts + (result.removed?.parts ?? 0);
+    log.info(
+      { exportId: exp.id, shard: work.shard, users: result.users.users, removed: result.removed?.users, parts, readFrom: result.source.from },
+      'export shard done',
+    );
+    return { users: result.users.users, parts };
   } catch (err) {
     broken = err as Error;
     throw err;

@@ -20,6 +20,8 @@ export interface ExportStatus {
   url_expires_at?: string;
   error?: string;
   scheduled_by?: string;
+  changes_since?: string;
+  removed_done?: number;
 }
 
 /**
@@ -28,9 +30,9 @@ export interface ExportStatus {
  * counted instead of the tails once they outgrow them, never both.
  */
 export function liveUsersSql(exportId: string, shardCount: string): string {
-  return `((SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = ${exportId} AND shard < COALESCE(${shardCount}, 1))
-           + GREATEST((SELECT COALESCE(sum(users), 0) FROM export_tails WHERE export_id = ${exportId}),
-                      (SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = ${exportId} AND shard >= COALESCE(${shardCount}, 1))))`;
+  return `((SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = ${exportId} AND kind = 'users' AND shard < COALESCE(${shardCount}, 1))
+           + GREATEST((SELECT COALESCE(sum(users), 0) FROM export_tails WHERE export_id = ${exportId} AND kind = 'users'),
+                      (SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = ${exportId} AND kind = 'users' AND shard >= COALESCE(${shardCount}, 1))))`;
 }
 
 /**
@@ -42,6 +44,7 @@ export async function exportStatus(pool: Pool, config: Config, workspaceId: stri
   const { rows } = await pool.query(
     `SELECT e.object_prefix, s.api_id AS segment_id, e.status, e.destination, e.users_done, e.parts_done, e.created_at, e.started_at,
             e.finished_at, e.key_prefix, e.url_expires_at, e.error, e.scheduled_by, e.users_progress, e.public_base_url,
+            e.removed_done, (SELECT b.object_prefix FROM exports b WHERE b.id = e.changes_since) AS changes_since,
             ${liveUsersSql('e.id', 'e.shard_count')} AS live_users,
             (SELECT count(*) FROM export_parts WHERE export_id = e.id) AS live_parts
        FROM exports e JOIN segments s ON s.id = e.segment_id
@@ -71,5 +74,9 @@ export async function exportStatus(pool: Pool, config: Config, workspaceId: stri
   }
   if (r.error) out.error = r.error;
   if (r.scheduled_by) out.scheduled_by = r.scheduled_by;
+  if (r.changes_since) {
+    out.changes_since = r.changes_since;
+    if (done) out.removed_done = Number(r.removed_done);
+  }
   return out;
 }

@@ -1,5 +1,6 @@
 import type { Config } from '../config.js';
 import { withTransaction, type Pool } from '../db/pool.js';
+import { forgetExportBases } from '../exports/incremental.js';
 import { forgetExpiredKeys } from '../idempotency/keys.js';
 import type { Logger } from '../logger.js';
 import type { Queues } from '../queues/index.js';
@@ -141,6 +142,10 @@ export class Reconciler {
       ['live activities', () => repairLiveActivities(deps)],
       // Not lost work: records past their use, dropped here because a pass runs anyway.
       ['expired idempotency keys', () => forgetExpiredKeys(deps.pool)],
+      ['export bases past retention', async () => {
+        const forgotten = await forgetExportBases(deps.pool, deps.config.EXPORT_INCREMENTAL_RETENTION_DAYS);
+        return forgotten.exports + forgotten.tombstones;
+      }],
     ];
     const repaired: Repaired = {};
     const failed: string[] = [];

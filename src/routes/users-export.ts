@@ -29,6 +29,8 @@ export const ExportStatusResponse = z.object({
   url_expires_at: z.string().optional(),
   error: z.string().optional(),
   scheduled_by: z.string().optional(),
+  changes_since: z.string().optional().describe('For an incremental export: the object_prefix of the export it is relative to.'),
+  removed_done: z.number().optional().describe('For a ready incremental export: the lines of its removed-* parts.'),
 });
 const DownloadParams = z.object({ file: z.string().max(120) });
 const DownloadQuery = z.object({ signature: z.string().max(200).optional() });
