@@ -262,14 +262,16 @@ describe('POST /canvas/trigger/schedule/create', () => {
     ['trigger_properties over 50 KB', { ...base, trigger_properties: { big: 'x'.repeat(51 * 1024) } }, 400, /50 KB/],
     ['an unknown field', { ...base, send_id: 'x' }, 400, /send_id/],
   ];
+  // Firing jobs only: the sweep's job scheduler keeps its own next run delayed, and may re-add it at any moment.
+  const delayedFirings = async () => (await queue().getDelayed()).filter((j) => j.name !== 'sweep' && !j.repeatJobKey).length;
   it.each(refusals)('refuses %s and stores nothing', async (_name, payload, status, message) => {
     const rows = (await env.ctx.pool.query(`SELECT count(*)::int AS n FROM canvas_schedules`)).rows[0]!.n;
-    const jobs = await queue().getDelayedCount();
+    const jobs = await delayedFirings();
     const res = await create(payload);
     expect(res.status).toBe(status);
     expect(res.body.message).toMatch(message);
     expect((await env.ctx.pool.query(`SELECT count(*)::int AS n FROM canvas_schedules`)).rows[0]!.n).toBe(rows);
-    expect(await queue().getDelayedCount()).toBe(jobs);
+    expect(await delayedFirings()).toBe(jobs);
   });
 
   it('refuses malformed JSON, missing credentials and missing permission', async () => {
