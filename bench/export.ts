@@ -6,10 +6,13 @@
  * Then, in one run:
  *  1. measures this machine's raw ceilings: `psql COPY (...) TO STDOUT | gzip -1 > file` of the stored profiles'
  *     exported columns, and of the very NDJSON lines the export builds;
- *  2. exports a segment of every user with a typical field list as gzip and as zip, to the built-in store and to
- *     S3 (s3rver in its own process), with BENCH_WORKERS real `ces worker` processes; a list (`BENCH_WORKERS=1,2,4`)
- *     sweeps: every run once per worker count;
- *  3. prints users/s (in all and per worker process), the workers' peak RSS (VmHWM), the CPU the workers and
+ *  2. exports a segment of every user with a typical field list as gzip, zip and Parquet, to the built-in store and
+ *     to S3 (s3rver in its own process), with BENCH_WORKERS real `ces worker` processes; a list (`BENCH_WORKERS=1,2,4`)
+ *     sweeps: every run once per worker count. `gzip-incremental` first writes to 2% of the users (an UPDATE of
+ *     every 50th random_bucket), then exports the changes since the last full gzip export (changes_since);
+ *  3. times recording a full export's member lists (export_members) for every user alone, in SQL, as the share of a
+ *     full export that incremental exports add to it;
+ *  4. prints users/s (in all and per worker process), the workers' peak RSS (VmHWM), the CPU the workers and
  *     PostgreSQL used during the export (in cores: CPU seconds over wall seconds), and the ratio to the ceilings.
  * Nothing here is a test: figures depend on the machine and on what else runs on it.
  */
@@ -23,6 +26,8 @@ import { createPool, type Pool } from '../src/db/pool.js';
 import { migrate } from '../src/db/migrate.js';
 import { createExport } from '../src/exports/create.js';
 import { EXPORT_SHARD_QUEUE } from '../src/queues/export-shard.js';
+import { membersSelect } from '../src/exports/incremental.js';
+import type { OutputFormat } from '../src/exports/names.js';
 import { ExportSpecSchema } from '../src/exports/request.js';
 import { exportLineSelect, windowStart } from '../src/exports/line-query.js';
 import { generateUsers } from '../src/synthetic-users/generate.js';
@@ -39,7 +44,9 @@ const SHARD_BUCKETS = Number(process.env.BENCH_SHARD_BUCKETS ?? 1250);
 const SCHEMA = process.env.BENCH_SCHEMA ?? 'bench_export';
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/ces';
 const WORK_DIR = process.env.BENCH_DIR ?? '/tmp/ces-bench-export';
-const ONLY = (process.env.BENCH_RUNS ?? 'gzip-local,zip-local,gzip-s3,zip-s3').split(',');
+const ONLY = (process.env.BENCH_RUNS ?? 'gzip-local,zip-local,parquet-local,gzip-incremental,gzip-s3,zip-s3,parquet-s3').split(',');
+/** The incremental run's writes: every 50th random_bucket, 2% of the users. */
+const CHANGED_BUCKETS = 'random_bucket % 50 = 0';
 const WORKSPACE = 'bench-export';
 const SEGMENT = 'all-users';
 /** identity, attributes, custom attributes, custom_events, purchases, devices. */
@@ -229,6 +236,8 @@ async function stopWorkers(children: ChildProcess[]): Promise<void> {
 
 interface RunResult {
   name: string;
+  /** Users the export held: every user for a full export, the changed ones for an incremental one. */
+  users: number;
   workers: number;
   seconds: number;
   usersPerSecond: number;
@@ -240,10 +249,32 @@ interface RunResult {
   peakRssMb: number;
 }
 
+interface RunSpec {
+  name: string;
+  format: OutputFormat;
+  target: 'local' | 's3';
+  incremental: boolean;
+}
+
+/**
+ * The base and the expected users of an incremental run: writes to CHANGED_BUCKETS (not timed), relative to the last
+ * ready full gzip export of this run (so gzip-local must run before it).
+ */
+async function prepareIncremental(pool: Pool, workspaceId: string): Promise<{ changesSince: string; users: number }> {
+  const base = (
+    await pool.query<{ object_prefix: string }>(
+      `SELECT object_prefix FROM exports WHERE workspace_id = $1 AND status = 'ready' AND request->'changesSince' = 'null'::jsonb AND members_forgotten_at IS NULL
+        ORDER BY created_at DESC LIMIT 1`,
+      [workspaceId],
+    )
+  ).rows[0];
+  if (!base) throw new Error('gzip-incremental needs a full export before it in the same run (BENCH_RUNS=gzip-local,gzip-incremental)');
+  const changed = await pool.query(`UPDATE profiles SET last_name = last_name WHERE workspace_id = $1 AND ${CHANGED_BUCKETS}`, [workspaceId]);
+  return { changesSince: base.object_prefix, users: changed.rowCount ?? 0 };
+}
+
 async function exportRun(
-  name: string,
-  format: 'zip' | 'gzip',
-  target: 'local' | 's3',
+  { name, format, target, incremental }: RunSpec,
   workerCount: number,
   pool: Pool,
   redis: Redis,
@@ -267,10 +298,16 @@ async function exportRun(
   }, 250);
   try {
     const workerPids = workers.flatMap((w) => (w.pid ? [w.pid] : []));
+    const delta = incremental ? await prepareIncremental(pool, ws.workspaceId) : null;
     const workerCpuBefore = await cpuOf(workerPids);
     const postgresCpuBefore = await cpuOf(await postgresPids());
     const t = performance.now();
-    const created = await createExport({ config, pool, redis, queues }, ws, { segment_id: SEGMENT, fields_to_export: FIELDS, output_format: format });
+    const created = await createExport({ config, pool, redis, queues }, ws, {
+      segment_id: SEGMENT,
+      fields_to_export: FIELDS,
+      output_format: format,
+      changes_since: delta?.changesSince ?? null,
+    });
     for (;;) {
       const row = (await pool.query(`SELECT status, error FROM exports WHERE id = $1`, [created.exportId])).rows[0];
       if (row.status === 'ready') break;
@@ -282,8 +319,9 @@ async function exportRun(
     const postgresCores = cpuDelta(postgresCpuBefore, await cpuOf(await postgresPids())) / seconds;
     for (const w of workers) if (w.pid) peaks.set(w.pid, Math.max(peaks.get(w.pid) ?? 0, await peakRssMb(w.pid)));
     const stats = (await pool.query(`SELECT count(*) AS parts, sum(users) AS users, sum(bytes) AS bytes FROM export_parts WHERE export_id = $1`, [created.exportId])).rows[0];
-    if (Number(stats.users) !== USERS) throw new Error(`exported ${stats.users} users, expected ${USERS}`);
-    return { name, workers: workerCount, seconds, usersPerSecond: USERS / seconds, workerCores, postgresCores, parts: Number(stats.parts), bytes: Number(stats.bytes), peakRssMb: Math.max(...peaks.values()) };
+    const users = delta?.users ?? USERS;
+    if (Number(stats.users) !== users) throw new Error(`exported ${stats.users} users, expected ${users}`);
+    return { name, users, workers: workerCount, seconds, usersPerSecond: users / seconds, workerCores, postgresCores, parts: Number(stats.parts), bytes: Number(stats.bytes), peakRssMb: Math.max(...peaks.values()) };
   } finally {
     clearInterval(sampler);
     await queues.close();
@@ -293,6 +331,27 @@ async function exportRun(
       s3.child.kill('SIGTERM');
       await rm(s3.dir, { recursive: true, force: true });
     }
+  }
+}
+
+/**
+ * What recording a full export's member lists costs on its own: the shards' INSERT of one sorted bigint[] per
+ * random_bucket (src/exports/shard.ts), for every user, in one transaction that is rolled back.
+ */
+async function memberListCost(pool: Pool, workspaceId: string): Promise<{ seconds: number; bytesPerMember: number }> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const exportId = (await client.query<{ id: string }>(`SELECT gen_random_uuid() AS id`)).rows[0]!.id;
+    await client.query(`SET LOCAL session_replication_role = replica`); // no foreign key to an exports row
+    const t = performance.now();
+    await client.query(`INSERT INTO export_members (export_id, random_bucket, profile_ids) ${membersSelect(exportId, workspaceId, 'true', 0, 10_000)}`);
+    const seconds = (performance.now() - t) / 1000;
+    const size = await client.query<{ bytes: string }>(`SELECT sum(pg_column_size(m.*))::bigint AS bytes FROM export_members m WHERE export_id = $1`, [exportId]);
+    return { seconds, bytesPerMember: Number(size.rows[0]!.bytes) / USERS };
+  } finally {
+    await client.query('ROLLBACK').catch(() => {});
+    client.release();
   }
 }
 
@@ -322,19 +381,26 @@ async function main(): Promise<void> {
     console.log(`ceiling, stored columns:  psql COPY | gzip -1 > file   ${raw.seconds.toFixed(1)} s  ${Math.round(rawRate).toLocaleString()} users/s  (${(raw.bytes / 1e6).toFixed(0)} MB)`);
     console.log(`ceiling, NDJSON lines:    psql COPY | gzip -1 > file   ${built.seconds.toFixed(1)} s  ${Math.round(builtRate).toLocaleString()} users/s  (${(built.bytes / 1e6).toFixed(0)} MB)\n`);
 
+    const members = await memberListCost(pool, ws.workspaceId);
+    console.log(`member lists of a full export (export_members, every user, alone in SQL): ${members.seconds.toFixed(2)} s, ${members.bytesPerMember.toFixed(1)} bytes a member\n`);
+
     const results: RunResult[] = [];
-    const runs: Array<[string, 'zip' | 'gzip', 'local' | 's3']> = [
-      ['gzip-local', 'gzip', 'local'],
-      ['zip-local', 'zip', 'local'],
-      ['gzip-s3', 'gzip', 's3'],
-      ['zip-s3', 'zip', 's3'],
+    const runs: RunSpec[] = [
+      { name: 'gzip-local', format: 'gzip', target: 'local', incremental: false },
+      { name: 'zip-local', format: 'zip', target: 'local', incremental: false },
+      { name: 'parquet-local', format: 'parquet', target: 'local', incremental: false },
+      { name: 'gzip-incremental', format: 'gzip', target: 'local', incremental: true },
+      { name: 'gzip-s3', format: 'gzip', target: 's3', incremental: false },
+      { name: 'zip-s3', format: 'zip', target: 's3', incremental: false },
+      { name: 'parquet-s3', format: 'parquet', target: 's3', incremental: false },
     ];
     for (const workerCount of WORKER_COUNTS) {
-      for (const [name, format, target] of runs.filter(([n]) => ONLY.includes(n))) {
-        const r = await exportRun(name, format, target, workerCount, pool, redis, ws);
+      for (const spec of runs.filter((r) => ONLY.includes(r.name))) {
+        const r = await exportRun(spec, workerCount, pool, redis, ws);
         results.push(r);
+        const name = spec.name;
         console.log(
-          `${name.padEnd(11)} x${workerCount} ${r.seconds.toFixed(1).padStart(6)} s  ${Math.round(r.usersPerSecond).toLocaleString().padStart(8)} users/s ` +
+          `${name.padEnd(16)} x${workerCount} ${r.seconds.toFixed(1).padStart(6)} s  ${r.users.toLocaleString().padStart(9)} users ${Math.round(r.usersPerSecond).toLocaleString().padStart(8)} users/s ` +
             `(${Math.round(r.usersPerSecond / workerCount).toLocaleString()} per worker)  ` +
             `${String(r.parts).padStart(4)} parts  ${(r.bytes / 1e6).toFixed(0).padStart(5)} MB  worker peak RSS ${r.peakRssMb.toFixed(0)} MB  ` +
             `CPU: workers ${r.workerCores.toFixed(2)} cores, PostgreSQL ${r.postgresCores.toFixed(2)} cores  ` +
@@ -344,7 +410,7 @@ async function main(): Promise<void> {
     }
     await pool.query(`UPDATE workspaces SET export_destination = NULL WHERE id = $1`, [ws.workspaceId]);
     console.log(
-      `\n${JSON.stringify({ users: USERS, workers: WORKER_COUNTS, concurrency: CONCURRENCY, shardBuckets: SHARD_BUCKETS, ceilingRaw: rawRate, ceilingLines: builtRate, results })}`,
+      `\n${JSON.stringify({ users: USERS, workers: WORKER_COUNTS, concurrency: CONCURRENCY, shardBuckets: SHARD_BUCKETS, ceilingRaw: rawRate, ceilingLines: builtRate, memberLists: members, results })}`,
     );
   } finally {
     redis.disconnect();

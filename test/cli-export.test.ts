@@ -59,12 +59,18 @@ describe('ces export', () => {
     expect(none.stderr).toMatch(/has no ready export to be relative to/);
   }, 120_000);
 
-  it('without --wait, queues the export, says how to follow it, and exits 0 at once', async () => {
-    const r = await runCli(['export', '--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id'], cliEnv());
+  it('without --wait, queues the export (here as Parquet), says how to follow it, and exits 0 at once', async () => {
+    const r = await runCli(['export', '--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--format', 'parquet'], cliEnv());
     expect(r.code, r.stderr).toBe(0);
     const prefix = /export (\S+) of segment/.exec(r.stdout)?.[1];
     expect(r.stdout).toContain(`follow it with: GET /users/export/status?object_prefix=${prefix}`);
-    expect((await waitForExport(env, env.ws.apiKey, prefix!)).status).toBe('ready');
+    const done = await waitForExport(env, env.ws.apiKey, prefix!);
+    expect(done.status).toBe('ready');
+    const dir = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), String(done.key_prefix));
+    const manifest = JSON.parse(await import('node:fs/promises').then((fs) => fs.readFile(path.join(dir, 'manifest.json'), 'utf8')));
+    expect(manifest.output_format).toBe('parquet');
+    expect(manifest.parts.length).toBeGreaterThan(0);
+    expect(manifest.parts.every((p: { file: string }) => p.file.endsWith('.parquet'))).toBe(true);
   });
 
   it('exits 1 with the reason when the export fails', async () => {
@@ -79,7 +85,7 @@ describe('ces export', () => {
       [['--workspace', env.ws.workspaceId, '--segment', 'nope', '--fields', 'external_id'], /segment_id "nope" does not name a segment of this workspace/],
       [['--workspace', 'no-such-workspace', '--segment', 'us', '--fields', 'external_id'], /no workspace "no-such-workspace"/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'not_a_field'], /not_a_field/],
-      [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--format', 'parquet'], /must be 'gzip' or 'zip'/],
+      [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--format', 'csv'], /must be 'zip', 'gzip' or 'parquet'/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us'], /--fields/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--rows-per-part', '10'], /rows_per_part must be at least 1000/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--callback', 'http://169.254.169.254/latest'], /callback/i],

@@ -1,4 +1,4 @@
-import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { Storage } from '@google-cloud/storage';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -14,6 +14,7 @@ import { S3Store } from '../src/storage/s3-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import { createSegment, insertProfiles, readPartFile, requestExport, waitForExport, startCallbackReceiver } from './helpers/export-fixtures.js';
 import { startGcsEmulator, type RunningGcs } from './helpers/gcs-emulator.js';
+import { readParquet } from './helpers/parquet-values.js';
 import { startS3rver, type RunningS3 } from './helpers/s3rver.js';
 import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
@@ -159,5 +160,46 @@ describe('segment export to the workspace bucket', () => {
     expect(callbacks).toEqual([{ success: false, error: done.error }]);
     const again = await requestExport(env, broken.apiKey, { segment_id: 'seg-us', fields_to_export: ['external_id'] });
     expect(again.status).toBe(201);
+  });
+  it('Parquet parts in S3 and GCS: .parquet keys, the Parquet content type, readable with every member once', async () => {
+    const s3Client = new S3Client({ endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } });
+    const storage = new Storage({ apiEndpoint: gcs.endpoint, projectId: gcs.projectId });
+    const targets = [
+      {
+        ws: s3Ws,
+        base: 1,
+        fetch: async (key: string) => Buffer.from(await (await s3Client.send(new GetObjectCommand({ Bucket: s3.bucket, Key: key }))).Body!.transformToByteArray()),
+        contentType: async (key: string) => (await s3Client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key }))).ContentType,
+      },
+      {
+        ws: gcsWs,
+        base: 100_001,
+        fetch: async (key: string) => (await storage.bucket(gcs.bucket).file(key).download())[0],
+        contentType: async (key: string) => (await storage.bucket(gcs.bucket).file(key).getMetadata())[0].contentType,
+      },
+    ];
+    for (const t of targets) {
+      const res = await requestExport(env, t.ws.apiKey, { segment_id: 'seg-us', fields_to_export: ['external_id', 'email'], output_format: 'parquet' });
+      expect(res.status).toBe(201);
+      const done = await waitForExport(env, t.ws.apiKey, String(res.body.object_prefix));
+      expect(done).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 2 });
+      const manifest = JSON.parse((await t.fetch(`${String(done.key_prefix)}/manifest.json`)).toString()) as ExportManifest;
+      expect(manifest.output_format).toBe('parquet');
+      const ids = new Set<string>();
+      for (const p of manifest.parts) {
+        expect(p.key).toMatch(/\/[0-9a-f]{32}\.parquet$/);
+        expect(await t.contentType(p.key)).toBe('application/vnd.apache.parquet');
+        const bytes = await t.fetch(p.key);
+        expect(createHash('sha256').update(bytes).digest('hex')).toBe(p.sha256);
+        const file = path.join(scratch, path.basename(p.key));
+        await writeFile(file, bytes);
+        const { rows } = await readParquet(file);
+        expect(rows).toHaveLength(p.users);
+        for (const r of rows) ids.add(String(r.external_id));
+      }
+      expect(ids.size).toBe(MEMBERS);
+      expect(ids.has(`ext-${t.base}`) && ids.has(`ext-${t.base + MEMBERS - 1}`)).toBe(true);
+    }
+    s3Client.destroy();
   });
 });

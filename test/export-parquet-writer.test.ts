@@ -1,19 +1,15 @@
 import { writeFile, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-// The files are read back with hyparquet, a pure-JS reader that shares no code with the writer (DuckDB).
-import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects, parquetSchema, type FileMetaData, type SchemaTree } from 'hyparquet';
-import { compressors } from 'hyparquet-compressors';
+import { parquetSchema, type SchemaTree } from 'hyparquet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  PARQUET_CONTENT_TYPE,
   REMOVED_PARQUET_COLUMNS,
   usersParquetColumns,
   writeParquetFile,
-  type ParquetColumns,
-  type ParquetType,
 } from '../src/exports/parquet.js';
 import { EXPORT_FIELDS, type ExportField } from '../src/exports/request.js';
+import { compareParquet, fromParquet, readParquet } from './helpers/parquet-values.js';
 
 let dir: string;
 beforeAll(async () => {
@@ -25,13 +21,6 @@ afterAll(async () => {
 
 const file = (name: string) => path.join(dir, name);
 const ndjson = (rows: unknown[]) => rows.map((r) => (typeof r === 'string' ? r : JSON.stringify(r))).join('\n') + '\n';
-
-async function read(parquetPath: string, columns?: string[]): Promise<{ metadata: FileMetaData; rows: Record<string, unknown>[] }> {
-  const buffer = await asyncBufferFromFile(parquetPath);
-  const metadata = await parquetMetadataAsync(buffer);
-  const rows = await parquetReadObjects({ file: buffer, metadata, compressors, columns });
-  return { metadata, rows };
-}
 
 // ---- The schema as the file declares it, described independently of the writer's own representation.
 const TS = 'TIMESTAMP(MICROS, UTC)';
@@ -108,39 +97,6 @@ const EXPECTED_TYPES: Record<ExportField, string> = {
   push_opted_in_at: TS,
 };
 
-// ---- Values: what the file holds and what the NDJSON says, both in one comparable form (times as instants).
-function fromNdjson(type: ParquetType, v: unknown): unknown {
-  if (v === undefined || v === null) return null;
-  if (typeof type === 'string') {
-    if (type === 'int64') return BigInt(v as number);
-    if (type === 'timestamp') return Date.parse(v as string);
-    return v;
-  }
-  if ('list' in type) return (v as unknown[]).map((e) => fromNdjson(type.list, e));
-  if ('map' in type) return Object.fromEntries(Object.entries(v as object).map(([k, x]) => [k, fromNdjson(type.map, x)]));
-  return Object.fromEntries(type.struct.map((m) => [m.name, fromNdjson(m.type, (v as Record<string, unknown>)[m.name])]));
-}
-
-function fromParquet(type: ParquetType, v: unknown): unknown {
-  if (v === undefined || v === null) return null;
-  if (typeof type === 'string') {
-    if (type === 'timestamp') return (v as Date).getTime();
-    if (type === 'date') return (v as Date).toISOString().slice(0, 10);
-    if (type === 'json') return JSON.parse(v as string);
-    return v;
-  }
-  if ('list' in type) return (v as unknown[]).map((e) => fromParquet(type.list, e));
-  if ('map' in type) return Object.fromEntries(Object.entries(v as object).map(([k, x]) => [k, fromParquet(type.map, x)]));
-  return Object.fromEntries(type.struct.map((m) => [m.name, fromParquet(m.type, (v as Record<string, unknown>)[m.name])]));
-}
-
-/** The rows as the columns say they should read back, and as they do. */
-function compare(columns: ParquetColumns, lines: Record<string, unknown>[], rows: Record<string, unknown>[]) {
-  const want = lines.map((line) => Object.fromEntries(columns.map((c) => [c.name, fromNdjson(c.type, line[c.name])])));
-  const got = rows.map((row) => Object.fromEntries(columns.map((c) => [c.name, fromParquet(c.type, row[c.name])])));
-  return { want, got };
-}
-
 const ALL = usersParquetColumns({ fields: EXPORT_FIELDS, customAttributes: null });
 
 /** A user with every field, as exportLineSelect prints one: nested values in jsonb's text form. */
@@ -196,22 +152,21 @@ describe('Parquet parts (writeParquetFile)', () => {
   it('declares every column with the type of its field, all nullable', async () => {
     await writeFile(file('schema.ndjson'), ndjson([FULL_LINE]));
     expect(await writeParquetFile(file('schema.ndjson'), file('schema.parquet'), ALL)).toEqual({ rows: 1 });
-    const { metadata } = await read(file('schema.parquet'));
+    const { metadata } = await readParquet(file('schema.parquet'));
     const root = parquetSchema(metadata);
     expect(root.children.map((c) => c.element.name)).toEqual([...EXPORT_FIELDS]);
     expect(Object.fromEntries(root.children.map((c) => [c.element.name, describeNode(c)]))).toEqual(EXPECTED_TYPES);
     expect(notNullable(root)).toEqual([]);
     expect(metadata.row_groups[0]!.columns.every((c) => c.meta_data?.codec === 'ZSTD')).toBe(true);
-    expect(PARQUET_CONTENT_TYPE).toBe('application/vnd.apache.parquet');
   });
 
   it('holds the NDJSON values: missing fields, nulls, empty lists, nested nulls, unicode; times as instants', async () => {
     const lines = [FULL_LINE, ...SPARSE_LINES];
     await writeFile(file('values.ndjson'), ndjson(lines));
     expect(await writeParquetFile(file('values.ndjson'), file('values.parquet'), ALL)).toEqual({ rows: 3 });
-    const { rows } = await read(file('values.parquet'));
+    const { rows } = await readParquet(file('values.parquet'));
     const parsed = lines.map((l) => (typeof l === 'string' ? (JSON.parse(l) as Record<string, unknown>) : l));
-    const { want, got } = compare(ALL, parsed, rows);
+    const { want, got } = compareParquet(ALL, parsed, rows);
     expect(got).toEqual(want);
 
     // A few values spelled out, so that the comparison above is not its own only witness.
@@ -275,7 +230,7 @@ describe('Parquet parts (writeParquetFile)', () => {
     ];
     await writeFile(file('types.ndjson'), ndjson(lines));
     expect(await writeParquetFile(file('types.ndjson'), file('types.parquet'), columns)).toEqual({ rows: 2 });
-    const { rows } = await read(file('types.parquet'));
+    const { rows } = await readParquet(file('types.parquet'));
     const [a, b] = rows.map((r) => Object.fromEntries(columns.map((c) => [c.name, fromParquet(c.type, r[c.name])])));
     expect(a).toEqual({
       service_id: 'old-1',
@@ -331,7 +286,7 @@ describe('Parquet parts (writeParquetFile)', () => {
   it('writes the removed- part columns: external_id (nullable) and service_id, as strings', async () => {
     await writeFile(file('removed.ndjson'), ndjson([{ external_id: 'u-1', service_id: 's-1' }, { service_id: 's-2' }]));
     expect(await writeParquetFile(file('removed.ndjson'), file('removed.parquet'), REMOVED_PARQUET_COLUMNS)).toEqual({ rows: 2 });
-    const { metadata, rows } = await read(file('removed.parquet'));
+    const { metadata, rows } = await readParquet(file('removed.parquet'));
     const root = parquetSchema(metadata);
     expect(root.children.map((c) => [c.element.name, describeNode(c), c.element.repetition_type])).toEqual([
       ['external_id', 'STRING', 'OPTIONAL'],
@@ -350,7 +305,7 @@ describe('Parquet parts (writeParquetFile)', () => {
     await writeFile(file('many.ndjson'), text.join(''));
     const columns = usersParquetColumns({ fields: ['service_id', 'random_bucket', 'created_at'], customAttributes: null });
     expect(await writeParquetFile(file('many.ndjson'), file('many.parquet'), columns)).toEqual({ rows: short });
-    const many = await read(file('many.parquet'), ['service_id']);
+    const many = await readParquet(file('many.parquet'), ['service_id']);
     expect(many.metadata.row_groups.map((g) => Number(g.num_rows))).toEqual([122_880, short - 122_880]);
     expect(many.rows.every((r, i) => r.service_id === `s-${i}`)).toBe(true);
 
@@ -362,7 +317,7 @@ describe('Parquet parts (writeParquetFile)', () => {
     await writeFile(file('fat.ndjson'), fat.join(''));
     const fatColumns = usersParquetColumns({ fields: ['service_id'], customAttributes: ['note'] });
     expect(await writeParquetFile(file('fat.ndjson'), file('fat.parquet'), fatColumns)).toEqual({ rows: long });
-    const { metadata } = await read(file('fat.parquet'), ['service_id']);
+    const { metadata } = await readParquet(file('fat.parquet'), ['service_id']);
     const groups = metadata.row_groups.map((g) => Number(g.num_rows));
     expect(groups.length).toBeGreaterThan(1);
     expect(groups.reduce((a, b) => a + b, 0)).toBe(long);
@@ -378,8 +333,8 @@ describe('Parquet parts (writeParquetFile)', () => {
     const results = await Promise.all(parts.map((_, p) => writeParquetFile(file(`par-${p}.ndjson`), file(`par-${p}.parquet`), columns)));
     expect(results).toEqual(parts.map((lines) => ({ rows: lines.length })));
     for (const [p, lines] of parts.entries()) {
-      const { rows } = await read(file(`par-${p}.parquet`));
-      const { want, got } = compare(columns, lines, rows);
+      const { rows } = await readParquet(file(`par-${p}.parquet`));
+      const { want, got } = compareParquet(columns, lines, rows);
       expect(got).toEqual(want);
     }
   });

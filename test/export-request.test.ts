@@ -40,7 +40,7 @@ describe('POST /users/export/segment: refusals', () => {
       /at most 500 custom attributes/,
     ],
     ['custom_attributes_to_export not strings', { ...valid, custom_attributes_to_export: [1, 2] }, /custom_attributes_to_export/],
-    ['bad output_format', { ...valid, output_format: 'tar' }, /output_format must be 'zip' or 'gzip'/],
+    ['bad output_format', { ...valid, output_format: 'tar' }, /output_format must be 'zip', 'gzip' or 'parquet'/],
     ['callback_endpoint not a URL', { ...valid, callback_endpoint: 'not a url' }, /callback_endpoint must be an http or https URL/],
     ['callback_endpoint of another scheme', { ...valid, callback_endpoint: 'ftp://example.com/x' }, /callback_endpoint must be an http or https URL/],
     ['callback_endpoint of the wrong type', { ...valid, callback_endpoint: 5 }, /callback_endpoint/],

@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import { createPool, type Pool } from '../db/pool.js';
 import { AppError } from '../errors.js';
 import { createExport } from '../exports/create.js';
+import type { OutputFormat } from '../exports/names.js';
 import { ExportRequestSchema } from '../exports/request.js';
 import { exportStatus, type ExportStatus } from '../exports/status.js';
 import { Queues } from '../queues/index.js';
@@ -15,7 +16,7 @@ export interface ExportOptions {
   segment: string;
   fields: string[];
   customAttributes?: string[];
-  format: 'zip' | 'gzip';
+  format: OutputFormat;
   rowsPerPart?: number;
   changesSince?: string;
   callback?: string;

@@ -1,5 +1,6 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Config } from '../config.js';
+import { OUTPUT_FORMATS } from '../exports/names.js';
 import type { ExportOptions } from './export-segment.js';
 
 /**
@@ -26,8 +27,8 @@ export function registerExportCommand(program: Command, config: () => Config): v
     .requiredOption('--segment <id>', "the segment's id (its api id, as in /segments/list)")
     .requiredOption('--fields <a,b,...>', 'fields_to_export, comma-separated', list)
     .option('--custom-attributes <a,b,...>', 'custom_attributes_to_export, comma-separated', list)
-    .option('--format <format>', "'gzip' or 'zip'", (v) => {
-      if (v !== 'gzip' && v !== 'zip') throw new InvalidArgumentError("must be 'gzip' or 'zip' (Parquet is not built yet)");
+    .option('--format <format>', "'zip', 'gzip' or 'parquet'", (v) => {
+      if (!(OUTPUT_FORMATS as readonly string[]).includes(v)) throw new InvalidArgumentError("must be 'zip', 'gzip' or 'parquet'");
       return v;
     }, 'zip')
     .option('--rows-per-part <n>', 'lines per part (1,000 to 1,000,000; default: the spec\'s 5,000)', (v) => {

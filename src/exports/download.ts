@@ -120,7 +120,8 @@ export function exportDownload(config: Pick<Config, 'LOCAL_STORE_DIR'>, exp: Dow
 
 /**
  * One ZIP of all the export's user files, streamed: each part's NDJSON as `<object_prefix>/<part name>.json`
- * (decompressed from the stored part and deflated again at level 1) and the manifest. One part is read at a time.
+ * (decompressed from the stored part and deflated again at level 1), or each Parquet part as it is stored
+ * (`<part name>.parquet`, uncompressed entry), and the manifest. One part is read at a time.
  */
 function downloadZip(store: ObjectStore, exp: DownloadableExport): Readable {
   const zip = new ZipArchive({ zlib: { level: 1 } });
@@ -139,10 +140,13 @@ function downloadZip(store: ObjectStore, exp: DownloadableExport): Readable {
   void (async () => {
     for (const key of exp.parts) {
       if (aborted) return;
-      const lines = partNdjson(await store.get(key), key);
+      const stored = key.slice(key.lastIndexOf('/') + 1);
+      // Parquet parts go in as they are (already compressed inside); NDJSON parts are unwrapped and deflated again.
+      const parquet = stored.endsWith('.parquet');
+      const lines = parquet ? await store.get(key) : partNdjson(await store.get(key), key);
       current = lines;
-      const file = key.slice(key.lastIndexOf('/') + 1).replace(/\.(zip|gz)$/, '.json');
-      zip.append(lines, { name: `${exp.objectPrefix}/${file}` });
+      const file = parquet ? stored : stored.replace(/\.(zip|gz)$/, '.json');
+      zip.append(lines, { name: `${exp.objectPrefix}/${file}`, store: parquet });
       // archiver queues entries; waiting for each keeps only one object stream open.
       await new Promise<void>((resolve, reject) => {
         lines.once('end', resolve);

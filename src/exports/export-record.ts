@@ -10,6 +10,7 @@ import { LocalStore } from '../storage/local-store.js';
 import { storeFor, workspaceStorage, type WorkspaceStore } from '../storage/stores.js';
 import { exportLockKeys, type ExportLockKeys } from './locks.js';
 import { exportKeyPrefix, MANIFEST_FILE, type PartKind } from './names.js';
+import { REMOVED_PARQUET_COLUMNS, usersParquetColumns } from './parquet-schema.js';
 import type { PartWriterOptions, UploadedPart } from './part-writer.js';
 import type { ExportSpec } from './request.js';
 import { liveUsersSql } from './status.js';
@@ -95,6 +96,7 @@ export function partWriterOptions(deps: ExportJobDeps, exp: ExportRow, spec: Exp
     store: ws.store,
     keyPrefix,
     format: spec.outputFormat,
+    parquetColumns: spec.outputFormat !== 'parquet' ? null : kind === 'users' ? usersParquetColumns(spec) : REMOVED_PARQUET_COLUMNS,
     level: Math.min(9, Math.max(1, config.EXPORT_GZIP_LEVEL)),
     nameSecret: config.DOWNLOAD_URL_SECRET,
     exportId: exp.id,

@@ -1,4 +1,4 @@
-import type { PartKind } from './names.js';
+import type { OutputFormat, PartKind } from './names.js';
 import type { ExportSpec } from './request.js';
 
 export interface ManifestPart {
@@ -30,7 +30,7 @@ export interface ExportManifest {
   version: 1;
   object_prefix: string;
   segment_id: string;
-  output_format: 'zip' | 'gzip';
+  output_format: OutputFormat;
   fields_to_export: string[];
   custom_attributes_to_export?: string[];
   /** The rows_per_part the export was requested with (absent: the spec's 5,000). */

@@ -15,12 +15,19 @@ export function exportKeyPrefix(destPrefix: string, segmentApiId: string, day: D
  * A part's file name: random-looking (the spec wants random names) yet fixed per (export, shard, part), so a retried
  * shard writes over what a killed attempt left rather than beside it.
  */
-export function partFileName(secret: string, exportId: string, shard: number, part: number, format: 'zip' | 'gzip', kind: PartKind = 'users'): string {
+export function partFileName(secret: string, exportId: string, shard: number, part: number, format: OutputFormat, kind: PartKind = 'users'): string {
   // Users parts keep the name they had before incremental exports, so a shard retried across an upgrade overwrites.
   const label = kind === 'users' ? 'export-part' : 'export-removed-part';
   const name = createHmac('sha256', secret).update(`${label}\0${exportId}\0${shard}\0${part}`).digest('hex').slice(0, 32);
-  return `${kind === 'removed' ? 'removed-' : ''}${name}.${format === 'zip' ? 'zip' : 'gz'}`;
+  return `${kind === 'removed' ? 'removed-' : ''}${name}.${PART_EXTENSIONS[format]}`;
 }
+
+/** How parts are written: NDJSON in a one-entry zip (the spec's default) or gzip, or Parquet (an extension). */
+export const OUTPUT_FORMATS = ['zip', 'gzip', 'parquet'] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
+
+/** The file name extension of a part in each format. */
+export const PART_EXTENSIONS: Record<OutputFormat, string> = { zip: 'zip', gzip: 'gz', parquet: 'parquet' };
 
 /** What a part holds: members (changed or joined, for an incremental export), or the profiles an incremental export removes. */
 export type PartKind = 'users' | 'removed';

@@ -43,8 +43,6 @@ import type { ParquetColumns, ParquetType } from './parquet-schema.js';
 export type { ParquetColumn, ParquetColumns, ParquetScalar, ParquetType } from './parquet-schema.js';
 export { REMOVED_PARQUET_COLUMNS, usersParquetColumns } from './parquet-schema.js';
 
-export const PARQUET_CONTENT_TYPE = 'application/vnd.apache.parquet';
-
 /** NDJSON bytes per row group: about 30,000 users of every field (~2 KB a line), 10 MB of Parquet. */
 const ROW_GROUP_NDJSON_BYTES = 64 * 1024 * 1024;
 /** DuckDB reads in chunks of 2,048 rows; its default row group is 122,880 rows. */

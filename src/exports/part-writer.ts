@@ -8,7 +8,8 @@ import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import type { ObjectStore } from '../storage/object-store.js';
 import type { LineBatch } from './lines.js';
-import { partFileName, type PartKind } from './names.js';
+import { partFileName, type OutputFormat, type PartKind } from './names.js';
+import type { ParquetColumns } from './parquet-schema.js';
 import { makeSpoolDir } from './spool.js';
 
 export const PART_LINES = 5_000;
@@ -30,7 +31,9 @@ export interface PartWriterOptions {
   store: ObjectStore;
   /** Key prefix of the export's files (no trailing slash). */
   keyPrefix: string;
-  format: 'zip' | 'gzip';
+  format: OutputFormat;
+  /** The typed columns of a Parquet part (format parquet only). */
+  parquetColumns: ParquetColumns | null;
   level: number;
   /** Key for the deterministic part names. */
   nameSecret: string;
@@ -130,7 +133,9 @@ async function gzipFile(file: string): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** Compresses one spooled part into the output format and streams it to the store, hashing what is stored. */
+const CONTENT_TYPES: Record<OutputFormat, string> = { zip: 'application/zip', gzip: 'application/gzip', parquet: 'application/vnd.apache.parquet' };
+
+/** Turns one spooled part into the output format and streams it to the store, hashing what is stored. */
 async function uploadPart(opts: PartWriterOptions, rawPath: string, partIndex: number, users: number): Promise<UploadedPart> {
   const name = partFileName(opts.nameSecret, opts.exportId, opts.shard, partIndex, opts.format, opts.kind);
   const key = `${opts.keyPrefix}/${name}`;
@@ -143,15 +148,31 @@ async function uploadPart(opts: PartWriterOptions, rawPath: string, partIndex: n
       cb(null, chunk);
     },
   });
-  const compressed = compress(createReadStream(rawPath, { highWaterMark: READ_CHUNK }), opts.format, opts.level, name.replace(/\.(zip|gz)$/, '.json'));
-  const producing = pipeline(compressed, meter);
+  // Parquet is written whole to a file beside the spooled part (its footer comes last), then streamed like the others.
+  const format = opts.format;
+  const parquetPath = `${rawPath}.parquet`;
   try {
-    await Promise.all([producing, opts.store.put(key, meter, { contentType: opts.format === 'zip' ? 'application/zip' : 'application/gzip' })]);
-  } catch (err) {
-    compressed.destroy();
-    meter.destroy();
-    await producing.catch(() => {});
-    throw err;
+    let encoded: Readable;
+    if (format === 'parquet') {
+      // Loaded on first use: only processes that write Parquet load DuckDB's native library.
+      const { writeParquetFile } = await import('./parquet.js');
+      const { rows } = await writeParquetFile(rawPath, parquetPath, opts.parquetColumns ?? []);
+      if (rows !== users) throw new Error(`the Parquet file of part ${partIndex} holds ${rows} rows where ${users} lines were read`);
+      encoded = createReadStream(parquetPath, { highWaterMark: READ_CHUNK });
+    } else {
+      encoded = compress(createReadStream(rawPath, { highWaterMark: READ_CHUNK }), format, opts.level, name.replace(/\.(zip|gz)$/, '.json'));
+    }
+    const producing = pipeline(encoded, meter);
+    try {
+      await Promise.all([producing, opts.store.put(key, meter, { contentType: CONTENT_TYPES[format] })]);
+    } catch (err) {
+      encoded.destroy();
+      meter.destroy();
+      await producing.catch(() => {});
+      throw err;
+    }
+  } finally {
+    if (format === 'parquet') await rm(parquetPath, { force: true });
   }
   return { kind: opts.kind, shard: opts.shard, partIndex, key, users, bytes, sha256: hash.digest('hex') };
 }

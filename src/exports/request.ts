@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isNonPublicAddress, urlHost } from '../lib/ip-address.js';
+import { OUTPUT_FORMATS } from './names.js';
 
 /** The names the spec allows in fields_to_export. */
 export const SPEC_EXPORT_FIELDS = [
@@ -99,7 +100,10 @@ export const ExportRequestSchema = z.object({
     )
     .max(MAX_CUSTOM_ATTRIBUTES_TO_EXPORT, `custom_attributes_to_export may name at most ${MAX_CUSTOM_ATTRIBUTES_TO_EXPORT} custom attributes`)
     .nullish(),
-  output_format: z.enum(['zip', 'gzip'], { error: "output_format must be 'zip' or 'gzip'" }).nullish().describe('zip (the default) or gzip'),
+  output_format: z
+    .enum(OUTPUT_FORMATS, { error: "output_format must be 'zip', 'gzip' or 'parquet'" })
+    .nullish()
+    .describe('zip (the default) or gzip: NDJSON parts; parquet (an extension): one typed Parquet file per part (docs/export.md#parquet)'),
   rows_per_part: z
     .number({ error: `rows_per_part must be a whole number from ${MIN_ROWS_PER_PART} to ${MAX_ROWS_PER_PART}` })
     .int(`rows_per_part must be a whole number from ${MIN_ROWS_PER_PART} to ${MAX_ROWS_PER_PART}`)
@@ -124,7 +128,7 @@ export type ExportRequestBody = z.infer<typeof ExportRequestSchema>;
 export const ExportSpecSchema = z.object({
   fields: z.array(z.enum(EXPORT_FIELDS)).min(1),
   customAttributes: z.array(z.string()).nullable(),
-  outputFormat: z.enum(['zip', 'gzip']),
+  outputFormat: z.enum(OUTPUT_FORMATS),
   callbackEndpoint: z.string().nullable(),
   /** Null: the spec's 5,000-line parts (exports recorded before this was kept have none). */
   rowsPerPart: z.number().int().nullable().default(null),
