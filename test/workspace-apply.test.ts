@@ -270,6 +270,29 @@ describe('invalid workspace files', () => {
     );
   });
 
+  it('refuses an incremental scheduled export without a key to match its lines, and a rows_per_part out of bounds', () => {
+    const exports = (...rows: string[]) => parseWorkspaceFile(base + `    scheduled_exports:\n` + rows.map((r) => `      - ${r}\n`).join(''));
+    expectFileError(
+      () =>
+        exports(
+          `{ name: e, segment: s1, cron: "0 3 * * *", fields_to_export: [email, first_name], mode: incremental }`,
+          `{ name: f, segment: s1, cron: "0 3 * * *", fields_to_export: [email], rows_per_part: 10 }`,
+          `{ name: g, segment: s1, cron: "0 3 * * *", fields_to_export: [email], rows_per_part: 1500.5, mode: sometimes }`,
+        ),
+      /^workspaces\[0\]\.scheduled_exports\[0\]\.fields_to_export: an incremental schedule \(mode: incremental\) must export external_id or service_id/,
+      /^workspaces\[0\]\.scheduled_exports\[1\]\.rows_per_part: must be at least 1000$/,
+      /^workspaces\[0\]\.scheduled_exports\[2\]\.rows_per_part: must be a whole number from 1000 to 1000000$/,
+      /^workspaces\[0\]\.scheduled_exports\[2\]\.mode: Invalid option/,
+    );
+    // Either key will do; a full schedule needs none.
+    expect(() =>
+      exports(
+        `{ name: e, segment: s1, cron: "0 3 * * *", fields_to_export: [service_id, email], mode: incremental }`,
+        `{ name: f, segment: s1, cron: "0 3 * * *", fields_to_export: [email], mode: full, rows_per_part: 1000000 }`,
+      ),
+    ).not.toThrow();
+  });
+
   it('checks permission sets against the SCIM permissions, built in and declared', () => {
     expectFileError(
       () =>
@@ -312,6 +335,21 @@ describe('invalid workspace files', () => {
     expect(err).toBeInstanceOf(WorkspaceFileError);
     expect((err as WorkspaceFileError).issues.map((i) => i.path).sort()).toEqual(['workspaces[0].api_keys[0].secret', 'workspaces[0].apps[0].api_id']);
     expect(await dumpAll()).toEqual(before);
+  });
+});
+
+describe('scheduled exports in the file', () => {
+  it('stores a scheduled export\'s mode and rows_per_part, and a file without them puts back the defaults', async () => {
+    const text = (extra: string) =>
+      `company: { name: Warehouse Co }\nworkspaces:\n  - name: W\n    segments: [{ id: s1, name: S }]\n` +
+      `    scheduled_exports: [{ name: e, segment: s1, cron: "0 3 * * *", fields_to_export: [external_id, email]${extra} }]\n`;
+    const stored = () => q(`SELECT mode, rows_per_part FROM scheduled_exports se JOIN workspaces w ON w.id = se.workspace_id JOIN companies c ON c.id = w.company_id WHERE c.name = 'Warehouse Co'`);
+    await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(text(', mode: incremental, rows_per_part: 50000')));
+    expect(await stored()).toEqual([{ mode: 'incremental', rows_per_part: 50_000 }]);
+    const again = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(text(', mode: incremental, rows_per_part: 50000')));
+    expect(again.counts.scheduled_exports).toEqual({ created: 0, updated: 0, unchanged: 1 });
+    await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(text('')));
+    expect(await stored()).toEqual([{ mode: 'full', rows_per_part: null }]);
   });
 });
 

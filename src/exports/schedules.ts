@@ -6,7 +6,7 @@ import type { Queues } from '../queues/index.js';
 import type { Redis } from '../redis.js';
 import { createExport } from './create.js';
 import { removeExportSchedulesBut, upsertExportSchedule } from '../queues/scheduled-export.js';
-import { ExportRequestSchema } from './request.js';
+import { ExportRequestSchema, normaliseRequest, type ExportSpec } from './request.js';
 
 /**
  * Makes the BullMQ job schedulers match the enabled rows of scheduled_exports (declared in the workspace file):
@@ -30,14 +30,58 @@ export async function syncExportSchedules(deps: { pool: Pool; queues: Queues; lo
   return { active: wanted.size, removed };
 }
 
-/** Starts one export for a scheduled run; a run that finds the segment still exporting (or the cap reached) is skipped. */
+interface ScheduleRow {
+  name: string;
+  workspace_id: string;
+  company_id: string;
+  segment_id: string;
+  segment_api_id: string;
+  fields_to_export: string[];
+  custom_attributes_to_export: string[] | null;
+  output_format: string;
+  rows_per_part: number | null;
+  mode: 'full' | 'incremental';
+  callback_endpoint: string | null;
+}
+
+const sameSet = (a: readonly string[] | null, b: readonly string[] | null) => {
+  const x = [...new Set(a ?? [])].sort();
+  const y = [...new Set(b ?? [])].sort();
+  return x.length === y.length && x.every((v, i) => v === y[i]);
+};
+
+/**
+ * The base of an incremental run: the schedule's latest ready export of its segment whose member list is kept. None
+ * (the first run, or every earlier run pruned), or one that exported other fields or custom attributes (the loaded
+ * rows lack the new columns, so only a full run brings them all), makes the run full; `reason` says why.
+ */
+async function incrementalBase(pool: Pool, row: ScheduleRow, spec: ExportSpec): Promise<{ objectPrefix?: string; reason: string }> {
+  const { rows } = await pool.query<{ object_prefix: string; request: { fields?: string[]; customAttributes?: string[] | null } }>(
+    `SELECT object_prefix, request FROM exports
+      WHERE workspace_id = $1 AND segment_id = $2 AND scheduled_by = $3 AND status = 'ready' AND members_forgotten_at IS NULL
+      ORDER BY created_at DESC LIMIT 1`,
+    [row.workspace_id, row.segment_id, row.name],
+  );
+  const last = rows[0];
+  if (!last) return { reason: 'no earlier ready run of this schedule keeps its member list' };
+  if (!sameSet(last.request.fields ?? [], spec.fields) || !sameSet(last.request.customAttributes ?? null, spec.customAttributes)) {
+    return { reason: `the last ready run (${last.object_prefix}) exported other fields or custom attributes` };
+  }
+  return { objectPrefix: last.object_prefix, reason: 'relative to the last ready run' };
+}
+
+/**
+ * Starts one export for a scheduled run; a run that finds the segment still exporting (or the cap reached) is skipped.
+ * An incremental schedule's run is relative to its last ready run (changes_since), or full when there is none; a base
+ * refused at creation (pruned meanwhile) makes it full too rather than skipped.
+ */
 export async function runScheduledExport(
   deps: { config: Config; pool: Pool; redis: Redis; queues: Queues; log: Logger },
   scheduledExportId: string,
-): Promise<{ objectPrefix?: string; skipped?: string }> {
-  const { rows } = await deps.pool.query(
-    `SELECT se.name, se.workspace_id, w.company_id, s.api_id AS segment_api_id, se.fields_to_export, se.custom_attributes_to_export,
-            se.output_format, se.callback_endpoint
+): Promise<{ objectPrefix?: string; changesSince?: string; skipped?: string }> {
+  const { rows } = await deps.pool.query<ScheduleRow>(
+    `SELECT se.name, se.workspace_id, w.company_id, se.segment_id, s.api_id AS segment_api_id, se.fields_to_export,
+            se.custom_attributes_to_export, se.output_format, se.rows_per_part, se.mode, se.callback_endpoint
        FROM scheduled_exports se JOIN workspaces w ON w.id = se.workspace_id JOIN segments s ON s.id = se.segment_id
       WHERE se.id = $1 AND se.enabled`,
     [scheduledExportId],
@@ -49,21 +93,45 @@ export async function runScheduledExport(
     fields_to_export: row.fields_to_export,
     custom_attributes_to_export: row.custom_attributes_to_export,
     output_format: row.output_format,
+    rows_per_part: row.rows_per_part,
     callback_endpoint: row.callback_endpoint,
   });
   if (!body.success) {
     deps.log.warn({ scheduledExportId, reason: body.error.issues[0]?.message }, 'scheduled export is invalid; run skipped');
     return { skipped: body.error.issues[0]?.message ?? 'invalid' };
   }
-  try {
-    const created = await createExport(deps, { workspaceId: row.workspace_id, companyId: row.company_id }, body.data, { scheduledBy: row.name });
-    deps.log.info({ scheduledExportId, exportId: created.exportId }, 'scheduled export queued');
-    return { objectPrefix: created.objectPrefix };
-  } catch (err) {
+  const who = { workspaceId: row.workspace_id, companyId: row.company_id };
+  const log = deps.log.child({ scheduledExportId, scheduledExport: row.name, mode: row.mode });
+  const start = async (changesSince: string | undefined) => {
+    const created = await createExport(deps, who, { ...body.data, changes_since: changesSince ?? null }, { scheduledBy: row.name });
+    log.info({ exportId: created.exportId, objectPrefix: created.objectPrefix, changesSince: changesSince ?? null }, 'scheduled export queued');
+    return { objectPrefix: created.objectPrefix, ...(changesSince ? { changesSince } : {}) };
+  };
+  const skip = (err: unknown) => {
     if (err instanceof AppError && (err.code === 'rate_limited' || err.code === 'bad_request')) {
-      deps.log.warn({ scheduledExportId, reason: err.message }, 'scheduled export run skipped');
+      log.warn({ reason: err.message }, 'scheduled export run skipped');
       return { skipped: err.message };
     }
     throw err;
+  };
+
+  let changesSince: string | undefined;
+  if (row.mode === 'incremental') {
+    const base = await incrementalBase(deps.pool, row, normaliseRequest(body.data));
+    changesSince = base.objectPrefix;
+    log.info({ run: changesSince ? 'incremental' : 'full', changesSince: changesSince ?? null, reason: base.reason }, 'scheduled export run mode chosen');
+  }
+  try {
+    return await start(changesSince);
+  } catch (err) {
+    if (!(changesSince && err instanceof AppError && err.code === 'bad_request')) return skip(err);
+    // The base was refused after all: pruned (EXPORT_INCREMENTAL_RETENTION_DAYS) since it was chosen, or recorded
+    // before incremental exports were. A full run brings the destination up to date; the next run is relative to it.
+    log.warn({ changesSince, reason: err.message }, 'scheduled export base refused; running a full export instead');
+  }
+  try {
+    return await start(undefined);
+  } catch (err) {
+    return skip(err);
   }
 }

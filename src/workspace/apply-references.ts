@@ -62,6 +62,8 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
         fields_to_export: e.fields_to_export,
         custom_attributes_to_export: e.custom_attributes_to_export,
         output_format: e.output_format,
+        rows_per_part: e.rows_per_part,
+        mode: e.mode,
         callback_endpoint: e.callback_endpoint,
         enabled: e.enabled,
       };

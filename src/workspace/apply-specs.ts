@@ -147,6 +147,8 @@ export const SPECS = {
       fields_to_export: 'text[]',
       custom_attributes_to_export: 'text[]',
       output_format: 'text',
+      rows_per_part: 'integer',
+      mode: 'text',
       callback_endpoint: 'text',
       enabled: 'boolean',
     },
