@@ -96,17 +96,27 @@ export function changedOrJoined(scope: IncrementalScope): { join: string; condit
 
 /**
  * One line `{"external_id":…,"service_id":…}` per member of the base (in this range) that is no longer a member:
- * its profile fails the segment's predicate now, or is gone (named from its tombstone). `predicate` is the compiled
- * segment filter over `p`.
+ * its profile fails the segment's predicate now, or is gone (named from its tombstone; a line of nulls when even
+ * that is gone). `predicate` is the compiled segment filter over `p`.
+ *
+ * The base's members are compared with the range's members now as one anti-join (a hash join under the shard's
+ * settings: a bucket-range scan), not one profile lookup per base member (0.7 s for 125,000 members); the fence
+ * (OFFSET 0) keeps the lookup of names to the few that left.
  */
 export function removedLineSelect(scope: IncrementalScope, workspaceId: string, predicate: string): string {
-  return `SELECT '{"external_id":' || COALESCE(to_json(COALESCE(p.external_id, t.external_id))::text, 'null')
-              || ',"service_id":' || COALESCE(to_json(COALESCE(p.service_id, t.service_id))::text, 'null') || '}'
-    FROM (${baseMembers(scope.baseExportId, scope.bucketFrom, scope.bucketTo)}) b
-    LEFT JOIN profiles p ON p.id = b.id AND p.workspace_id = ${escapeLiteral(workspaceId)}::uuid
-    LEFT JOIN profile_tombstones t ON p.id IS NULL AND t.profile_id = b.id
-   WHERE p.id IS NULL OR (${predicate}) IS NOT TRUE
-   ORDER BY b.random_bucket, b.id`;
+  const workspace = `${escapeLiteral(workspaceId)}::uuid`;
+  return `SELECT '{"external_id":' || COALESCE(to_json(n.external_id)::text, 'null') || ',"service_id":' || COALESCE(to_json(n.service_id)::text, 'null') || '}'
+    FROM (SELECT b.random_bucket, b.id FROM (${baseMembers(scope.baseExportId, scope.bucketFrom, scope.bucketTo)}) b
+           WHERE NOT EXISTS (SELECT 1 FROM profiles p
+                              WHERE p.id = b.id AND p.workspace_id = ${workspace}
+                                AND p.random_bucket >= ${Math.trunc(scope.bucketFrom)} AND p.random_bucket < ${Math.trunc(scope.bucketTo)}
+                                AND (${predicate}))
+          OFFSET 0) gone
+    LEFT JOIN LATERAL (SELECT p.external_id, p.service_id FROM profiles p WHERE p.id = gone.id AND p.workspace_id = ${workspace}
+                       UNION ALL
+                       SELECT t.external_id, t.service_id FROM profile_tombstones t WHERE t.profile_id = gone.id AND t.workspace_id = ${workspace}
+                       LIMIT 1) n ON true
+   ORDER BY gone.random_bucket, gone.id`;
 }
 
 /** The members in [bucketFrom, bucketTo) as rows (export_id, random_bucket, sorted ids), for `COPY export_members`. */

@@ -136,14 +136,15 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
           const lines = spec.rowsPerPart ?? PART_LINES;
           const rest = spec.rowsPerPart ? 'upload' : 'tail';
           const writer = (kind: PartKind) => ({ ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard, kind), rest }) as const;
-          // The users query of an incremental shard joins the profiles with the base's members. Without statistics
-          // (a table not yet analysed, e.g. just after a bulk import) the planner takes that set for tiny and picks a
-          // nested loop that unnests every base member again for each profile: quadratic in the shard, 20 s for
-          // 15,000 members where a hash join takes 20 ms. Nothing else in that query joins.
+          // The users and removed queries of an incremental shard join the range's profiles with the base's members.
+          // Without statistics (a table not yet analysed, e.g. just after a bulk import) the planner takes the
+          // members for a tiny set and picks a nested loop that unnests every one of them again for each profile:
+          // quadratic in the shard, 20 s for 15,000 members where a hash join takes 20 ms. Their only other join
+          // (the removed members' names, LATERAL) is a nested loop whatever the setting.
           if (scope) await source.client.query('SET LOCAL enable_nestloop = off');
           const users = await copyParts(source.client, usersSql, lines, writer('users'));
-          if (scope) await source.client.query('SET LOCAL enable_nestloop TO DEFAULT');
           const removed = scope ? await copyParts(source.client, removedLineSelect(scope, exp.workspace_id, predicate), lines, writer('removed')) : null;
+          if (scope) await source.client.query('SET LOCAL enable_nestloop TO DEFAULT');
           await storeMembers(source, client, membersSelect(exp.id, exp.workspace_id, predicate, work.bucketFrom, work.bucketTo));
           await source.client.query('COMMIT');
           return { users, removed, snapshot: rows[0]!.snapshot, source };
