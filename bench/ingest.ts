@@ -14,7 +14,8 @@
  * The ceiling, measured first in the same run: how many of these profile rows PostgreSQL alone rewrites per second,
  * in set-based statements of BENCH_CEILING_ROWS (50,000) random profiles (`UPDATE ... SET updated_at = now()`, rolled
  * back). Applying an event to a profile is at least such a rewrite, so `applied / ceiling` is the share of this
- * machine's bare row-rewrite rate that ingestion reaches end to end.
+ * machine's bare row-rewrite rate that ingestion reaches end to end. The same rewrite is then timed with and without
+ * the trigger that stamps profile writes for incremental exports, alternating, to price that stamp.
  * Nothing here is a test: figures depend on the machine and on what else runs on it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -112,9 +113,11 @@ async function eventsVisible(pool: Pool): Promise<number> {
 
 /**
  * PostgreSQL alone rewriting random profile rows, set-based (the median of three statements, each rolled back and
- * vacuumed away): the machine's ceiling for any apply that rewrites a profile per event.
+ * vacuumed away): the machine's ceiling for any apply that rewrites a profile per event. `stamp: false` rewrites with
+ * the trigger that stamps each write for incremental exports (profiles_stamp_change) disabled in that transaction,
+ * to price it.
  */
-async function rewriteCeiling(pool: Pool): Promise<number> {
+async function rewriteCeiling(pool: Pool, stamp = true): Promise<number> {
   const { rows } = await pool.query<{ lo: number; hi: number }>('SELECT min(id) AS lo, max(id) AS hi FROM profiles');
   const { lo, hi } = rows[0]!;
   const rates: number[] = [];
@@ -124,6 +127,7 @@ async function rewriteCeiling(pool: Pool): Promise<number> {
     try {
       await client.query('BEGIN');
       await client.query('SET LOCAL synchronous_commit = off');
+      if (!stamp) await client.query('ALTER TABLE profiles DISABLE TRIGGER profiles_stamp_change');
       const started = performance.now();
       const result = await client.query('UPDATE profiles SET updated_at = now() WHERE id = ANY($1::bigint[])', [ids]);
       rates.push((result.rowCount ?? 0) / ((performance.now() - started) / 1000));
@@ -492,6 +496,27 @@ async function importPhase(pool: Pool): Promise<Figures> {
   };
 }
 
+/**
+ * What stamping every profile write (changed_xid, for incremental exports) costs the rewrite ceiling: rewrites with
+ * the trigger and without it, alternating (BENCH_STAMP_ROUNDS, default 2, of three statements each), medians compared.
+ */
+async function priceWriteStamp(pool: Pool): Promise<void> {
+  const rounds = Number(process.env.BENCH_STAMP_ROUNDS ?? 2);
+  if (rounds <= 0) return;
+  const withStamp: number[] = [];
+  const without: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    without.push(await rewriteCeiling(pool, false));
+    withStamp.push(await rewriteCeiling(pool, true));
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const [a, b] = [median(withStamp), median(without)];
+  log(
+    `write stamp: ${Math.round(a).toLocaleString('en-US')} rows/s with the changed_xid trigger, ${Math.round(b).toLocaleString('en-US')} without ` +
+      `(ratio ${(a / b).toFixed(2)}; medians of ${rounds} alternating rounds; with: ${withStamp.map(Math.round).join(', ')}; without: ${without.map(Math.round).join(', ')})`,
+  );
+}
+
 async function main() {
   await rm(WORK_DIR, { recursive: true, force: true });
   await mkdir(WORK_DIR, { recursive: true });
@@ -501,6 +526,7 @@ async function main() {
     await prepare(pool);
     ceiling = await rewriteCeiling(pool);
     log(`ceiling: PostgreSQL alone rewrites ${Math.round(ceiling).toLocaleString('en-US')} profile rows/s (set-based UPDATE of ${CEILING_ROWS.toLocaleString('en-US')} random profiles, median of 3)`);
+    await priceWriteStamp(pool);
     server.child = startServer();
     if (COMMAND === 'serve') {
       server.worker = startServer('worker');
