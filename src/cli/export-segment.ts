@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import { createPool, type Pool } from '../db/pool.js';
 import { AppError } from '../errors.js';
 import { createExport } from '../exports/create.js';
+import { latestBaseCandidate } from '../exports/incremental.js';
 import type { OutputFormat } from '../exports/names.js';
 import { ExportRequestSchema } from '../exports/request.js';
 import { exportStatus, type ExportStatus } from '../exports/status.js';
@@ -70,14 +71,9 @@ async function follow(pool: Pool, cfg: Config, workspaceId: string, prefix: stri
 
 /** `--changes-since last`: the object_prefix of the segment's latest ready export that can still be a base. */
 async function lastReadyExport(pool: Pool, workspaceId: string, segmentApiId: string): Promise<string> {
-  const { rows } = await pool.query<{ object_prefix: string }>(
-    `SELECT e.object_prefix FROM exports e JOIN segments s ON s.id = e.segment_id
-      WHERE e.workspace_id = $1 AND s.api_id = $2 AND e.status = 'ready' AND e.members_forgotten_at IS NULL
-      ORDER BY e.created_at DESC LIMIT 1`,
-    [workspaceId, segmentApiId],
-  );
-  if (!rows[0]) throw new Error(`--changes-since last: segment ${segmentApiId} has no ready export to be relative to; run a full export first`);
-  return rows[0].object_prefix;
+  const base = await latestBaseCandidate(pool, workspaceId, segmentApiId);
+  if (!base) throw new Error(`--changes-since last: segment ${segmentApiId} has no ready export to be relative to; run a full export first`);
+  return base.objectPrefix;
 }
 
 /** What `ces export` does, loaded only when it runs (so that `ces --help` stays fast). */

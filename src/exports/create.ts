@@ -10,7 +10,7 @@ import { exportShards, shardRanges } from './shards.js';
 import { acquireExportLock, exportLockKeys, releaseExportLock, type AcquireResult, type ExportLockKeys } from './locks.js';
 import { resolveExportBase } from './incremental.js';
 import { newObjectPrefix } from './names.js';
-import { callbackPolicy, callbackRefusal, normaliseRequest, type ExportRequestBody } from './request.js';
+import { callbackPolicy, callbackRefusal, hasIncrementalKey, normaliseRequest, type ExportRequestBody } from './request.js';
 
 export interface CreateExportDeps {
   config: Config;
@@ -88,7 +88,7 @@ export async function createExport(
   if (segment.archived) throw badRequest(`segment ${JSON.stringify(body.segment_id)} is archived and cannot be exported`);
   if (body.changes_since) {
     // Applying an incremental export means matching its lines to rows loaded before: it needs a key.
-    if (!spec.fields.includes('external_id') && !spec.fields.includes('service_id')) {
+    if (!hasIncrementalKey(spec.fields)) {
       throw badRequest('an incremental export (changes_since) must export external_id or service_id, so that its lines can be matched to the rows loaded before');
     }
     spec.changesSince = await resolveExportBase(pool, who.workspaceId, segment.id, body.changes_since);

@@ -49,6 +49,26 @@ export async function resolveExportBase(pool: Pool, workspaceId: string, segment
   return { exportId: base.id, objectPrefix };
 }
 
+/**
+ * The latest ready export of a segment that can still be a base (its member list kept), optionally only among one
+ * schedule's runs: what `ces export --changes-since last` and incremental schedules are relative to. Null when none.
+ */
+export async function latestBaseCandidate(
+  pool: Pool,
+  workspaceId: string,
+  segmentApiId: string,
+  scheduledBy: string | null = null,
+): Promise<{ objectPrefix: string; request: { fields?: string[]; customAttributes?: string[] | null } } | null> {
+  const { rows } = await pool.query<{ object_prefix: string; request: { fields?: string[]; customAttributes?: string[] | null } }>(
+    `SELECT e.object_prefix, e.request FROM exports e JOIN segments s ON s.id = e.segment_id
+      WHERE e.workspace_id = $1 AND s.api_id = $2 AND e.status = 'ready' AND e.members_forgotten_at IS NULL
+        AND ($3::text IS NULL OR e.scheduled_by = $3)
+      ORDER BY e.created_at DESC LIMIT 1`,
+    [workspaceId, segmentApiId, scheduledBy],
+  );
+  return rows[0] ? { objectPrefix: rows[0].object_prefix, request: rows[0].request } : null;
+}
+
 /** The base's shards that overlap [bucketFrom, bucketTo). */
 export async function baseShards(pool: Pool, baseExportId: string, bucketFrom: number, bucketTo: number): Promise<BaseShard[]> {
   const { rows } = await pool.query<{ bucket_from: number; bucket_to: number; snapshot: string }>(

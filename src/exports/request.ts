@@ -124,6 +124,12 @@ export const ExportRequestSchema = z.object({
 });
 export type ExportRequestBody = z.infer<typeof ExportRequestSchema>;
 
+/**
+ * Whether these fields let an incremental export's lines be matched to rows loaded before (external_id or
+ * service_id): applying a delta needs a key, so an incremental export (or schedule) without one is refused.
+ */
+export const hasIncrementalKey = (fields: readonly string[]) => fields.includes('external_id') || fields.includes('service_id');
+
 /** What an export job needs of the request, normalised (stored in exports.request). */
 export const ExportSpecSchema = z.object({
   fields: z.array(z.enum(EXPORT_FIELDS)).min(1),

@@ -5,6 +5,7 @@ import type { Logger } from '../logger.js';
 import type { Queues } from '../queues/index.js';
 import type { Redis } from '../redis.js';
 import { createExport } from './create.js';
+import { latestBaseCandidate } from './incremental.js';
 import { removeExportSchedulesBut, upsertExportSchedule } from '../queues/scheduled-export.js';
 import { ExportRequestSchema, normaliseRequest, type ExportSpec } from './request.js';
 
@@ -34,7 +35,6 @@ interface ScheduleRow {
   name: string;
   workspace_id: string;
   company_id: string;
-  segment_id: string;
   segment_api_id: string;
   fields_to_export: string[];
   custom_attributes_to_export: string[] | null;
@@ -56,18 +56,12 @@ const sameSet = (a: readonly string[] | null, b: readonly string[] | null) => {
  * rows lack the new columns, so only a full run brings them all), makes the run full; `reason` says why.
  */
 async function incrementalBase(pool: Pool, row: ScheduleRow, spec: ExportSpec): Promise<{ objectPrefix?: string; reason: string }> {
-  const { rows } = await pool.query<{ object_prefix: string; request: { fields?: string[]; customAttributes?: string[] | null } }>(
-    `SELECT object_prefix, request FROM exports
-      WHERE workspace_id = $1 AND segment_id = $2 AND scheduled_by = $3 AND status = 'ready' AND members_forgotten_at IS NULL
-      ORDER BY created_at DESC LIMIT 1`,
-    [row.workspace_id, row.segment_id, row.name],
-  );
-  const last = rows[0];
+  const last = await latestBaseCandidate(pool, row.workspace_id, row.segment_api_id, row.name);
   if (!last) return { reason: 'no earlier ready run of this schedule keeps its member list' };
   if (!sameSet(last.request.fields ?? [], spec.fields) || !sameSet(last.request.customAttributes ?? null, spec.customAttributes)) {
-    return { reason: `the last ready run (${last.object_prefix}) exported other fields or custom attributes` };
+    return { reason: `the last ready run (${last.objectPrefix}) exported other fields or custom attributes` };
   }
-  return { objectPrefix: last.object_prefix, reason: 'relative to the last ready run' };
+  return { objectPrefix: last.objectPrefix, reason: 'relative to the last ready run' };
 }
 
 /**
@@ -80,7 +74,7 @@ export async function runScheduledExport(
   scheduledExportId: string,
 ): Promise<{ objectPrefix?: string; changesSince?: string; skipped?: string }> {
   const { rows } = await deps.pool.query<ScheduleRow>(
-    `SELECT se.name, se.workspace_id, w.company_id, se.segment_id, s.api_id AS segment_api_id, se.fields_to_export,
+    `SELECT se.name, se.workspace_id, w.company_id, s.api_id AS segment_api_id, se.fields_to_export,
             se.custom_attributes_to_export, se.output_format, se.rows_per_part, se.mode, se.callback_endpoint
        FROM scheduled_exports se JOIN workspaces w ON w.id = se.workspace_id JOIN segments s ON s.id = se.segment_id
       WHERE se.id = $1 AND se.enabled`,

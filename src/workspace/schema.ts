@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { EXPORT_FIELDS, MAX_ROWS_PER_PART, MIN_ROWS_PER_PART } from '../exports/request.js';
+import { OUTPUT_FORMATS } from '../exports/names.js';
+import { EXPORT_FIELDS, hasIncrementalKey, MAX_ROWS_PER_PART, MIN_ROWS_PER_PART } from '../exports/request.js';
 import { isPermission, PERMISSIONS } from '../auth/permissions.js';
 import { allowedStrings } from '../scim/catalog.js';
 import { SegmentFilterSchema } from '../segments/filter.js';
@@ -205,7 +206,7 @@ export const ScheduledExportSchema = z
     time_zone: TimeZone.default('UTC'),
     fields_to_export: z.array(z.enum(EXPORT_FIELDS)).min(1, 'must list at least one field'),
     custom_attributes_to_export: z.array(Name).max(500).optional(),
-    output_format: z.enum(['zip', 'gzip', 'parquet']).default('zip'),
+    output_format: z.enum(OUTPUT_FORMATS).default('zip'),
     /** Lines per part; absent: the spec's 5,000. */
     rows_per_part: RowsPerPart.optional(),
     /** incremental: each run holds the changes since the schedule's last ready run (changes_since); the first is full. */
@@ -215,7 +216,7 @@ export const ScheduledExportSchema = z
   })
   .superRefine((s, ctx) => {
     // The API refuses such a run (changes_since without a key); refuse the declaration rather than every run.
-    if (s.mode === 'incremental' && !s.fields_to_export.includes('external_id') && !s.fields_to_export.includes('service_id')) {
+    if (s.mode === 'incremental' && !hasIncrementalKey(s.fields_to_export)) {
       ctx.addIssue({
         code: 'custom',
         path: ['fields_to_export'],
