@@ -1,14 +1,16 @@
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../jobs/export-callback.js';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
 import { startReconciler } from '../src/reconcile/reconciler.js';
+import type { ExportManifest } from '../src/exports/manifest.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { startWorkers } from '../src/queue-processors.js';
 import { waitFor } from './helpers/cli.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { createSegment, exportedExternalIds, exportStatus, insertProfiles, requestExport, startCallbackReceiver } from './helpers/export-fixtures.js';
+import { createSegment, exportedExternalIds, exportStatus, insertProfiles, readPartFile, requestExport, startCallbackReceiver } from './helpers/export-fixtures.js';
 import { startOwnPostgres, startOwnRedis, type OwnPostgres, type OwnRedis } from './helpers/own-servers.js';
 import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
@@ -38,7 +40,7 @@ beforeAll(async () => {
     DATABASE_CONNECT_TIMEOUT_MS: '2000',
   });
   ws = await seedWorkspace(env.ctx.pool);
-  for (const seg of ['fast', 'immediate', 'redis']) await createSegment(env.ctx.pool, ws.workspaceId, seg);
+  for (const seg of ['fast', 'immediate', 'redis', 'delta']) await createSegment(env.ctx.pool, ws.workspaceId, seg);
   await insertProfiles(env.ctx.pool, ws.workspaceId, 1, MEMBERS);
   receiver = await startCallbackReceiver();
   receiverUrl = receiver.url;
@@ -123,5 +125,65 @@ describe('an export while its servers restart', () => {
       await new Promise((r) => setTimeout(r, 1_000));
       await redis.start();
     });
+  });
+
+  // Last: it edits and deletes profiles, which the exports above count.
+  it('PostgreSQL crashed and started again mid incremental export: each changed and removed member once', async () => {
+    const workers = startWorkers(env.ctx, [segmentExportJob, exportShardJob]);
+    const reconciler = startReconciler(env.ctx, { intervalMs: 1_000 });
+    const waitReady = async (prefix: string) => {
+      let status: Record<string, unknown> = {};
+      await waitFor(
+        async () => {
+          const read = await exportStatus(env, ws.apiKey, prefix).catch(() => null);
+          if (!read || read.status !== 200) return false;
+          status = read.body;
+          return status.status === 'ready' || status.status === 'failed';
+        },
+        120_000,
+        100,
+      );
+      return status;
+    };
+    try {
+      const fields = ['external_id', 'custom_attributes'];
+      const base = await requestExport(env, ws.apiKey, { segment_id: 'delta', fields_to_export: fields, output_format: 'gzip' });
+      expect((await waitReady(String(base.body.object_prefix))).status).toBe('ready');
+      await env.ctx.pool.query(`UPDATE profiles SET custom_attributes = custom_attributes || '{"tier": "edited"}' WHERE external_id = ANY($1)`, [
+        Array.from({ length: 12_000 }, (_, i) => `ext-${i + 1}`),
+      ]);
+      await env.ctx.pool.query(`DELETE FROM profiles WHERE external_id = ANY($1)`, [Array.from({ length: 500 }, (_, i) => `ext-${20_001 + i}`)]);
+
+      const delta = await requestExport(env, ws.apiKey, {
+        segment_id: 'delta',
+        fields_to_export: fields,
+        output_format: 'gzip',
+        changes_since: String(base.body.object_prefix),
+      });
+      expect(delta.status).toBe(201);
+      const prefix = String(delta.body.object_prefix);
+      await waitFor(async () => (await shardsEnded(prefix)) >= 1, 60_000, 5);
+      // The crash lands while shards are still to run (40 in all), not after the export.
+      expect(await shardsEnded(prefix)).toBeLessThan(40);
+      await pg.stop('immediate');
+      await new Promise((r) => setTimeout(r, 1_000));
+      await pg.start();
+
+      const status = await waitReady(prefix);
+      expect(status).toMatchObject({ status: 'ready', users_done: 12_000, removed_done: 500 });
+      const dir = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), String(status.key_prefix));
+      const manifest = JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8')) as ExportManifest;
+      const idsOf = async (kind: 'users' | 'removed') => {
+        const ids: string[] = [];
+        for (const p of manifest.parts.filter((x) => x.kind === kind)) for (const l of await readPartFile(path.join(dir, p.file))) ids.push(JSON.parse(l).external_id);
+        return ids.sort();
+      };
+      const users = await idsOf('users');
+      expect(users).toEqual(Array.from({ length: 12_000 }, (_, i) => `ext-${i + 1}`).sort());
+      expect(await idsOf('removed')).toEqual(Array.from({ length: 500 }, (_, i) => `ext-${20_001 + i}`).sort());
+    } finally {
+      await reconciler.stop();
+      await workers.close(5_000);
+    }
   });
 });
