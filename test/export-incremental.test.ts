@@ -120,6 +120,11 @@ describe('incremental exports (changes_since)', () => {
       [otherPrefix, /another segment/],
       [42, /changes_since must be a string/],
       ['', /must not be empty/],
+      // Hostile text reaches SQL only as a parameter, and is refused like any unknown prefix: never a 500.
+      ['abc\u0000def', /changes_since/],
+      ['../../etc/passwd', /changes_since "..\/..\/etc\/passwd" does not name an export/],
+      ['\ud800', /changes_since/],
+      ["x' OR '1'='1", /does not name an export/],
     ];
     for (const [changesSince, message] of cases) {
       const res = await requestExport(env, env.ws.apiKey, { segment_id: 'us', fields_to_export: FIELDS, changes_since: changesSince });
