@@ -12,6 +12,37 @@ pg.types.setTypeParser(1082, (v) => v);
 
 export type PoolConfig = Pick<Config, 'DATABASE_URL' | 'DATABASE_SCHEMA' | 'DATABASE_POOL_SIZE'> & Partial<Pick<Config, 'DATABASE_CONNECT_TIMEOUT_MS'>>;
 
+/** A SQLSTATE: an answer of the server, which `failedDependency` reads by its code, rather than a lost socket. */
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+
+/**
+ * A client whose failure to connect is marked as PostgreSQL's. pg hands a socket error of the handshake (a server
+ * stopping resets it: `read ECONNRESET`, with no address to tell which server it was) to the connect callback, before
+ * the pool's 'connect' listener below exists, so nothing else could say where it came from: unmarked, a request
+ * waiting for a new connection during a stop answered 500 instead of 503.
+ */
+class MarkedClient extends pg.Client {
+  override connect(): Promise<pg.Client>;
+  override connect(callback: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): void;
+  override connect(callback?: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): Promise<pg.Client> | void {
+    const mark = (err: unknown) => {
+      const code = (err as { code?: unknown } | null)?.code;
+      if (!(typeof code === 'string' && SQLSTATE.test(code))) tagDependency(err, 'postgresql');
+    };
+    if (callback) {
+      super.connect((err: Error | null) => {
+        if (err) mark(err);
+        (callback as (err: Error | null, c?: pg.Client) => void)(err, this);
+      });
+      return;
+    }
+    return super.connect().catch((err: unknown) => {
+      mark(err);
+      throw err;
+    });
+  }
+}
+
 /**
  * A pool whose every connection works inside the configured schema. No lost connection crashes the process: every
  * client gets an 'error' listener as it connects, so one checked out (in a transaction, a COPY) when PostgreSQL goes
@@ -27,6 +58,7 @@ export function createPool(config: PoolConfig, max?: number, health?: Dependency
     connectionTimeoutMillis: config.DATABASE_CONNECT_TIMEOUT_MS || undefined,
     options: `-c search_path=${config.DATABASE_SCHEMA},public -c timezone=UTC`,
     application_name: 'ces',
+    Client: MarkedClient,
   });
   pool.on('connect', (client) => {
     health?.up('postgresql');
