@@ -4,22 +4,16 @@ import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from './context.js';
-import { AppError } from './errors.js';
 import { registerAuth } from './http/auth-hook.js';
 import { registerErrorHandler } from './http/error-handler.js';
 import { errorResponses, openApiPath } from './http/error-responses.js';
 import { registerIdempotency } from './http/idempotency.js';
-import { bodyDepthError, registerHostileInput } from './http/hostile-input.js';
+import { registerHostileInput } from './http/hostile-input.js';
+import { registerJsonBody } from './http/json-body.js';
 import './http/route-config.js';
 import { registerOperations } from './http/operations.js';
 import { routes } from './routes/index.js';
 import type { RouteEntry } from './http/route-config.js';
-
-/** The charset parameter of a Content-Type, lower-cased and unquoted, or null when it has none. */
-function charsetOf(contentType: string | undefined): string | null {
-  const match = /;\s*charset\s*=\s*("?)([^";\s]*)\1/i.exec(contentType ?? '');
-  return match ? match[2]!.toLowerCase() : null;
-}
 
 /**
  * Builds the HTTP facade over a process context. It never listens: `src/runtime.ts` (and tests, with inject) do.
@@ -63,23 +57,7 @@ export async function buildApp(ctx: AppContext, options: BuildAppOptions = {}): 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 
-  // Clients send Content-Type: application/json on every request, GET and DELETE included, with no body:
-  // an empty body is "no body", not malformed JSON.
-  const defaultJson = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser(['application/json', 'application/scim+json'], { parseAs: 'string' }, (req, body, done) => {
-    // The body is decoded as UTF-8 whatever the header says: a body sent in another charset would be read wrong.
-    const charset = charsetOf(req.headers['content-type']);
-    if (charset !== null && charset !== 'utf-8' && charset !== 'utf8') {
-      return done(new AppError('unsupported_media_type', 'Unsupported charset: send JSON encoded as UTF-8 (charset=utf-8, or no charset)'), undefined);
-    }
-    const text = typeof body === 'string' ? body : body.toString('utf8');
-    if (text.trim() === '') return done(null, undefined);
-    // Before parsing: JSON.parse builds any depth, and the code reading the value afterwards may recurse.
-    const tooDeep = bodyDepthError(req, text);
-    if (tooDeep) return done(tooDeep, undefined);
-    return defaultJson(req, text, done);
-  });
+  registerJsonBody(app);
 
   app.addHook('onSend', async (req, reply) => {
     reply.header('X-Request-Id', req.id);

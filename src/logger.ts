@@ -35,9 +35,17 @@ export function redactUrl(url: string): string {
   return url.replace(CREDENTIAL_PARAM, '$1[redacted]');
 }
 
-/** Removes credentials from a finished log line: the last net under the serializers and `redact` paths. */
+/** Removes credentials and email addresses from a finished log line: the last net under the serializers and `redact` paths. */
 export function redactLine(line: string): string {
-  return line.replace(CREDENTIAL_PARAM, '$1[redacted]').replace(OWN_SECRET, 'ces_$1_[redacted]').replace(AWS_ACCESS_KEY_ID, '[redacted]');
+  return redactEmailAddresses(line.replace(CREDENTIAL_PARAM, '$1[redacted]').replace(OWN_SECRET, 'ces_$1_[redacted]').replace(AWS_ACCESS_KEY_ID, '[redacted]'));
+}
+
+/** An email address anywhere in a line: the last net under the request serializer and the refusal reasons. */
+const EMAIL_ADDRESS = /[A-Za-z0-9._%+-]+(?:@|%40)[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+/g;
+
+/** `line` with every email address replaced. */
+export function redactEmailAddresses(line: string): string {
+  return line.replace(EMAIL_ADDRESS, '[email]');
 }
 
 interface LoggedRequest {
@@ -46,6 +54,22 @@ interface LoggedRequest {
   host?: string;
   ip?: string;
   socket?: { remotePort?: number };
+  /** Fastify's request: the route it matched, as registered (`/users/:id`), and the parsed query. */
+  routeOptions?: { url?: string };
+  query?: unknown;
+}
+
+/**
+ * What a log line says of a request's URL: the route as registered, never the values in it (an email address in
+ * `?email=`, a SCIM filter, an id in the path are personal data, docs/security.md), and the names of its query
+ * parameters. A path no route matched is logged with any segment that could hold such a value masked.
+ */
+export function loggedUrl(req: LoggedRequest): { url: string | undefined; query?: string[] } {
+  const route = req.routeOptions?.url;
+  const [path = '', search] = (req.url ?? '').split('?', 2);
+  const url = route ?? (req.url === undefined ? undefined : path.split('/').map((segment) => (/^[A-Za-z0-9._~-]{0,64}$/.test(segment) ? segment : ':value')).join('/'));
+  const names = req.query !== null && typeof req.query === 'object' ? Object.keys(req.query) : search ? [...new URLSearchParams(search).keys()] : [];
+  return names.length > 0 ? { url, query: [...new Set(names)] } : { url };
 }
 
 /**
@@ -70,10 +94,11 @@ export function createLogger(level: string, bindings: Record<string, unknown> = 
       censor: '[redacted]',
     },
     serializers: {
-      // Fastify's request line, with signed links' signatures (bearer credentials) cut out of the URL.
+      // Fastify's request line: the route and the names of the query parameters, never their values (personal data,
+      // and the signatures of signed links, which are bearer credentials).
       req: (req: LoggedRequest) => ({
         method: req.method,
-        url: req.url === undefined ? undefined : redactUrl(req.url),
+        ...loggedUrl(req),
         host: req.host,
         remoteAddress: req.ip,
         remotePort: req.socket?.remotePort,

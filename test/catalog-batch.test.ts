@@ -397,9 +397,9 @@ describe('catalog batch endpoints: bad requests, credentials and permissions', (
 
   it('a body that is not a JSON object is refused with item-array-invalid', async () => {
     const jobsBefore = await jobTotal();
+    // A body of another media type is 415, text included (it is not read as a JSON string).
     const text = await env.app.inject({ method: 'PUT', url: '/catalogs/bad-json/items', headers: { ...bearer(ws.apiKey), 'content-type': 'text/plain' }, payload: 'items' });
-    expect(text.statusCode).toBe(400);
-    expect(ids(text.json())).toEqual(['item-array-invalid']);
+    expect(text.statusCode).toBe(415);
     for (const body of ['"items"', '42', 'null', 'true']) {
       const res = await put('bad-json', body);
       expect(res.status, body).toBe(400);

@@ -209,6 +209,60 @@ describe('every route: hostile input gets a 4xx in the route error format, and c
     expect(await snapshot()).toEqual(before);
   });
 
+  it('a text/plain body, with or without a charset: 415 naming the media type sent and the one wanted, on every route that takes a body', async () => {
+    const before = await snapshot();
+    const failures: string[] = [];
+    for (const route of allRoutes().filter(hasBody)) {
+      for (const type of ['text/plain', 'text/plain; charset=utf-8']) {
+        const res = await env.app.inject({ method: route.method as 'POST', url: withParams(route.url, () => 'x'), headers: { ...headersFor(route), 'content-type': type }, payload: '{"items": []}' });
+        const why = notARefusal(route, res, 415);
+        const text = why ? '' : JSON.stringify(res.json());
+        if (why) failures.push(why);
+        else if (!text.includes(`the request sent Content-Type \\"${type}\\"`) || !text.includes('application/json')) failures.push(`${route.method} ${route.url}: ${text}`);
+      }
+    }
+    expect(failures).toEqual([]);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('a key twice in one object, at the top or nested: 400 naming the key and its path, nothing changed', async () => {
+    const before = await snapshot();
+    const failures: string[] = [];
+    for (const route of allRoutes().filter(hasBody)) {
+      for (const [payload, named] of [
+        ['{"items": [], "items": [1]}', 'the key \\"items\\" appears more than once in body;'],
+        ['{"items": [{"a": 1}, {"a": 1, "b": {"c": 2, "\\u0063": 3}}]}', 'the key \\"c\\" appears more than once in body.items[1].b;'],
+      ] as const) {
+        const res = await send(route, { url: withParams(route.url, () => 'x'), payload });
+        const why = notARefusal(route, res, 400);
+        if (why) failures.push(why);
+        else if (!JSON.stringify(res.json()).includes(named)) failures.push(`${route.method} ${route.url}: ${res.body}`);
+      }
+    }
+    expect(failures).toEqual([]);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('__proto__ anywhere, or prototype inside constructor: 400 naming the key, its path and why, nothing changed', async () => {
+    const before = await snapshot();
+    const failures: string[] = [];
+    for (const route of allRoutes().filter(hasBody)) {
+      for (const [payload, named] of [
+        ['{"__proto__": {"admin": true}}', 'the key \\"__proto__\\" in body is not accepted: it names an object\'s prototype'],
+        ['{"items": [{"x": {"constructor": {"prototype": {"admin": true}}}}]}', 'the key \\"prototype\\" in body.items[0].x.constructor is not accepted'],
+        ['{"items": [{"\\u005f_proto__": 1}]}', 'the key \\"__proto__\\" in body.items[0] is not accepted'],
+      ] as const) {
+        const res = await send(route, { url: withParams(route.url, () => 'x'), payload });
+        const why = notARefusal(route, res, 400);
+        if (why) failures.push(why);
+        else if (!JSON.stringify(res.json()).includes(named)) failures.push(`${route.method} ${route.url}: ${res.body}`);
+      }
+    }
+    expect(failures).toEqual([]);
+    expect(await snapshot()).toEqual(before);
+    expect(({} as Record<string, unknown>).admin).toBeUndefined();
+  });
+
   it('a body string with NUL on a route that stores it: 400 naming the field, nothing stored', async () => {
     const create = async (body: unknown) =>
       env.app.inject({ method: 'POST', url: '/canvas/trigger/schedule/create', headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' }, payload: JSON.stringify(body) });
@@ -252,6 +306,32 @@ async function profile(workspaceId: string, externalId: string) {
   const { rows } = await env.ctx.pool.query('SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2', [workspaceId, externalId]);
   return rows[0] as Record<string, unknown> | undefined;
 }
+
+describe('POST /users/track: keys JSON.parse would drop or turn into prototypes', () => {
+  it('a name given twice in one event is 400 naming it (the first would be lost), and nothing of the request is staged', async () => {
+    const other = await seedWorkspace(env.ctx.pool);
+    const body = `{"events": [{"external_id": "dup", "name": "first", "time": "2026-11-23T10:00:00Z"}, {"external_id": "dup", "name": "a", "name": "b", "time": "2026-11-23T10:00:00Z"}]}`;
+    const r = await track(body, other.apiKey);
+    expect(r.status).toBe(400);
+    expect(r.body.message).toBe(
+      'Invalid body: the key "name" appears more than once in body.events[1]; each key may appear once in an object (JSON parsers keep only one of them, so the data of the others would be lost)',
+    );
+    const twice = await track(`{"events": [], "attributes": [{"external_id": "dup", "tier": "gold"}], "attributes": []}`, other.apiKey);
+    expect(twice.status).toBe(400);
+    expect(twice.body.message).toContain('the key "attributes" appears more than once in body;');
+    expect(await staged(other.workspaceId)).toEqual([]);
+  });
+
+  it('keeps "constructor" and "prototype" as plain attribute names (only __proto__ and constructor.prototype are refused)', async () => {
+    const other = await seedWorkspace(env.ctx.pool);
+    const r = await track({ attributes: [{ external_id: 'plain-keys', constructor: 'Ford', prototype: true, toString: 'x', car: { constructor: { make: 'Ford' } } }] }, other.apiKey);
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    startApplying();
+    await waitFor(async () => (await profile(other.workspaceId, 'plain-keys')) !== undefined, 20_000);
+    const row = await profile(other.workspaceId, 'plain-keys');
+    expect(row!.custom_attributes).toEqual({ constructor: 'Ford', prototype: true, toString: 'x', car: { constructor: { make: 'Ford' } } });
+  });
+});
 
 describe('POST /users/track: an object with unstorable text is refused alone', () => {
   const time = '2026-11-23T10:00:00.000Z';

@@ -97,6 +97,6 @@ describe('bulk import from a bucket', () => {
       payload: { source: 'bucket', key: 'in/missing.ndjson' },
     });
     expect(res.statusCode).toBe(404);
-    expect(res.json().message).toMatch(/No object in\/missing\.ndjson in the s3 bucket imports/);
+    expect(res.json().message).toMatch(/No object "in\/missing\.ndjson" in the s3 bucket imports/);
   });
 });

@@ -189,7 +189,7 @@ describe('bulk import of an NDJSON file', () => {
       [{}, 400, /key is required/],
       [{ key: '' }, 400, /key must not be empty/],
       [{ key: '../etc/passwd' }, 400, /without \.\./],
-      [{ key: 'imports/missing.ndjson' }, 404, /No object imports\/missing\.ndjson/],
+      [{ key: 'imports/missing.ndjson' }, 404, /No object "imports\/missing\.ndjson"/],
       [{ key: 'imports/day1.ndjson', source: 'ftp' }, 400, /source/],
       [{ key: 'imports/day1.ndjson', format: 'csv' }, 400, /format/],
       [{ key: 'imports/day1.ndjson', source: 'bucket' }, 400, /needs a bucket/],
@@ -224,7 +224,7 @@ describe('ces import', () => {
     expect(await eventsOf('cli')).toEqual([{ name: 'run', first: '2024-01-01T00:00:00.000Z', last: '2024-01-02T00:00:00.000Z', count: 2 }]);
     const missing = await runCli(['import', 'imports/none.ndjson', '--workspace', name], cliEnv);
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/No object imports\/none\.ndjson/);
+    expect(missing.stderr).toMatch(/No object "imports\/none\.ndjson"/);
     // A wrong argument records no import: no hint to resume one.
     const noWorkspace = await runCli(['import', 'imports/cli.ndjson'], cliEnv);
     expect(noWorkspace.code).toBe(1);

@@ -101,7 +101,7 @@ describe('GET /kpi/uninstalls/data_series', () => {
     for (const appId of ['nope', 'foreign']) {
       const { status, body } = await series(`length=7&app_id=${appId}`);
       expect(status).toBe(400);
-      expect(body.message).toBe(`Invalid app_id: no app ${appId} in this workspace`);
+      expect(body.message).toBe(`Invalid app_id: no app ${JSON.stringify(appId)} in this workspace`);
     }
   });
 

@@ -64,7 +64,7 @@ describe('GET /preference_center/v1/{preferenceCenterExternalID}', () => {
     for (const id of ['nope', 'pc-foreign']) {
       const { status, body } = await get(env.app, `/preference_center/v1/${id}`);
       expect(status).toBe(404);
-      expect(body).toEqual({ message: `Preference center not found: ${id}` });
+      expect(body).toEqual({ message: `Preference center not found: ${JSON.stringify(id)}` });
     }
   });
 

@@ -249,11 +249,13 @@ describe('POST /scim/v2/Users refusals', () => {
     await env.ctx.pool.query(`DELETE FROM dashboard_users WHERE id = $1`, [rows[0].id]);
   });
 
-  it('refuses a body of another media type: 415 for XML, 400 invalidSyntax for text', async () => {
+  it('refuses a body of another media type, text included, with 415 naming what it sent and what it takes', async () => {
     const before = await snapshot();
     const payload = JSON.stringify(userBody('plain@example.com'));
     expectScimError(await scimCall(env, 'POST', '/scim/v2/Users', a.token, payload, { 'content-type': 'application/xml' }), 415);
-    expectScimError(await scimCall(env, 'POST', '/scim/v2/Users', a.token, payload, { 'content-type': 'text/plain' }), 400, 'invalidSyntax');
+    const text = await scimCall(env, 'POST', '/scim/v2/Users', a.token, payload, { 'content-type': 'text/plain' });
+    expectScimError(text, 415);
+    expect(text.body.detail).toBe('Unsupported media type: this endpoint takes application/scim+json or application/json, and the request sent Content-Type "text/plain"');
     expect(await userCount(env, a.companyId)).toBe(1);
     expect(await snapshot()).toEqual(before);
   });

@@ -84,7 +84,7 @@ describe('the built-in local store is one namespace per company and workspace', 
     const manifestKey = `${bExport.keyPrefix}/manifest.json`;
     const res = await importAs(env.a, { source: 'local', key: manifestKey });
     expect(res.status).toBe(404);
-    expect(res.body.message).toBe(`No object ${manifestKey} in the local store`);
+    expect(res.body.message).toBe(`No object ${JSON.stringify(manifestKey)} in the local store`);
     await new Promise((r) => setTimeout(r, 300));
     expect(await snapshot(bDir())).toEqual(before);
     expect(Object.keys(before)).toContain(manifestKey);

@@ -124,8 +124,8 @@ export async function createSchedule(pool: Pool, queues: Queues, workspaceId: st
   checkTime(parseScheduleTime(body.schedule.time, inLocal)!, inLocal, now);
   return withTransaction(pool, async (client) => {
     const canvas = await canvasOf(client, workspaceId, body.canvas_id);
-    if (!canvas.api_triggered) throw badRequest(`Canvas ${body.canvas_id} is not API-triggered`);
-    if (canvas.archived || canvas.status !== 'active') throw badRequest(`Canvas ${body.canvas_id} is not active (${canvas.archived ? 'archived' : canvas.status})`);
+    if (!canvas.api_triggered) throw badRequest(`Canvas ${JSON.stringify(body.canvas_id)} is not API-triggered`);
+    if (canvas.archived || canvas.status !== 'active') throw badRequest(`Canvas ${JSON.stringify(body.canvas_id)} is not active (${canvas.archived ? 'archived' : canvas.status})`);
     if (body.audience) {
       const { rowCount } = await client.query(`SELECT 1 FROM segments WHERE workspace_id = $1 AND api_id = $2 AND NOT archived`, [workspaceId, body.audience.segment_id]);
       if (!rowCount) throw notFound(`Unknown audience.segment_id ${JSON.stringify(body.audience.segment_id.slice(0, 64))}`);

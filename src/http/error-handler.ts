@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { AppError, renderError, type ErrorCode } from '../errors.js';
+import { unsupportedMediaType } from './json-body.js';
 import { DEPENDENCY_NAMES, OUTAGE_RETRY_AFTER_SECONDS, type Dependency, type DependencyHealth } from '../lib/dependency-health.js';
 
 interface ValidationIssue {
@@ -41,8 +42,6 @@ export function toAppError(err: unknown, health?: DependencyHealth): AppError {
   switch (fe.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new AppError('payload_too_large', 'Request body is too large');
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new AppError('unsupported_media_type', 'Unsupported Content-Type: send application/json');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new AppError('bad_request', 'Request body length does not match Content-Length');
   }
@@ -58,11 +57,20 @@ export function toAppError(err: unknown, health?: DependencyHealth): AppError {
   return new AppError('internal', 'Internal server error', { cause: err });
 }
 
+/**
+ * A refusal's message as a log line may carry it: what it quotes of the request (an id, a key, a filter value, in
+ * JSON's double quotes, as every message that repeats input quotes it) replaced, since that is the client's data and may be personal (an email address
+ * looked up, say). The client's own answer keeps the quote: it helps the client, and it is theirs.
+ */
+export function reasonForLog(message: string): string {
+  return message.replace(/"(?:[^"\\]|\\.)*"/g, '"…"');
+}
+
 /** The one error handler: logs server faults with their cause, never sends a stack or SQL to the client. */
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
     const { health } = app.ctx;
-    const appErr = toAppError(err, health);
+    const appErr = (err as FastifyError).code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' ? unsupportedMediaType(req) : toAppError(err, health);
     const dependency = appErr.code === 'unavailable' ? health.report(appErr.options.cause ?? err) : undefined;
     if (dependency) {
       // The outage is logged once by `health`, not once per request.
@@ -70,7 +78,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
     } else if (appErr.code === 'internal' || appErr.code === 'unavailable') {
       req.log.error({ err: appErr.options.cause ?? err }, 'request failed');
     } else {
-      req.log.info({ code: appErr.code, reason: appErr.message }, 'request refused');
+      req.log.info({ code: appErr.code, reason: reasonForLog(appErr.message) }, 'request refused');
     }
     const format = req.routeOptions?.config?.errorFormat ?? 'message';
     const rendered = renderError(appErr, format);

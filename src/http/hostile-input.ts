@@ -1,12 +1,11 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { MAX_NESTING } from '../catalogs/item-bodies.js';
+import type { FastifyInstance } from 'fastify';
 import { AppError } from '../errors.js';
-import { describeUnstorable, findUnstorable, jsonDepthExceeds, MAX_BODY_DEPTH, printable, textProblem } from '../lib/storable.js';
+import { describeUnstorable, findUnstorable, MAX_BODY_DEPTH, printable, textProblem } from '../lib/storable.js';
 
 /**
  * Input PostgreSQL would refuse, refused at the edge with a 400 in the route's error format, before any handler
- * runs: a NUL or an unpaired surrogate in a path parameter, a query key or value, or a body string or key, and a
- * body nested deeper than MAX_BODY_DEPTH (checked on the text, before it is parsed). Otherwise such input reached
+ * runs: a NUL or an unpaired surrogate in a path parameter, a query key or value, or a body string or key (a body
+ * nested deeper than MAX_BODY_DEPTH is refused by the parser, src/http/json-body.ts). Otherwise such input reached
  * a query and came back as a 500, or worse, was accepted and failed later.
  */
 
@@ -16,18 +15,6 @@ import { describeUnstorable, findUnstorable, jsonDepthExceeds, MAX_BODY_DEPTH, p
  * (`unable-to-coerce-value`, `invalid-keys-in-value-object`). Their paths and queries are still checked here.
  */
 const BODY_CHECKED_BY_ROUTE = new Set(['/users/track', '/catalogs/:catalog_name/items', '/catalogs/:catalog_name/items/:item_id']);
-
-/** The error for a body nested too deep, or null: called by the JSON parser on the raw text. */
-export function bodyDepthError(req: FastifyRequest, text: string): AppError | null {
-  if (!jsonDepthExceeds(text, MAX_BODY_DEPTH)) return null;
-  const message = `Invalid body: arrays and objects may be nested at most ${MAX_BODY_DEPTH} levels deep`;
-  if (req.routeOptions.config?.errorFormat === 'catalog') {
-    // The catalog routes' own refusal of deep values, which the spec documents (their limit is lower: MAX_NESTING).
-    const catalogErrors = [{ id: 'too-deep-nesting-in-value-object', message: `Item values cannot be nested more than ${MAX_NESTING} levels deep`, parameters: [], parameter_values: [] }];
-    return new AppError('bad_request', message, { catalogErrors });
-  }
-  return new AppError('bad_request', message, { scimType: 'invalidSyntax' });
-}
 
 /** The first path parameter or query key or value that cannot be stored, as a refusal. */
 function urlProblem(where: 'path' | 'query', values: unknown): AppError | null {

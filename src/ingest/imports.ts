@@ -145,7 +145,7 @@ export async function createImport(
   const opened = await openStore(deps.config, deps.pool, workspaceId, request.source);
   try {
     const size = await opened.store.head(request.key);
-    if (size === null) throw notFound(`No object ${request.key} in the ${request.source === 'local' ? 'local store' : `${opened.store.kind} bucket ${opened.store.bucket}`}`);
+    if (size === null) throw notFound(`No object ${JSON.stringify(request.key)} in the ${request.source === 'local' ? 'local store' : `${opened.store.kind} bucket ${opened.store.bucket}`}`);
     const rejectsKey = `${request.key.replace(/\.gz$/i, '')}.rejects.ndjson`;
     return await withTransaction(deps.pool, async (client) => {
       const { rows } = await client.query<ImportRow>(
@@ -165,7 +165,7 @@ export async function createImport(
 /** The status of one import of the workspace, or a 404. */
 export async function readImport(pool: Pool, workspaceId: string, importId: string): Promise<ImportStatus> {
   const row = await selectImport(pool, importId, workspaceId);
-  if (!row) throw notFound(`No import ${importId}`);
+  if (!row) throw notFound(`No import ${JSON.stringify(importId)}`);
   return toStatus(row);
 }
 

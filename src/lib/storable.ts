@@ -160,34 +160,3 @@ export function describeUnstorable(u: Unstorable, levels: number): string {
       return `${at} is a number too large to store (beyond ±1.7976931348623157e308)`;
   }
 }
-
-/**
- * True when JSON text nests arrays and objects deeper than `max` (counting `[` and `{` outside strings), checked
- * before JSON.parse builds it. One linear pass that jumps over strings with indexOf; text that is not JSON is left
- * to JSON.parse. (A regular expression skipping to the next bracket was a little faster, and overflowed its own
- * backtracking stack on a few megabytes of escapes.)
- */
-export function jsonDepthExceeds(text: string, max: number): boolean {
-  let depth = 0;
-  const n = text.length;
-  for (let i = 0; i < n; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22) {
-      // The closing quote is the next one preceded by an even number of backslashes.
-      let end = text.indexOf('"', i + 1);
-      for (;;) {
-        if (end === -1) return false;
-        let slashes = 0;
-        while (text.charCodeAt(end - 1 - slashes) === 0x5c) slashes++;
-        if (slashes % 2 === 0) break;
-        end = text.indexOf('"', end + 1);
-      }
-      i = end;
-    } else if (c === 0x7b || c === 0x5b) {
-      if (++depth > max) return true;
-    } else if (c === 0x7d || c === 0x5d) {
-      depth--;
-    }
-  }
-  return false;
-}

@@ -56,7 +56,7 @@ export async function getPreferenceCenter(pool: Pool, workspaceId: string, apiId
     [workspaceId, apiId],
   );
   const r = rows[0];
-  if (!r) throw notFound(`Preference center not found: ${apiId}`);
+  if (!r) throw notFound(`Preference center not found: ${JSON.stringify(apiId)}`);
   const viewport = r.options['meta-viewport-content'];
   return {
     ...summary(r),

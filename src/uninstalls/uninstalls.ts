@@ -141,7 +141,7 @@ export async function uninstallSeries(pool: Pool, workspaceId: string, opts: Uni
   let appUuid: string | null = null;
   if (opts.appId !== undefined) {
     const { rows } = await pool.query<{ id: string }>(`SELECT id FROM apps WHERE workspace_id = $1 AND api_id = $2`, [workspaceId, opts.appId]);
-    if (!rows[0]) throw badRequest(`Invalid app_id: no app ${opts.appId} in this workspace`);
+    if (!rows[0]) throw badRequest(`Invalid app_id: no app ${JSON.stringify(opts.appId)} in this workspace`);
     appUuid = rows[0].id;
   }
   const lastDay = utcDay(opts.endingAt);
