@@ -82,6 +82,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly userDataCommands = new Counter({
+    name: 'ces_user_data_commands_total',
+    help: 'User-data commands applied (delete, merge, identify, alias_new, rename, remove), by outcome (applied, or why nothing changed)',
+    labelNames: ['command', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
   constructor(withDefaults = true) {
     if (withDefaults) collectDefaultMetrics({ register: this.registry, prefix: 'ces_' });
   }

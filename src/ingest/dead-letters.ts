@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from '../db/pool.js';
-import { applyObjects, type ApplyResult, type WorkspaceObjects } from './apply.js';
+import { applyObjects, type ApplyResult, type WorkspaceObjects } from '../profiles/tracked-objects.js';
 import type { TrackObjects } from './types.js';
 
 /**

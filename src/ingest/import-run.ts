@@ -13,7 +13,7 @@ import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction } from './ap
 import { applyIsolating, insertDeadLetters, parsePayload, reasonOf, type DataError, type DeadLetter } from './dead-letters.js';
 import { ingestMetrics } from './metrics.js';
 import { partitionOf } from './partitions.js';
-import { stagedForm } from './staging.js';
+import { stagedForm } from './staging-writer.js';
 import type { TrackEvent } from './types.js';
 import { validateEvent } from './validate.js';
 import { jsonArrayRecords, ndjsonRecords, refusedReason, rejectLine } from './import-files.js';

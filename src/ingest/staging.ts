@@ -2,156 +2,24 @@ import { withTransaction, type Pool } from '../db/pool.js';
 import { settleAll } from '../lib/settle.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import type { ApplyResult } from './apply.js';
+import type { ApplyResult } from '../profiles/tracked-objects.js';
 import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction, yieldToEventLoop } from './apply-transaction.js';
+import { applyNextCommand, COMMAND_PART, NOT_BEHIND_A_COMMAND } from './commands.js';
 import { applyIsolating, insertDeadLetters, parsePayload, reasonOf, type DataError, type DeadLetter } from './dead-letters.js';
-import type { ClaimedKey } from '../idempotency/keys.js';
 import { ingestMetrics } from './metrics.js';
-import { splitByPartition } from './partitions.js';
 import type { TrackObjects } from './types.js';
 
 /**
- * The durable log between an accepted /users/track request and its application: rows of ingest_staging. A request
- * commits its row before answering; a BullMQ job then names the row. A worker applies staged rows in batches, each
+ * The draining side of the durable log between an accepted /users/track (or user-data) request and its application:
+ * rows of ingest_staging, committed before the answer by ./staging-writer.ts; a BullMQ job then asks for them. A worker applies staged rows in batches, each
  * workspace's oldest first and the workspaces in turns (`TAKE_BATCH_SQL`), deleting them in the same transaction as
  * the profile updates, so a job retried after a crash finds its row gone and applies nothing twice, and a job lost
  * with Redis loses no data (the next job, or the sweep, drains every older row). A row PostgreSQL refuses moves to
  * ingest_dead_letters in that transaction instead (src/ingest/dead-letters.ts). A request is staged as one row per
  * ingestion partition its objects fall in (src/ingest/partitions.ts), all in one INSERT, so a request is staged whole
- * or not at all.
+ * or not at all. Rows of user-data commands (./commands.ts) are barriers: a workspace's rows staged after one wait
+ * until it has been applied, and it waits for the rows staged before it.
  */
-
-interface StagedRow {
-  part: number;
-  count: number;
-  payload: string;
-}
-
-interface PendingStage {
-  workspaceId: string;
-  rows: StagedRow[];
-  /** The request's Idempotency-Key, answered by the same statement that stages its rows. */
-  answer?: StagedAnswer;
-  resolve: (ids: number[]) => void;
-  reject: (err: unknown) => void;
-}
-
-/** An Idempotency-Key's answer, recorded with the rows of its request. */
-export interface StagedAnswer {
-  key: ClaimedKey;
-  status: number;
-  body: unknown;
-}
-
-/**
- * Group commit for staged requests: while an insert is in flight, the requests that arrive meanwhile wait and then
- * go together in one multi-row INSERT and one commit. A commit waits for PostgreSQL to flush the log, which a
- * concurrent batch of profile updates fills quickly; one commit per request would make every acknowledgement pay
- * for that flush and hold a pool connection meanwhile.
- */
-class StagingWriter {
-  private readonly pending: PendingStage[] = [];
-  private inflight = 0;
-
-  constructor(
-    private readonly pool: Pool,
-    private readonly maxInflight = 2,
-    private readonly maxRows = 500,
-  ) {}
-
-  stage(workspaceId: string, rows: StagedRow[], answer?: StagedAnswer): Promise<number[]> {
-    return new Promise((resolve, reject) => {
-      this.pending.push({ workspaceId, rows, answer, resolve, reject });
-      this.pump();
-    });
-  }
-
-  private pump(): void {
-    while (this.inflight < this.maxInflight && this.pending.length > 0) {
-      const group = this.pending.splice(0, this.maxRows);
-      this.inflight++;
-      this.insert(group)
-        .then(
-          (ids) => {
-            let next = 0;
-            for (const g of group) {
-              if (g.answer) g.answer.key.answered = true;
-              g.resolve(ids.slice(next, (next += g.rows.length)));
-            }
-          },
-          (err: unknown) => group.forEach((g) => g.reject(err)),
-        )
-        .finally(() => {
-          this.inflight--;
-          this.pump();
-        });
-    }
-  }
-
-  private async insert(group: PendingStage[]): Promise<number[]> {
-    // One parameter per payload rather than a text[]: quoting every '"' of the JSON into an array literal, and
-    // sending the grown string, was a large share of the API's time per request (BENCHMARKS.md).
-    const rows = group.flatMap((g) => g.rows.map((r) => [g.workspaceId, r.part, r.count, r.payload]));
-    const values = rows.map((_, i) => `($${4 * i + 1}::uuid, $${4 * i + 2}::smallint, $${4 * i + 3}::int, $${4 * i + 4}::text)`);
-    const params: unknown[] = rows.flat();
-    let sql = `INSERT INTO ingest_staging (workspace_id, part, objects, payload) VALUES ${values.join(', ')} RETURNING id`;
-    const answers = group.flatMap((g) => (g.answer ? [g.answer] : []));
-    if (answers.length > 0) {
-      // Idempotency-Keys are answered by this same statement: staged and answered together, or neither.
-      const keyValues = answers.map((a) => {
-        params.push(a.key.claim.workspaceId, a.key.claim.key, a.key.claim.requestHash, a.status, JSON.stringify(a.body));
-        const n = params.length;
-        return `($${n - 4}::uuid, $${n - 3}::text, $${n - 2}::bytea, $${n - 1}::int, $${n}::jsonb)`;
-      });
-      sql = `WITH staged AS (${sql}),
-                  answered AS (UPDATE idempotency_keys k SET status_code = v.status, response = v.response, completed_at = now()
-                                 FROM (VALUES ${keyValues.join(', ')}) AS v(workspace_id, key, request_hash, status, response)
-                                WHERE k.workspace_id = v.workspace_id AND k.key = v.key AND k.request_hash = v.request_hash AND k.status_code IS NULL)
-             SELECT id FROM staged`;
-    }
-    const inserted = await this.pool.query<{ id: number }>(sql, params);
-    // Identity values are drawn in the order of the VALUES rows.
-    return inserted.rows.map((r) => r.id).sort((a, b) => a - b);
-  }
-}
-
-const writers = new WeakMap<Pool, StagingWriter>();
-
-/**
- * What a staged row keeps of the objects: what the apply reads. Event and purchase properties (and app ids) are
- * validated but, as the spec has it, not persisted on the profile; leaving them out halves a typical row, and with
- * it the API's serializing, the log's writes and the worker's parsing.
- */
-export function stagedForm(objects: TrackObjects): TrackObjects {
-  return {
-    events: objects.events.map((e) => ({ identity: e.identity, create: e.create, name: e.name, time: e.time })),
-    purchases: objects.purchases.map((p) => ({
-      identity: p.identity,
-      create: p.create,
-      product_id: p.product_id,
-      currency: p.currency,
-      price: p.price,
-      quantity: p.quantity,
-      time: p.time,
-    })),
-    attributes: objects.attributes,
-  };
-}
-
-/**
- * Commits one request's accepted objects (possibly in one commit with other requests'), a row per ingestion
- * partition; returns the staged rows' ids.
- */
-export async function stageObjects(pool: Pool, workspaceId: string, objects: TrackObjects, partitions = 1, answer?: StagedAnswer): Promise<number[]> {
-  let writer = writers.get(pool);
-  if (!writer) writers.set(pool, (writer = new StagingWriter(pool)));
-  const rows = splitByPartition(stagedForm(objects), partitions).map(({ part, objects: o }) => ({
-    part,
-    count: o.events.length + o.attributes.length + o.purchases.length,
-    payload: JSON.stringify(o),
-  }));
-  return writer.stage(workspaceId, rows, answer);
-}
 
 export interface DrainOptions {
   /** Staged rows coalesced into one transaction. */
@@ -168,6 +36,8 @@ export interface DrainResult extends ApplyResult {
   rows: number;
   /** Staged rows refused by PostgreSQL (or not a payload), moved to ingest_dead_letters. */
   deadLetters: number;
+  /** Rows of user-data commands applied (./commands.ts). */
+  commandRows: number;
 }
 
 /**
@@ -187,8 +57,8 @@ const rangeOf = (part: number, partitions: number): PartitionRange => ({ from: p
  * `$1` rows, so that one workspace's backlog delays another's rows by one batch at most, and a batch is still full
  * whenever enough is staged. One statement: the workspaces (with the partition, for the last range) are found by
  * skipping through ingest_staging_part_workspace (one index probe each, however many rows each has staged), and
- * each one's oldest rows are read from the same index; rows another worker holds are skipped (FOR UPDATE SKIP
- * LOCKED). Rows of one workspace are still taken oldest first.
+ * each one's oldest rows are read from the same index, up to its first command row (a barrier: ./commands.ts); rows
+ * another worker holds are skipped (FOR UPDATE SKIP LOCKED). Rows of one workspace are still taken oldest first.
  */
 const TAKE_BATCH_SQL = `
 WITH RECURSIVE queues(part, workspace_id) AS (
@@ -203,7 +73,10 @@ DELETE FROM ingest_staging
  WHERE id IN (SELECT id FROM ingest_staging
                WHERE id = ANY(ARRAY(SELECT t.id FROM queues q CROSS JOIN LATERAL (
                                       SELECT s.id, row_number() OVER (ORDER BY s.id) AS turn FROM ingest_staging s
-                                       WHERE s.part = q.part AND s.workspace_id = q.workspace_id ORDER BY s.id LIMIT $1) t
+                                       WHERE s.part = q.part AND s.workspace_id = q.workspace_id
+                                         AND s.id < coalesce((SELECT min(c.id) FROM ingest_staging c
+                                                               WHERE c.part = ${COMMAND_PART} AND c.workspace_id = q.workspace_id), 9223372036854775807)
+                                       ORDER BY s.id LIMIT $1) t
                                      ORDER BY t.turn, t.id LIMIT $1))
                FOR UPDATE SKIP LOCKED)
 RETURNING id, workspace_id, part, accepted_at, objects, extract(epoch FROM clock_timestamp() - accepted_at)::float8 AS lag, payload`;
@@ -296,24 +169,54 @@ async function applyNextBatch(pool: Pool, options: DrainOptions, range: Partitio
   return outcome.taken;
 }
 
-/** Blocks until no other transaction holds a staged row of the range at or before `throughId` (it committed, or its worker died). */
+/** Rows of the range through `$1` that a batch may take now: not held back by a command row. */
+const TAKEABLE = `FROM ingest_staging s WHERE s.part BETWEEN $2 AND $3 AND s.id <= $1 AND ${NOT_BEHIND_A_COMMAND}`;
+
+/** Blocks until no other transaction holds a takeable row of the range at or before `throughId` (it committed, or its worker died). */
 async function waitForOthers(pool: Pool, range: PartitionRange, throughId: number): Promise<void> {
-  await withTransaction(pool, (client) =>
-    client.query('SELECT id FROM ingest_staging WHERE part BETWEEN $2 AND $3 AND id <= $1 ORDER BY id LIMIT 1 FOR UPDATE', [throughId, range.from, range.to]),
-  );
+  await withTransaction(pool, (client) => client.query(`SELECT s.id ${TAKEABLE} ORDER BY s.id LIMIT 1 FOR UPDATE`, [throughId, range.from, range.to]));
 }
 
-async function drainRange(pool: Pool, limit: number, range: PartitionRange, options: DrainOptions, total: DrainResult): Promise<void> {
+/** Applies the range's takeable rows through `limit`; returns whether it applied any. */
+async function drainRange(pool: Pool, limit: number, range: PartitionRange, options: DrainOptions, total: DrainResult): Promise<boolean> {
+  let applied = false;
   for (;;) {
-    const pending = await pool.query('SELECT 1 FROM ingest_staging WHERE part BETWEEN $2 AND $3 AND id <= $1 LIMIT 1', [limit, range.from, range.to]);
-    if (pending.rowCount === 0) return;
+    const pending = await pool.query(`SELECT 1 ${TAKEABLE} LIMIT 1`, [limit, range.from, range.to]);
+    if (pending.rowCount === 0) return applied;
     const taken = await retryOnDeadlock(() => applyNextBatch(pool, options, range, total), options.log);
     if (taken === 0) await waitForOthers(pool, range, limit);
+    else applied = true;
+  }
+}
+
+/** How long the command loop waits before looking again while every command row left is held back. */
+const COMMAND_POLL_MS = 20;
+
+/**
+ * Applies the command rows through `limit` as each one's turn comes; returns whether it applied any. While command
+ * rows remain but each is held back by rows the partition loops (or other workers) are still applying, it polls.
+ */
+async function drainCommands(pool: Pool, limit: number, options: DrainOptions, total: DrainResult, others: Promise<unknown>): Promise<boolean> {
+  let applied = false;
+  let othersDone = false;
+  void others.finally(() => (othersDone = true));
+  for (;;) {
+    const step = await retryOnDeadlock(() => applyNextCommand(pool, limit, { partitions: Math.max(1, options.partitions ?? 1), log: options.log, metrics: options.metrics }), options.log);
+    if (step === 'none') return applied;
+    if (step === 'applied') {
+      applied = true;
+      total.commandRows++;
+      continue;
+    }
+    // Held back: by rows this process's partition loops are applying, or by another worker's transaction. Once
+    // this process's loops are done, the round ends; the next round takes what the commands applied meanwhile freed.
+    if (othersDone) return applied;
+    await new Promise((r) => setTimeout(r, COMMAND_POLL_MS));
   }
 }
 
 /** The drain loop of each partition range running in this process, by pool (see `inTurn`). */
-const runningLoops = new WeakMap<Pool, Map<string, Promise<void>>>();
+const runningLoops = new WeakMap<Pool, Map<string, Promise<unknown>>>();
 
 /**
  * Runs a partition's drain loop after any other loop of the same range in this process has ended. Two apply jobs
@@ -323,7 +226,7 @@ const runningLoops = new WeakMap<Pool, Map<string, Promise<void>>>();
  * here holds nothing, and the loop then takes what was staged meanwhile in one batch. Loops in other processes are
  * still ordered by the partition lock alone.
  */
-function inTurn(pool: Pool, range: PartitionRange, loop: () => Promise<void>): Promise<void> {
+function inTurn<T>(pool: Pool, range: PartitionRange, loop: () => Promise<T>): Promise<T> {
   let loops = runningLoops.get(pool);
   if (!loops) runningLoops.set(pool, (loops = new Map()));
   const key = `${range.from}-${range.to}`;
@@ -343,15 +246,24 @@ function inTurn(pool: Pool, range: PartitionRange, loop: () => Promise<void>): P
  * so a job never waits behind newer work of its own workspace, nor a whole backlog of another's.
  */
 export async function drainThrough(pool: Pool, throughId: number | undefined, options: DrainOptions): Promise<DrainResult> {
-  const total: DrainResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0, batches: 0, rows: 0, deadLetters: 0 };
+  const total: DrainResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0, batches: 0, rows: 0, deadLetters: 0, commandRows: 0 };
   const limit = throughId ?? (await pool.query<{ max: number | null }>('SELECT max(id) AS max FROM ingest_staging')).rows[0]!.max;
   if (limit === null) return total;
   const partitions = Math.max(1, options.partitions ?? 1);
-  await settleAll(
-    Array.from({ length: partitions }, (_, part) => {
+  // Rounds: a command row applied in a round frees the rows it held back for the next one.
+  for (;;) {
+    const loops = Array.from({ length: partitions }, (_, part) => {
       const range = rangeOf(part, partitions);
       return inTurn(pool, range, () => drainRange(pool, limit, range, options, total));
-    }),
-  );
-  return total;
+    });
+    const commands = drainCommands(pool, limit, options, total, Promise.allSettled(loops));
+    const applied = await settleAll([...loops, commands]);
+    if (applied.some(Boolean)) continue;
+    const left = await pool.query('SELECT 1 FROM ingest_staging WHERE id <= $1 LIMIT 1', [limit]);
+    if (left.rowCount === 0) return total;
+    // Nothing could be taken, yet rows remain: another worker is applying a command row that holds them back.
+    // Waiting for its transaction (a lock on the row) and looking again applies them here if that worker stops short.
+    await withTransaction(pool, (client) => client.query(`SELECT id FROM ingest_staging WHERE part = ${COMMAND_PART} AND id <= $1 ORDER BY id LIMIT 1 FOR UPDATE`, [limit]));
+    await new Promise((r) => setTimeout(r, COMMAND_POLL_MS));
+  }
 }

@@ -7,7 +7,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { Queues } from '../queues/index.js';
 import { enqueueApply } from '../queues/track-ingest.js';
-import { stageObjects } from './staging.js';
+import { stageObjects } from './staging-writer.js';
 import { toIso } from './time.js';
 import type { ObjectError, TrackArray } from './types.js';
 import { FatalTrackError, validateTrackBody } from './validate.js';

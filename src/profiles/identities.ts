@@ -1,5 +1,5 @@
 import type { PoolClient } from '../db/pool.js';
-import type { Identity } from './types.js';
+import type { Identity } from '../ingest/types.js';
 
 /** Resolving a batch's objects to profiles by identifier, creating those that may be created. */
 
@@ -57,7 +57,8 @@ export class Identities {
 
 /**
  * Resolves every distinct identity of the batch to a profile id (one statement per workspace in the batch), then
- * creates profiles for unknown external_ids that may be created.
+ * creates profiles for unknown external_ids that may be created. An external_id names a profile by its primary id or
+ * by a deprecated one (POST /users/external_ids/rename); a deprecated id is never created anew.
  */
 export async function resolveIdentities(client: PoolClient, wanted: Identities, current: Map<number, CurrentRow>): Promise<number> {
   const byWorkspace = new Map<string, Wanted[]>();
@@ -73,6 +74,9 @@ export async function resolveIdentities(client: PoolClient, wanted: Identities, 
     const cols = 'p.id, p.email, p.attribute_times AS times';
     const { rows } = await client.query<CurrentRow & { t: string; k: string; l: string | null }>(
       `SELECT 'e' AS t, p.external_id AS k, NULL AS l, ${cols} FROM profiles p WHERE p.workspace_id = $1 AND p.external_id = ANY($2::text[])
+       UNION ALL
+       SELECT 'e', x.external_id, NULL, ${cols} FROM profile_external_ids x JOIN profiles p ON p.id = x.profile_id
+        WHERE x.workspace_id = $1 AND x.external_id = ANY($2::text[])
        UNION ALL
        SELECT 's', p.service_id, NULL, ${cols} FROM profiles p WHERE p.workspace_id = $1 AND p.service_id = ANY($3::text[])
        UNION ALL

@@ -1,7 +1,7 @@
 import type { PoolClient } from '../db/pool.js';
-import { yieldToEventLoop } from './apply-transaction.js';
+import { yieldToEventLoop } from '../ingest/apply-transaction.js';
 import { Identities, resolveIdentities, type CurrentRow, type Wanted } from './identities.js';
-import type { TrackAttributes, TrackObjects } from './types.js';
+import type { TrackAttributes, TrackObjects } from '../ingest/types.js';
 
 /**
  * The set-based apply: many requests' (or an import batch's) objects in one transaction, in a fixed number of
@@ -65,7 +65,7 @@ const countsJson = (map: Map<string, Counts>) => {
  * because the process applying batches may also be answering /users/track, and because the stored entries then
  * never travel.
  */
-const mergeCounts = (stored: string, added: string) => `${stored} || (
+export const mergeCounts = (stored: string, added: string) => `${stored} || (
     SELECT coalesce(jsonb_object_agg(n.key, CASE WHEN o.e IS NULL THEN n.value
              ELSE jsonb_build_object('name', n.key,
                                      'first', LEAST(o.e->>'first' COLLATE "C", n.value->>'first' COLLATE "C"),
