@@ -77,7 +77,11 @@ export const ConfigSchema = z.object({
 
   RATE_LIMIT_DEFAULT_PER_HOUR: int(250_000).describe('Default rate limit per workspace and endpoint (spec Limits), requests per hour.'),
   RATE_LIMIT_SCIM_PER_DAY: int(5_000).describe('SCIM requests per company per day, shared by POST, PUT, GET and DELETE.'),
-  RATE_LIMIT_ALIAS_PER_MINUTE: int(20_000).describe('/users/alias/* requests per workspace per minute, shared.'),
+  RATE_LIMIT_ALIAS_PER_MINUTE: int(20_000).describe(
+    '/users/alias/new, /users/alias/update, /users/delete, /users/identify and /users/merge requests per workspace per minute, shared (as the public API shares them).',
+  ),
+  RATE_LIMIT_EXPORT_IDS_PER_MINUTE: int(2_500).describe('/users/export/ids requests per workspace per minute.'),
+  RATE_LIMIT_EXTERNAL_IDS_PER_MINUTE: int(1_000).describe('/users/external_ids/rename and /users/external_ids/remove requests per workspace per minute, each.'),
   RATE_LIMIT_TRACK_PER_MINUTE: int(250_000).describe('/users/track requests per workspace per minute (not in the spec).'),
   RATE_LIMIT_CATALOG_ASYNC_PER_MINUTE: int(16_000).describe('Asynchronous catalog item requests per workspace per minute, shared.'),
   RATE_LIMIT_CATALOG_SYNC_PER_MINUTE: int(50).describe('Synchronous catalog item requests per workspace per minute, shared.'),

@@ -34,6 +34,14 @@ export const PERMISSIONS = [
   'catalogs.delete_items',
   'messages.live_activity.register',
   'internal.records.write',
+  // The user-data endpoints (docs/user-data.md).
+  'users.export.ids',
+  'users.delete',
+  'users.identify',
+  'users.merge',
+  'users.external_ids.rename',
+  'users.external_ids.remove',
+  'email.unsubscribe',
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];

@@ -25,6 +25,8 @@ export const RATE_LIMITS = {
   },
   scim: { bucket: 'scim', scope: 'company', windowSeconds: 86_400, limit: (c) => c.RATE_LIMIT_SCIM_PER_DAY },
   alias: { bucket: 'alias', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_ALIAS_PER_MINUTE },
+  exportIds: { bucket: 'export-ids', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_EXPORT_IDS_PER_MINUTE },
+  externalIds: { bucket: 'external-ids', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_EXTERNAL_IDS_PER_MINUTE, perRoute: true },
   track: { bucket: 'track', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_TRACK_PER_MINUTE },
   catalogAsync: { bucket: 'catalog-async', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_CATALOG_ASYNC_PER_MINUTE },
   catalogSync: { bucket: 'catalog-sync', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_CATALOG_SYNC_PER_MINUTE },

@@ -22,7 +22,7 @@ const windowed = (column: string, entries: '$[*]' | '$.*', condition: string, si
   nonEmpty(`jsonb_path_query_array(${column}, '${entries} ? (${condition})', ${escapeLiteral(JSON.stringify({ since }))}::jsonb)`);
 
 /** `"field":<value>` of one export field over `p`, or NULL when the field is absent (then the line omits it). */
-function fieldText(field: ExportField, spec: ExportSpec, since: string): string {
+function fieldText(field: ExportField, spec: Pick<ExportSpec, 'customAttributes'>, since: string): string {
   switch (field) {
     case 'created_at':
     case 'push_opted_in_at':
@@ -100,15 +100,22 @@ export function segmentPredicate(filter: SegmentFilter): string {
 }
 
 /**
+ * The SQL text of one user's export line over the profile `p`: the one rendering of a user as JSON, shared by segment
+ * exports and POST /users/export/ids, so that the same user and fields give the same JSON in both.
+ */
+export function exportLineText(spec: Pick<ExportSpec, 'fields' | 'customAttributes'>, since: string): string {
+  const fields = spec.customAttributes && !spec.fields.includes('custom_attributes') ? [...spec.fields, 'custom_attributes' as const] : spec.fields;
+  return `'{' || concat_ws(',', ${fields.map((f) => fieldText(f, spec, since)).join(', ')}) || '}'`;
+}
+
+/**
  * One SELECT whose every row is one finished NDJSON line (without the newline): PostgreSQL builds the JSON, so the
  * worker only frames, compresses and uploads. Absent values are left out at the top level only; nested nulls (a
  * device's carrier) stay as stored. Rows come in (random_bucket, id) order along the profiles_bucket index.
  */
 export function exportLineSelect(q: ShardQuery): string {
   const predicate = segmentPredicate(q.filter);
-  const fields = q.spec.customAttributes && !q.spec.fields.includes('custom_attributes') ? [...q.spec.fields, 'custom_attributes' as const] : q.spec.fields;
-  const parts = fields.map((f) => fieldText(f, q.spec, q.since));
-  return `SELECT '{' || concat_ws(',', ${parts.join(', ')}) || '}'
+  return `SELECT ${exportLineText(q.spec, q.since)}
     FROM profiles p ${q.changes?.join ?? ''}
    WHERE p.workspace_id = ${escapeLiteral(q.workspaceId)}::uuid
      AND p.random_bucket >= ${Math.trunc(q.bucketFrom)} AND p.random_bucket < ${Math.trunc(q.bucketTo)}

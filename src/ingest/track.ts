@@ -78,7 +78,7 @@ const KICK_MIN_INTERVAL_MS = 50;
  * mark it to be sent once more when it returns (which is after their commit, as the deduplication above needs), and
  * no sooner than KICK_MIN_INTERVAL_MS after the previous one was sent.
  */
-function kickApply(deps: TrackDeps): void {
+export function kickApply(deps: Pick<TrackDeps, 'queues' | 'log' | 'health'>): void {
   let kick = kickers.get(deps.queues);
   if (!kick) {
     let busy = false;

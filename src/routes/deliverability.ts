@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { DELIVERABILITY_DEFAULT_LIMIT, DELIVERABILITY_MAX_LIMIT, MAX_FILTER_VALUES } from '../lib/list-page.js';
 import { listHardBounces } from '../hard-bounces/hard-bounces.js';
+import { listUnsubscribes } from '../subscriptions/unsubscribes.js';
 import { E164, listInvalidPhoneNumbers } from '../invalid-phone-numbers/invalid-phone-numbers.js';
 import { apiKeyOf } from '../http/principals.js';
 import { QueryStringList, mergeArrayParam, queryInteger, queryUtcDate } from '../http/schemas.js';
@@ -48,6 +49,19 @@ export const InvalidPhoneNumbersQuery = z
 export const HardBouncesQuery = z
   .object({
     ...rangeAndPage,
+    email: z
+      .string({ error: 'email must be one address' })
+      .max(254, 'email is at most 254 characters')
+      .transform(plusFromSpace)
+      .pipe(z.string().regex(/^[^\s@]+@[^\s@]+$/, 'email must be an email address'))
+      .optional(),
+  })
+  .superRefine(checkRange);
+
+export const UnsubscribesQuery = z
+  .object({
+    ...rangeAndPage,
+    sort_direction: z.enum(['asc', 'desc'], { error: "sort_direction must be 'asc' or 'desc'" }).default('desc'),
     email: z
       .string({ error: 'email must be one address' })
       .max(254, 'email is at most 254 characters')
@@ -117,6 +131,34 @@ const deliverabilityRoutes: FastifyPluginAsync = async (base) => {
         limit: q.limit,
         offset: q.offset,
         email: q.email,
+      });
+      return { emails, message: 'success' };
+    },
+  );
+  app.get(
+    '/email/unsubscribes',
+    {
+      config: { permission: 'email.unsubscribe', rateLimit: RATE_LIMITS.default },
+      schema: {
+        summary: 'Unsubscribed email addresses',
+        description:
+          `${paging.replace('Newest first, ties in insertion order.', 'Newest first (sort_direction=asc: oldest first), ties by address.')} ` +
+          'Each address once, at its latest unsubscription, whether unsubscribed per address (POST /email/status) or on a profile ' +
+          '(email_subscribe in an attributes object). Filter with email (case-insensitive).',
+        tags: ['deliverability'],
+        querystring: UnsubscribesQuery,
+        response: { 200: HardBouncesResponse },
+      },
+    },
+    async (req) => {
+      const q = req.query;
+      const emails = await listUnsubscribes(app.ctx.pool, apiKeyOf(req).workspaceId, {
+        start: q.start_date,
+        end: q.end_date,
+        limit: q.limit,
+        offset: q.offset,
+        email: q.email,
+        ascending: q.sort_direction === 'asc',
       });
       return { emails, message: 'success' };
     },

@@ -3,6 +3,7 @@ import segmentsRoutes from './segments.js';
 import usersExportRoutes from './users-export.js';
 import usersTrackRoutes from './users-track.js';
 import usersAliasRoutes from './users-alias.js';
+import usersDataRoutes from './users-data.js';
 import emailStatusRoutes from './email-status.js';
 import importsRoutes from './imports.js';
 import scimRoutes from './scim.js';
@@ -19,4 +20,4 @@ import deliverabilityRoutes from './deliverability.js';
 import recordsRoutes from './records.js';
 
 /** Every endpoint family, one plugin each. */
-export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, emailStatusRoutes, importsRoutes, catalogsRoutes, emailTemplatesRoutes, liveActivitiesRoutes, canvasSchedulesRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes, scimRoutes, scimDiscoveryRoutes];
+export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, usersDataRoutes, emailStatusRoutes, importsRoutes, catalogsRoutes, emailTemplatesRoutes, liveActivitiesRoutes, canvasSchedulesRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes, scimRoutes, scimDiscoveryRoutes];

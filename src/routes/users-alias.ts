@@ -5,6 +5,8 @@ import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/principals.js';
 import { documentedBody } from '../http/schemas.js';
 import { acceptAliasUpdates, AliasUpdate, MAX_ALIAS_UPDATES } from '../aliases/update.js';
+import { acceptAliasNew } from '../user-data/accept.js';
+import { AliasNewBody, MAX_USER_DATA_ENTRIES } from '../user-data/requests.js';
 
 export const AliasUpdateBody = z.object({
   alias_updates: z
@@ -22,6 +24,26 @@ export const AliasUpdateResponse = z.object({
 
 const usersAliasRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
+  app.post(
+    '/users/alias/new',
+    {
+      config: { permission: 'users.alias.new', rateLimit: RATE_LIMITS.alias, idempotent: true },
+      schema: {
+        summary: 'Create user aliases',
+        description:
+          `Up to ${MAX_USER_DATA_ENTRIES} {alias_name, alias_label, external_id (optional)}: with an external_id the alias is added to that user ` +
+          '(nothing happens when no user has it, or when the user already has an alias of that label); without one, a new alias-only user is ' +
+          'created. An alias that exists already changes nothing. Staged and applied in order with the workspace\'s tracked objects.',
+        tags: ['users'],
+        body: AliasNewBody,
+        response: { 201: z.object({ aliases_processed: z.number().int(), message: z.string() }) },
+      },
+    },
+    async (req, reply) => {
+      const { status, body } = await acceptAliasNew(app.ctx, apiKeyOf(req).workspaceId, req.body, req.idempotency);
+      return reply.code(status).send(body);
+    },
+  );
   app.post(
     '/users/alias/update',
     {
