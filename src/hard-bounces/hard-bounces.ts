@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import type { ListPage } from '../lib/list-page.js';
 import { RecordTime, lockWorkspaceProfiles, recordsBody, type RecordResult } from '../lib/record-batches.js';
+import { unsubscribeBounced } from '../profiles/states.js';
 
 /**
  * Hard bounces: the addresses that bounced for good, recorded through the internal API (POST /records/hard_bounces)
@@ -59,19 +60,7 @@ export async function recordHardBouncesIn(client: PoolClient, workspaceId: strin
         AND NOT (email_subscriptions.state = 'unsubscribed' AND email_subscriptions.updated_at = EXCLUDED.updated_at)`,
     [workspaceId, emails, times],
   );
-  // attribute_times holds last-write times as 'YYYY-MM-DDTHH:MM:SS.mmmZ' strings, which compare correctly as text.
-  await client.query(
-    `UPDATE profiles p
-        SET email_subscribe = 'unsubscribed',
-            attribute_times = p.attribute_times || jsonb_build_object('email_subscribe', l.iso),
-            updated_at = now()
-       FROM (SELECT email, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS iso FROM (${latest}) x) l
-      WHERE p.workspace_id = $1 AND p.email IS NOT NULL AND lower(p.email) = l.email
-        AND (p.attribute_times->>'email_subscribe' IS NULL OR p.attribute_times->>'email_subscribe' <= l.iso)
-        -- A repeat of a bounce already applied writes nothing (a workspace file applied again changes no row).
-        AND NOT (p.email_subscribe = 'unsubscribed' AND p.attribute_times->>'email_subscribe' = l.iso)`,
-    [workspaceId, emails, times],
-  );
+  await unsubscribeBounced(client, workspaceId, emails, times);
   const recorded = inserted.rows[0]!.n;
   return { recorded, duplicates: records.length - recorded };
 }

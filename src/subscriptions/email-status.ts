@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { withTransaction, type Pool } from '../db/pool.js';
 import { lockWorkspaces } from '../ingest/apply-transaction.js';
+import { setEmailSubscribe } from '../profiles/states.js';
 
 export const SUBSCRIPTION_STATES = ['opted_in', 'unsubscribed', 'subscribed'] as const;
 export type SubscriptionState = (typeof SUBSCRIPTION_STATES)[number];
@@ -39,11 +40,6 @@ export async function setEmailStatus(pool: Pool, workspaceId: string, emails: st
        ON CONFLICT (workspace_id, email) DO UPDATE SET state = EXCLUDED.state, updated_at = EXCLUDED.updated_at`,
       [workspaceId, addresses, state],
     );
-    const updated = await client.query(
-      `UPDATE profiles SET email_subscribe = $3, attribute_times = attribute_times || jsonb_build_object('email_subscribe', $4::text), updated_at = now()
-        WHERE workspace_id = $1 AND lower(email) = ANY($2::text[])`,
-      [workspaceId, addresses, state, at],
-    );
-    return { profilesUpdated: updated.rowCount ?? 0 };
+    return { profilesUpdated: await setEmailSubscribe(client, workspaceId, addresses, state, at) };
   });
 }

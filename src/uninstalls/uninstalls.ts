@@ -3,6 +3,7 @@ import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { badRequest } from '../errors.js';
 import { DAY_MS, utcDay } from '../lib/iso-time.js';
 import { RecordTime, lockWorkspaceProfiles, recordsBody, refuseUnknown, type RecordResult } from '../lib/record-batches.js';
+import { markUninstalled } from '../profiles/states.js';
 
 /**
  * App uninstalls: events recorded through the internal API (POST /records/uninstalls, by user or anonymous) and
@@ -78,12 +79,7 @@ export async function recordUninstalls(pool: Pool, workspaceId: string, records:
        SELECT count(*)::int AS n FROM ins`,
       params,
     );
-    await client.query(
-      `UPDATE profiles p SET uninstalled_at = GREATEST(p.uninstalled_at, x.at), updated_at = now()
-         FROM (SELECT profile_id, max(occurred_at) AS at FROM (${input}) i WHERE profile_id IS NOT NULL GROUP BY profile_id) x
-        WHERE p.id = x.profile_id AND p.workspace_id = $1 AND (p.uninstalled_at IS NULL OR p.uninstalled_at < x.at)`,
-      params,
-    );
+    await markUninstalled(client, workspaceId, params[2] as Array<number | null>, params[3] as Date[]);
     const recorded = rows[0]!.n;
     return { recorded, duplicates: records.length - recorded };
   });
