@@ -112,6 +112,13 @@ const samples: Sample[] = [
   },
   { name: 'import start', format: 'message', needsRedis: 'either', request: () => json('POST', '/users/import', { key: IMPORT_KEY }) },
   { name: 'import status', format: 'message', needsRedis: false, request: () => json('GET', `/users/import/${importId}`) },
+  // The user-data writes take /users/track's durable path: staged in PostgreSQL, applied once Redis is back.
+  { name: 'export by ids', format: 'message', needsRedis: false, request: () => json('POST', '/users/export/ids', { external_ids: ['t-1'], fields_to_export: ['external_id'] }) },
+  { name: 'delete', format: 'message', needsRedis: false, request: () => json('POST', '/users/delete', { external_ids: [`gone-${++tracked}`] }) },
+  { name: 'identify', format: 'message', needsRedis: false, request: () => json('POST', '/users/identify', { aliases_to_identify: [{ external_id: `id-${++tracked}`, user_alias: { alias_name: 'a', alias_label: 'l' } }] }) },
+  { name: 'merge', format: 'message', needsRedis: false, request: () => json('POST', '/users/merge', { merge_updates: [{ identifier_to_merge: { external_id: 'a' }, identifier_to_keep: { external_id: 'b' } }] }) },
+  { name: 'rename', format: 'message', needsRedis: false, request: () => json('POST', '/users/external_ids/rename', { external_id_renames: [{ current_external_id: 'none', new_external_id: `n-${++tracked}` }] }) },
+  { name: 'unsubscribes', format: 'message', needsRedis: false, request: () => json('GET', '/email/unsubscribes?start_date=2026-01-01&end_date=2026-02-01') },
 ];
 
 /** The error text a 503 of `format` carries. */

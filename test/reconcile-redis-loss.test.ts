@@ -150,12 +150,13 @@ describe('Redis flushed while work waits in its queues (no worker running)', () 
   });
 });
 
-describe('Redis flushed between a track request and its apply', () => {
-  it('applies the acknowledged events with no new request, once the reconciler sees them staged', async () => {
+describe('Redis flushed between a track request (and a delete) and its apply', () => {
+  it('applies the acknowledged events and the delete with no new request, once the reconciler sees them staged', async () => {
     const reconcilers: Reconciler[] = [];
     const applied = async () =>
       (await env.ctx.pool.query(`SELECT 1 FROM profiles WHERE workspace_id = $1 AND external_id = 'ext-3' AND custom_events ? 'in-flight'`, [ws.workspaceId]))
-        .rowCount === 1;
+        .rowCount === 1 &&
+      (await env.ctx.pool.query(`SELECT 1 FROM profiles WHERE workspace_id = $1 AND external_id = 'ext-4'`, [ws.workspaceId])).rowCount === 0;
     // A worker starts, registers the sweep, and stops (closing waits for a sweep it may be running): the apply job of
     // the request below then waits in Redis with nobody to take it. (A paused worker may still take the job its
     // blocking fetch waits for, and BullMQ's waiting pause hangs on a cluster.)
@@ -166,6 +167,8 @@ describe('Redis flushed between a track request and its apply', () => {
     try {
       const res = await post('/users/track', { events: [{ external_id: 'ext-3', name: 'in-flight', time: '2026-01-04T00:00:00Z' }] });
       expect(res.status).toBe(201);
+      // A user-data write takes the same durable path.
+      expect((await post('/users/delete', { external_ids: ['ext-4'] })).status).toBe(202);
       // The apply job is added after the answer: flush once it is in Redis, or it would land after the flush.
       await waitFor(async () => (await env.ctx.queues.get(TRACK_INGEST_QUEUE).count()) > 0, 10_000);
       await redis.flush();
@@ -174,7 +177,7 @@ describe('Redis flushed between a track request and its apply', () => {
       // The job and the sweep went with Redis: the events stay staged, whatever the wait.
       await new Promise((r) => setTimeout(r, 6_000));
       expect(await applied()).toBe(false);
-      expect((await env.ctx.pool.query('SELECT 1 FROM ingest_staging WHERE workspace_id = $1', [ws.workspaceId])).rowCount).toBe(1);
+      expect((await env.ctx.pool.query('SELECT 1 FROM ingest_staging WHERE workspace_id = $1', [ws.workspaceId])).rowCount).toBe(2);
       reconcilers.push(reconciler());
       await waitFor(applied, 30_000);
     } finally {
