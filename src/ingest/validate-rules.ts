@@ -44,15 +44,22 @@ export const identifierString = (field: string) =>
     .min(1, `'${field}' must not be empty`)
     .max(MAX_IDENTIFIER_CHARS, `'${field}' may be at most ${MAX_IDENTIFIER_CHARS} characters`);
 
+/**
+ * A user alias object. An `external_id` inside it is taken and ignored: edX's Braze client sends the alias object it
+ * gave POST /users/alias/new (where each alias may carry the external_id of its user) on to /users/track unchanged.
+ * Any other key is refused.
+ */
 export const UserAlias = z
   .object(
     {
       alias_name: identifierString('user_alias.alias_name'),
       alias_label: identifierString('user_alias.alias_label'),
+      external_id: z.unknown().optional(),
     },
     { error: "'user_alias' must be an object {alias_name, alias_label}" },
   )
-  .strict();
+  .strict()
+  .transform(({ alias_name, alias_label }) => ({ alias_name, alias_label }));
 
 export const EMAIL = /^[^\s@]+@[^\s@]+$/;
 export const EmailString = (field: string) => identifierString(field).regex(EMAIL, `'${field}' must be an email address`);
@@ -80,7 +87,11 @@ export const AppId = z.string({ error: "'app_id' must be a string" }).min(1, "'a
 export function describeIssue(error: z.ZodError, kind: string): string {
   const issue = error.issues[0];
   if (!issue) return 'invalid object';
-  if (issue.code === 'unrecognized_keys') return `${issue.keys.map(quote).join(', ')} ${issue.keys.length > 1 ? 'are not fields' : 'is not a field'} of ${kind}`;
+  if (issue.code === 'unrecognized_keys') {
+    // A key inside a nested object (user_alias) is named with that object, not with the object as a whole.
+    const within = issue.path.length > 0 ? quote(issue.path.map(String).join('.')) : kind;
+    return `${issue.keys.map(quote).join(', ')} ${issue.keys.length > 1 ? 'are not fields' : 'is not a field'} of ${within}`;
+  }
   const path = issue.path.map(String).join('.');
   // Our messages name their field already; zod's generic ones get the path in front.
   return issue.message.startsWith("'") || !path ? issue.message : `'${path}': ${issue.message}`;
