@@ -9,6 +9,7 @@ import { canvasScheduleJob } from './canvas-schedule.js';
 import { catalogBatchJob } from './catalog-batch.js';
 import { trackIngestJob } from './track-ingest.js';
 import { bulkImportJob } from './bulk-import.js';
+import { cdiSyncJob } from './cdi-sync.js';
 
 /** Every queue processor, one file each. `ces worker` runs them all (or those named by --queues). */
-export const jobs: JobDefinition[] = [segmentExportJob, exportShardJob, exportCallbackJob, scheduledExportJob, catalogBatchJob, trackIngestJob, bulkImportJob, liveActivityPushJob, liveActivityRemovalJob, canvasScheduleJob];
+export const jobs: JobDefinition[] = [segmentExportJob, exportShardJob, exportCallbackJob, scheduledExportJob, catalogBatchJob, trackIngestJob, bulkImportJob, liveActivityPushJob, liveActivityRemovalJob, canvasScheduleJob, cdiSyncJob];

@@ -81,6 +81,9 @@ export const ConfigSchema = z.object({
     '/users/alias/new, /users/alias/update, /users/delete, /users/identify and /users/merge requests per workspace per minute, shared (as the public API shares them).',
   ),
   RATE_LIMIT_EXPORT_IDS_PER_MINUTE: int(2_500).describe('/users/export/ids requests per workspace per minute.'),
+  RATE_LIMIT_CDI_LIST_PER_MINUTE: int(50).describe('GET /cdi/integrations requests per workspace per minute.'),
+  RATE_LIMIT_CDI_SYNC_PER_MINUTE: int(20).describe('POST /cdi/integrations/{id}/sync requests per workspace per minute.'),
+  RATE_LIMIT_CDI_STATUS_PER_MINUTE: int(100).describe('GET /cdi/integrations/{id}/job_sync_status requests per workspace per minute.'),
   RATE_LIMIT_EXTERNAL_IDS_PER_MINUTE: int(1_000).describe('/users/external_ids/rename and /users/external_ids/remove requests per workspace per minute, each.'),
   RATE_LIMIT_TRACK_PER_MINUTE: int(250_000).describe('/users/track requests per workspace per minute (not in the spec).'),
   RATE_LIMIT_CATALOG_ASYNC_PER_MINUTE: int(16_000).describe('Asynchronous catalog item requests per workspace per minute, shared.'),
@@ -124,6 +127,9 @@ export const ConfigSchema = z.object({
     .describe(
       'Partitions (1-16) a workspace\'s ingestion is split into by user; each applies on its own PostgreSQL connection at once. One partition applies on one core; more use more cores (and connections) while batches are applied. Where the API and PostgreSQL share two cores, 1 leaves a core to the acknowledgements (docs/ingestion.md, "Acknowledgement latency"). Set the same value for every process.',
     ),
+  CDI_BATCH_ROWS: int(10_000)
+    .pipe(z.number().min(1).max(1_000_000))
+    .describe('Rows a Cloud Data Ingestion sync applies (and commits its progress with) per transaction.'),
   INGEST_IMPORT_BATCH: int(200_000).describe(
     'Events a bulk import applies (and commits its position with) per transaction. Larger batches rewrite each profile fewer times (1M events over 100k users: 14.8k events/s at 20,000, 27.8k at 200,000) and hold more in memory.',
   ),

@@ -42,6 +42,10 @@ export const PERMISSIONS = [
   'users.external_ids.rename',
   'users.external_ids.remove',
   'email.unsubscribe',
+  // Cloud Data Ingestion (docs/cdi.md).
+  'cdi.integration_list',
+  'cdi.integration_sync',
+  'cdi.integration_job_status',
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
+import { registerCdiCommands } from './cdi.js';
 import { registerExportCommand } from './export.js';
 import { registerImportCommand } from './import.js';
 import { registerUsersCommands } from './users.js';
@@ -11,4 +12,5 @@ export function registerCommands(program: Command, config: () => Config): void {
   registerUsersCommands(program, config);
   registerImportCommand(program, config);
   registerExportCommand(program, config);
+  registerCdiCommands(program, config);
 }

@@ -1,7 +1,7 @@
-import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import type { DuckDBConnection } from '@duckdb/node-api';
+import { duckdb, forgetDuckdb } from '../lib/duckdb.js';
 import { createReadStream } from 'node:fs';
 import { open, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { ParquetColumns, ParquetType } from './parquet-schema.js';
@@ -60,43 +60,6 @@ const CONCURRENT_CONVERSIONS = 2;
  */
 const COMPRESSION = 'zstd';
 const COMPRESSION_LEVEL = 1;
-
-let instance: Promise<DuckDBInstance> | undefined;
-
-/** One in-memory DuckDB per process, shared by every conversion (each on its own connection). */
-function duckdb(): Promise<DuckDBInstance> {
-  if (!instance) {
-    instance = openDuckdb();
-    // A failed start is tried again by the next conversion.
-    instance.catch(() => {
-      instance = undefined;
-    });
-  }
-  return instance;
-}
-
-async function openDuckdb(): Promise<DuckDBInstance> {
-  const db = await DuckDBInstance.create(':memory:', {
-    // One thread a conversion: a conversion runs on the thread that called it, and concurrent parts spread over the
-    // cores as gzip parts do.
-    threads: '1',
-    // The json and parquet extensions are built in; nothing is ever fetched.
-    autoinstall_known_extensions: 'false',
-    autoload_known_extensions: 'false',
-    allow_community_extensions: 'false',
-    // Should DuckDB ever spill, its files go where the export spool goes, named so that a starting worker removes
-    // those of a dead process (./spool.ts).
-    temp_directory: path.join(tmpdir(), `ces-export-${process.pid}-duckdb`),
-  });
-  const conn = await db.connect();
-  try {
-    // Only times written without an offset depend on it; the export always prints 'Z'.
-    await conn.run(`SET GLOBAL TimeZone = 'UTC'`);
-  } finally {
-    conn.closeSync();
-  }
-  return db;
-}
 
 let running = 0;
 const waiting: (() => void)[] = [];
@@ -247,7 +210,7 @@ export async function writeParquetFile(ndjsonPath: string, parquetPath: string, 
     } catch (err) {
       await rm(parquetPath, { force: true });
       // After some internal errors DuckDB refuses every later statement; the next conversion then opens a new one.
-      if (/invalidated/i.test(String((err as Error)?.message))) instance = undefined;
+      if (/invalidated/i.test(String((err as Error)?.message))) forgetDuckdb();
       throw err;
     } finally {
       conn.closeSync();

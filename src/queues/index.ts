@@ -4,6 +4,7 @@ import type { Redis } from '../redis.js';
 import { BULK_IMPORT_QUEUE, BulkImportPayload } from './bulk-import.js';
 import { CANVAS_SCHEDULE_QUEUE, CanvasSchedulePayload } from './canvas-schedule.js';
 import { CATALOG_BATCH_QUEUE, CatalogBatchPayload } from './catalog-batch.js';
+import { CDI_SYNC_QUEUE, CdiSyncPayload } from './cdi-sync.js';
 import { EXPORT_CALLBACK_QUEUE, ExportCallbackPayload } from './export-callback.js';
 import { EXPORT_SHARD_QUEUE, ExportShardPayload } from './export-shard.js';
 import { LIVE_ACTIVITY_PUSH_QUEUE, LiveActivityPushPayload } from './live-activity-push.js';
@@ -30,6 +31,7 @@ export const QUEUE_PAYLOADS = {
   [LIVE_ACTIVITY_PUSH_QUEUE]: LiveActivityPushPayload,
   [LIVE_ACTIVITY_REMOVAL_QUEUE]: LiveActivityRemovalPayload,
   [CANVAS_SCHEDULE_QUEUE]: CanvasSchedulePayload,
+  [CDI_SYNC_QUEUE]: CdiSyncPayload,
 } satisfies Record<string, z.ZodType>;
 
 export type QueueName = keyof typeof QUEUE_PAYLOADS;

@@ -1,12 +1,13 @@
 import type { Config } from '../config.js';
 import { registerCanvasSweep } from './canvas-schedule.js';
+import { registerCdiSchedulesSync } from './cdi-sync.js';
 import type { Queues } from './index.js';
 import { registerExportSchedulesSync } from './scheduled-export.js';
 import { registerTrackSweep } from './track-ingest.js';
 
 /**
  * Every repeatable job of the service, registered here and nowhere else: the track staging sweep, the canvas-schedule
- * sweep and the re-sync of scheduled exports. Each queue's worker registers its own when it starts (through the
+ * sweep, the re-sync of scheduled exports and that of CDI schedules. Each queue's worker registers its own when it starts (through the
  * functions of its queue module), and the reconciler registers them all on every pass, so a Redis that lost them has
  * them back within a pass. Registering is idempotent (BullMQ job schedulers are keyed by id).
  */
@@ -14,4 +15,5 @@ export async function registerRepeatableJobs(queues: Queues, config: Pick<Config
   await registerTrackSweep(queues);
   await registerCanvasSweep(queues, config);
   await registerExportSchedulesSync(queues);
+  await registerCdiSchedulesSync(queues);
 }

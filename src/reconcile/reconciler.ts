@@ -7,6 +7,7 @@ import type { Queues } from '../queues/index.js';
 import { redisKeyPrefix, type Redis } from '../redis.js';
 import {
   repairCatalogBatches,
+  repairCdiSyncs,
   repairExportCallbacks,
   repairExports,
   repairImports,
@@ -139,6 +140,7 @@ export class Reconciler {
       ['staged track objects', () => repairStagedTrack(deps)],
       ['catalog batches', () => repairCatalogBatches(deps)],
       ['imports', () => repairImports(deps)],
+      ['CDI syncs', () => repairCdiSyncs(deps)],
       ['live activities', () => repairLiveActivities(deps)],
       // Not lost work: records past their use, dropped here because a pass runs anyway.
       ['expired idempotency keys', () => forgetExpiredKeys(deps.pool)],

@@ -5,6 +5,8 @@ import type { Pool } from '../db/pool.js';
 import { exportLockKeys, releaseExportLock, renewExportLock } from '../exports/locks.js';
 import { exportCallback } from '../exports/finish.js';
 import { syncExportSchedules } from '../exports/schedules.js';
+import { syncCdiSchedules } from '../cdi/schedules.js';
+import { CDI_SYNC_QUEUE, enqueueSync, syncJobId } from '../queues/cdi-sync.js';
 import { exportShards } from '../exports/shards.js';
 import type { Logger } from '../logger.js';
 import { BULK_IMPORT_QUEUE, enqueueImport, importJobId } from '../queues/bulk-import.js';
@@ -186,5 +188,28 @@ export async function repairSchedules(deps: RepairDeps, full: boolean): Promise<
   await registerRepeatableJobs(deps.queues, deps.config);
   const exports = await syncExportSchedules(deps);
   const canvases = await rearmSchedules(deps.pool, deps.queues, deps.log, { onlyUnarmed: !full });
-  return exports.active + canvases.jobs;
+  const cdi = await syncCdiSchedules(deps);
+  return exports.active + canvases.jobs + cdi.active;
+}
+
+/** CDI runs recorded and running whose job Redis lost (or never got), and that no process is running now. */
+export async function repairCdiSyncs(deps: RepairDeps): Promise<number> {
+  const { rows } = await deps.pool.query<{ id: string; integration_id: string }>(
+    `SELECT id, integration_id FROM cdi_sync_jobs WHERE status = 'running' AND started_at < $1 ORDER BY started_at`,
+    [before(GRACE_MS)],
+  );
+  let queued = 0;
+  for (const { id, integration_id } of rows) {
+    if (!(await lost(deps.queues, CDI_SYNC_QUEUE, syncJobId(id)))) continue;
+    const free = await deps.pool.query<{ free: boolean }>(
+      `SELECT NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+                            AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($1, 0)) AS free`,
+      [`ces-cdi:${integration_id}`],
+    );
+    if (!free.rows[0]!.free) continue;
+    await enqueueSync(deps.queues, id);
+    deps.log.warn({ cdiJobId: id }, 'CDI sync queued again: Redis had lost its job');
+    queued++;
+  }
+  return queued;
 }

@@ -18,6 +18,7 @@ import feedRoutes from './feed.js';
 import kpiRoutes from './kpi.js';
 import deliverabilityRoutes from './deliverability.js';
 import recordsRoutes from './records.js';
+import cdiRoutes from './cdi.js';
 
 /** Every endpoint family, one plugin each. */
-export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, usersDataRoutes, emailStatusRoutes, importsRoutes, catalogsRoutes, emailTemplatesRoutes, liveActivitiesRoutes, canvasSchedulesRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes, scimRoutes, scimDiscoveryRoutes];
+export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, usersDataRoutes, emailStatusRoutes, importsRoutes, catalogsRoutes, emailTemplatesRoutes, liveActivitiesRoutes, canvasSchedulesRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes, cdiRoutes, scimRoutes, scimDiscoveryRoutes];

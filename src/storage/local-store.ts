@@ -147,7 +147,10 @@ export class LocalStore implements ObjectStore {
         if (e.isDirectory()) await walk(full);
         else if (e.isFile() && !e.name.endsWith('.partial')) {
           const key = path.relative(this.base, full).split(path.sep).join('/');
-          if (key.startsWith(prefix)) out.push({ key, size: (await stat(full)).size });
+          if (key.startsWith(prefix)) {
+            const st = await stat(full);
+            out.push({ key, size: st.size, etag: `${st.size}-${Math.trunc(st.mtimeMs)}` });
+          }
         }
       }
     };

@@ -4,6 +4,11 @@ import type { Readable } from 'node:stream';
 export interface StoredObject {
   key: string;
   size: number;
+  /**
+   * What changes when the object's content is replaced: the store's ETag (S3, GCS), or the size and modification time
+   * of the file (the local store). Cloud Data Ingestion takes a file once per key and etag.
+   */
+  etag: string;
 }
 
 export interface PutOptions {

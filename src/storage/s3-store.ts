@@ -64,7 +64,7 @@ export class S3Store implements ObjectStore {
     let token: string | undefined;
     do {
       const res = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }));
-      for (const o of res.Contents ?? []) if (o.Key) out.push({ key: o.Key, size: o.Size ?? 0 });
+      for (const o of res.Contents ?? []) if (o.Key) out.push({ key: o.Key, size: o.Size ?? 0, etag: (o.ETag ?? '').replace(/"/g, '') });
       token = res.IsTruncated ? res.NextContinuationToken : undefined;
     } while (token);
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));

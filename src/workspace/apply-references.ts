@@ -77,11 +77,28 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
       count: u.count,
     })),
   );
+  const integrationRows = workspaces.flatMap((w) =>
+    w.decl.cdi_integrations.map((c) => ({ workspace_id: w.id, id: c.id, name: c.name, source: c.source, schedule: c.schedule ?? null })),
+  );
+  // An integration id is global: one declared by another workspace (of this or another company) is not taken over.
+  if (integrationRows.length > 0) {
+    const { rows } = await client.query<{ id: string; workspace_id: string }>('SELECT id, workspace_id FROM cdi_integrations WHERE id = ANY($1::uuid[])', [
+      integrationRows.map((r) => r.id),
+    ]);
+    for (const r of rows) {
+      const mine = integrationRows.find((i) => i.id === r.id)!;
+      if (mine.workspace_id === r.workspace_id) continue;
+      const w = workspaces.find((x) => x.id === mine.workspace_id)!;
+      const ci = w.decl.cdi_integrations.findIndex((c) => c.id === r.id);
+      issues.push({ path: formatPath([...w.path, 'cdi_integrations', ci, 'id']), message: `integration id "${r.id}" belongs to another workspace` });
+    }
+  }
   failOnIssues(run);
 
   counts.canvas_schedules = await upsert(client, SPECS.canvas_schedules, scheduleRows);
   counts.live_activities = await upsert(client, SPECS.live_activities, liveRows);
   counts.scheduled_exports = await upsert(client, SPECS.scheduled_exports, exportRows);
+  counts.cdi_integrations = await upsert(client, SPECS.cdi_integrations, integrationRows);
 
   // Records go through the same writers as the internal API's, so that both do the same (a hard bounce unsubscribes
   // the address's profiles whichever way it arrives); an exact repeat of a stored record counts as unchanged.

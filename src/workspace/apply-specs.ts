@@ -23,6 +23,7 @@ export const KINDS = [
   'permission_sets',
   'live_activities',
   'scheduled_exports',
+  'cdi_integrations',
   'uninstalls',
   'hard_bounces',
   'invalid_phone_numbers',
@@ -152,6 +153,12 @@ export const SPECS = {
       callback_endpoint: 'text',
       enabled: 'boolean',
     },
+    touch: 'updated_at',
+  },
+  cdi_integrations: {
+    table: 'cdi_integrations',
+    key: { workspace_id: 'uuid', id: 'uuid' },
+    set: { name: 'text', source: 'jsonb', schedule: 'jsonb' },
     touch: 'updated_at',
   },
 } satisfies Partial<Record<Kind, UpsertSpec>>;

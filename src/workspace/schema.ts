@@ -225,6 +225,42 @@ export const ScheduledExportSchema = z
     }
   });
 
+/** A name the service reads from its own environment when a sync runs (the connection string is never in the file). */
+const EnvName = z.string().regex(/^[A-Z_][A-Z0-9_]{0,127}$/, 'must be an environment variable name (A-Z, 0-9 and _, not starting with a digit)');
+/** `[schema.]table`, plain identifiers only: the name goes into SQL (quoted) and must be unambiguous. */
+const SqlTable = z
+  .string()
+  .max(127, 'must be at most 127 characters')
+  .regex(/^([A-Za-z_][A-Za-z0-9_$]*\.)?[A-Za-z_][A-Za-z0-9_$]*$/, 'must be a table name, [schema.]table, of letters, digits, _ and $');
+/** A key prefix in the workspace's store: relative, no empty, `.` or `..` segments. */
+const KeyPrefix = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(512, 'must be at most 512 characters')
+  .refine((p) => !p.startsWith('/') && p.split('/').slice(0, -1).every((seg) => seg !== '' && seg !== '.' && seg !== '..') && !/[\u0000-\u001f\\]/.test(p), {
+    error: "must be a relative key prefix without empty, '.' or '..' segments, backslashes or control characters",
+  });
+
+export const CdiIntegrationSchema = z.strictObject({
+  /** A UUID, as the public API's integration ids are: the natural key, stable across applies. */
+  id: z.uuid({ error: 'must be a UUID' }).transform((v) => v.toLowerCase()),
+  name: Name,
+  source: z.discriminatedUnion(
+    'type',
+    [
+      z.strictObject({ type: z.literal('postgres'), url_env: EnvName, table: SqlTable }),
+      z.strictObject({ type: z.literal('bucket'), prefix: KeyPrefix, format: z.enum(['parquet', 'ndjson', 'csv']) }),
+    ],
+    { error: "must be {type: postgres, url_env, table} or {type: bucket, prefix, format: parquet|ndjson|csv}" },
+  ),
+  /** Absent: on demand only (POST .../sync, `ces cdi sync`). */
+  schedule: z
+    .union([z.strictObject({ every_minutes: z.number().int().min(1).max(44_640) }), z.strictObject({ cron: Cron, time_zone: TimeZone.default('UTC') })], {
+      error: 'must be {every_minutes: n} or {cron: "...", time_zone}',
+    })
+    .optional(),
+});
+
 export const RecordsSchema = z.strictObject({
   uninstalls: z
     .array(z.strictObject({ app: Name, at: RecordTime, count: z.number().int().min(1).max(100_000).default(1) }))
@@ -254,6 +290,7 @@ export const WorkspaceSchema = z.strictObject({
   preference_centers: z.array(PreferenceCenterSchema).max(1000).default([]),
   live_activities: z.array(LiveActivitySchema).max(MAX_ITEMS).default([]),
   scheduled_exports: z.array(ScheduledExportSchema).max(1000).default([]),
+  cdi_integrations: z.array(CdiIntegrationSchema).max(1000).default([]),
   records: RecordsSchema.optional(),
 });
 
@@ -328,6 +365,8 @@ export const WorkspaceFileSchema = z
       w.canvases.flatMap((c, ci) => c.schedules.map((s, si) => ({ id: s.schedule_id, path: ['workspaces', wi, 'canvases', ci, 'schedules', si, 'schedule_id'] }))),
     );
     unique(scheduleIds, (s) => s.id, (i) => scheduleIds[i]!.path, 'schedule_id');
+    const integrationIds = file.workspaces.flatMap((w, wi) => w.cdi_integrations.map((c, ci) => ({ id: c.id, path: ['workspaces', wi, 'cdi_integrations', ci, 'id'] })));
+    unique(integrationIds, (c) => c.id, (i) => integrationIds[i]!.path, 'CDI integration id');
 
     file.workspaces.forEach((w, wi) => {
       const at = (list: string) => (i: number) => ['workspaces', wi, list, i];

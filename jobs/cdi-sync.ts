@@ -1,0 +1,33 @@
+import { finishJob } from '../src/cdi/jobs.js';
+import { startScheduledSync, syncCdiSchedules } from '../src/cdi/schedules.js';
+import { runSync } from '../src/cdi/sync.js';
+import { CDI_SYNC_QUEUE, CdiSyncPayload, registerCdiSchedulesSync } from '../src/queues/cdi-sync.js';
+import { defineJob } from '../src/queue-processors.js';
+
+/**
+ * Cloud Data Ingestion: runs of syncs (each resumes where its last committed batch left it, so a retry after a crash
+ * applies nothing twice), the integrations' schedule ticks, and the re-sync of their schedulers with the workspace
+ * file's integrations (at worker start and every five minutes). A run whose attempts are spent ends as `error`.
+ */
+export const cdiSyncJob = defineJob({
+  queue: CDI_SYNC_QUEUE,
+  // One run at a time per process: a run keeps PostgreSQL and a core busy, as an import does.
+  concurrency: () => 1,
+  async onStart(ctx) {
+    const result = await syncCdiSchedules(ctx);
+    ctx.log.info(result, 'CDI schedules synced');
+    await registerCdiSchedulesSync(ctx.queues);
+  },
+  async process(job, ctx) {
+    const payload = CdiSyncPayload.parse(job.data);
+    if ('sync' in payload) return syncCdiSchedules(ctx);
+    if ('integrationId' in payload) return (await startScheduledSync(ctx, payload.integrationId))?.id ?? null;
+    try {
+      const done = await runSync(ctx, payload.jobId);
+      return done ? { status: done.status, rowsSynced: done.rowsSynced, rowsFailed: done.rowsFailed } : null;
+    } catch (err) {
+      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) await finishJob(ctx.pool, payload.jobId, { status: 'error', error: (err as Error).message });
+      throw err;
+    }
+  },
+});

@@ -1,0 +1,133 @@
+import { isPlainObject } from '../ingest/validate-rules.js';
+import { validateAttributes } from '../ingest/validate.js';
+import type { TrackAttributes } from '../ingest/types.js';
+import type { UserRef } from '../profiles/lookup.js';
+
+/**
+ * A Cloud Data Ingestion row, as the public API lays out its warehouse tables (docs/cdi.md): `UPDATED_AT`, one
+ * identifier (`EXTERNAL_ID`, `ALIAS_NAME` with `ALIAS_LABEL`, `SERVICE_ID` or `BRAZE_ID`, `EMAIL`, `PHONE`),
+ * `PAYLOAD` (an attributes object as /users/track takes it, as JSON text or an object) and, ours, an optional
+ * `DELETED`. Column names in any letter case. A row becomes what /users/track's validation makes of the attributes
+ * object `{identifier, ...PAYLOAD}` (so the same rules refuse the same values), or a delete.
+ */
+
+/** The columns a source may have, lower-cased; any other column is ignored. */
+export const CDI_COLUMNS = ['updated_at', 'external_id', 'alias_name', 'alias_label', 'service_id', 'braze_id', 'email', 'phone', 'payload', 'deleted'] as const;
+export type CdiColumn = (typeof CDI_COLUMNS)[number];
+
+/** A source row by lower-cased column name; values as the source gave them (text, JSON, booleans, times). */
+export type SourceRow = Partial<Record<CdiColumn, unknown>>;
+
+/** Maps a source's own column names to ours (case-insensitively); the first of two spellings wins. */
+export function columnMap(names: string[]): Map<CdiColumn, string> {
+  const map = new Map<CdiColumn, string>();
+  for (const name of names) {
+    const lower = name.toLowerCase() as CdiColumn;
+    if ((CDI_COLUMNS as readonly string[]).includes(lower) && !map.has(lower)) map.set(lower, name);
+  }
+  return map;
+}
+
+/** A row as keyed by any letter case, brought to our lower-case columns. */
+export function normaliseRow(raw: Record<string, unknown>): SourceRow {
+  const row: SourceRow = {};
+  for (const [name, value] of Object.entries(raw)) {
+    const lower = name.toLowerCase();
+    if ((CDI_COLUMNS as readonly string[]).includes(lower) && !(lower in row)) row[lower as CdiColumn] = value;
+  }
+  return row;
+}
+
+export type RowItem =
+  | { kind: 'attributes'; attributes: TrackAttributes }
+  /** A user named by a phone number: resolved to a profile before the attributes can be applied. */
+  | { kind: 'phone'; phone: string; payload: Record<string, unknown>; at: string }
+  | { kind: 'delete'; target: UserRef }
+  /** A phone number no profile has: nothing to update (as an email no profile has); counted as synced. */
+  | { kind: 'unmatched' }
+  | { kind: 'refused'; reason: string };
+
+const text = (v: unknown): string | undefined => (v === null || v === undefined ? undefined : typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'bigint' ? String(v) : undefined);
+
+function truthy(v: unknown): boolean {
+  if (typeof v === 'boolean') return v;
+  if (typeof v === 'number') return v !== 0;
+  if (typeof v === 'string') return ['true', 't', '1', 'yes', 'y'].includes(v.trim().toLowerCase());
+  return false;
+}
+
+/** The row's time as the canonical ISO form the apply compares (last write wins by it), or a refusal. */
+export function rowTime(value: unknown, fallback: string): string | { refused: string } {
+  if (value === null || value === undefined || value === '') return fallback;
+  const date = value instanceof Date ? value : new Date(typeof value === 'number' ? value : String(value));
+  if (Number.isNaN(date.getTime())) return { refused: 'UPDATED_AT is not a time' };
+  return date.toISOString();
+}
+
+const MAX_PAYLOAD_BYTES = 1024 * 1024;
+
+function payloadOf(value: unknown): Record<string, unknown> | string {
+  if (value === null || value === undefined) return {};
+  let parsed = value;
+  if (typeof value === 'string') {
+    if (Buffer.byteLength(value) > MAX_PAYLOAD_BYTES) return 'PAYLOAD is larger than 1 MB';
+    try {
+      parsed = JSON.parse(value);
+    } catch {
+      return 'PAYLOAD is not JSON';
+    }
+  }
+  if (!isPlainObject(parsed)) return 'PAYLOAD must be a JSON object of attributes';
+  return parsed;
+}
+
+const IDENTIFIER_KEYS = ['external_id', 'user_alias', 'service_id', 'braze_id'];
+
+/**
+ * What a row does. `fallbackTime` stands for a missing UPDATED_AT (a bucket file has none): the sync's start. An
+ * identifier is taken from its column, never from PAYLOAD (which must not hold one, as the public API says).
+ */
+export function rowItem(row: SourceRow, fallbackTime: string): RowItem {
+  const at = rowTime(row.updated_at, fallbackTime);
+  if (typeof at !== 'string') return { kind: 'refused', reason: at.refused };
+  const externalId = text(row.external_id);
+  const aliasName = text(row.alias_name);
+  const aliasLabel = text(row.alias_label);
+  const serviceId = text(row.service_id) ?? text(row.braze_id);
+  const email = text(row.email);
+  const phone = text(row.phone);
+  if ((aliasName === undefined) !== (aliasLabel === undefined)) return { kind: 'refused', reason: 'ALIAS_NAME and ALIAS_LABEL go together: give both or neither' };
+  const named = [externalId !== undefined, aliasName !== undefined, serviceId !== undefined, email !== undefined || phone !== undefined].filter(Boolean).length;
+  if (named === 0) return { kind: 'refused', reason: 'the row names no user: give EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE' };
+  if (named > 1) return { kind: 'refused', reason: 'the row names its user more than once: give one of EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE' };
+
+  if (truthy(row.deleted)) {
+    const target: UserRef =
+      externalId !== undefined
+        ? { kind: 'external_id', value: externalId }
+        : aliasName !== undefined
+          ? { kind: 'user_alias', label: aliasLabel!, name: aliasName }
+          : serviceId !== undefined
+            ? { kind: 'service_id', value: serviceId }
+            : email !== undefined
+              ? { kind: 'email', value: email, prioritization: ['most_recently_updated'] }
+              : { kind: 'phone', value: phone!, prioritization: ['most_recently_updated'] };
+    return { kind: 'delete', target };
+  }
+
+  const payload = payloadOf(row.payload);
+  if (typeof payload === 'string') return { kind: 'refused', reason: payload };
+  const smuggled = IDENTIFIER_KEYS.find((k) => k in payload);
+  if (smuggled) return { kind: 'refused', reason: `PAYLOAD must not hold an identifier ('${smuggled}'): name the user in its column` };
+  // EMAIL before PHONE when both are given, as the public API does.
+  if (email === undefined && phone !== undefined) return { kind: 'phone', phone, payload, at };
+  const identifier =
+    externalId !== undefined ? { external_id: externalId } : aliasName !== undefined ? { user_alias: { alias_name: aliasName, alias_label: aliasLabel } } : serviceId !== undefined ? { service_id: serviceId } : { email };
+  return attributesItem({ ...payload, ...identifier }, at);
+}
+
+/** The attributes object through /users/track's own validation. */
+export function attributesItem(object: Record<string, unknown>, at: string): RowItem {
+  const r = validateAttributes(object, at);
+  return r.ok ? { kind: 'attributes', attributes: r.value } : { kind: 'refused', reason: r.type };
+}

@@ -1,0 +1,106 @@
+import pg from 'pg';
+import QueryStream from 'pg-query-stream';
+import { columnMap, type CdiColumn, type SourceRow } from './rows.js';
+
+/**
+ * A PostgreSQL table (or view) as a Cloud Data Ingestion source, reached with the connection string an environment
+ * variable names (read when the sync runs, never stored or logged). Rows are read in one ordered query, streamed with
+ * backpressure: those with UPDATED_AT at or after the integration's watermark, in (UPDATED_AT, row hash) order, the
+ * ones at the watermark already synced left out by their hash. A row's hash is md5 over every column the sync reads,
+ * so an identical row is one row, and a row changed in place with the same UPDATED_AT is a new one.
+ */
+
+/** The source cannot be read as configured: the run ends as `config_error`, with this message. */
+export class SourceConfigError extends Error {}
+
+export interface TableRow {
+  row: SourceRow;
+  /** UPDATED_AT to the microsecond, as PostgreSQL prints it in UTC: the watermark keeps this exact value. */
+  ts: string;
+  hash: string;
+}
+
+const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
+
+export class TableSource {
+  private constructor(
+    private readonly client: pg.Client,
+    private readonly relation: string,
+    private readonly columns: Map<CdiColumn, string>,
+  ) {}
+
+  /** Connects and checks the table: it exists, has UPDATED_AT and PAYLOAD (or DELETED), and names a user somehow. */
+  static async open(urlEnv: string, table: string, env: NodeJS.ProcessEnv = process.env): Promise<TableSource> {
+    const url = env[urlEnv];
+    if (!url) throw new SourceConfigError(`the environment variable ${urlEnv} (the source's connection string) is not set`);
+    const client = new pg.Client({ connectionString: url, application_name: 'ces-cdi', connectionTimeoutMillis: 10_000 });
+    // A lost source connection fails the run's current read, which retries; it must not crash the process.
+    client.on('error', () => {});
+    try {
+      await client.connect();
+    } catch (err) {
+      throw new SourceConfigError(`cannot connect to the source named by ${urlEnv}: ${(err as Error).message}`);
+    }
+    try {
+      await client.query(`SET TIME ZONE 'UTC'`);
+      const rel = await client.query<{ name: string; oid: number }>(`SELECT to_regclass($1)::text AS name, to_regclass($1)::oid AS oid`, [table]);
+      const found = rel.rows[0];
+      if (!found?.name) throw new SourceConfigError(`the source has no table or view ${table} (or this user may not see it)`);
+      const cols = await client.query<{ attname: string }>(`SELECT attname FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, [found.oid]);
+      const columns = columnMap(cols.rows.map((c) => c.attname));
+      if (!columns.has('updated_at')) throw new SourceConfigError(`${table} has no UPDATED_AT column`);
+      if (!columns.has('payload') && !columns.has('deleted')) throw new SourceConfigError(`${table} has neither a PAYLOAD nor a DELETED column`);
+      const identifiers: CdiColumn[] = ['external_id', 'alias_name', 'service_id', 'braze_id', 'email', 'phone'];
+      if (!identifiers.some((c) => columns.has(c))) throw new SourceConfigError(`${table} has no identifier column (EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE)`);
+      return new TableSource(client, found.name, columns);
+    } catch (err) {
+      await client.end().catch(() => {});
+      throw err;
+    }
+  }
+
+  /** The ordered query from `watermark` (inclusive), or from the start. */
+  private query(watermark: string | null): { sql: string; params: unknown[] } {
+    const cols = [...this.columns.entries()];
+    const select = cols.map(([ours, theirs]) => (ours === 'updated_at' ? null : `${quoteIdent(theirs)} AS ${ours}`)).filter(Boolean);
+    const updated = quoteIdent(this.columns.get('updated_at')!);
+    const ts = `to_char(${updated}::timestamptz, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+    const hashed = cols.map(([, theirs]) => `coalesce(${quoteIdent(theirs)}::text, chr(30))`).join(', ');
+    const sql = `SELECT * FROM (SELECT ${[...select, `${ts} AS ts`, `md5(concat_ws(chr(31), ${hashed})) AS hash`].join(', ')}, ${updated} AS order_at
+                   FROM ${this.relation} WHERE ${updated} IS NOT NULL ${watermark ? `AND ${updated} >= $1::timestamptz` : ''}) r
+                  ORDER BY r.order_at, r.hash`;
+    return { sql, params: watermark ? [watermark] : [] };
+  }
+
+  /**
+   * The rows after the watermark, `size` at a time, leaving out those at the watermark's exact time whose hash is in
+   * `synced`. One query: the caller applies each batch before asking for the next, and the stream waits meanwhile.
+   */
+  async *batches(watermark: string | null, synced: ReadonlySet<string>, size: number): AsyncGenerator<TableRow[]> {
+    const { sql, params } = this.query(watermark);
+    const stream = this.client.query(new QueryStream(sql, params, { batchSize: Math.min(size, 5_000) }));
+    let batch: TableRow[] = [];
+    try {
+      for await (const raw of stream as AsyncIterable<Record<string, unknown>>) {
+        const ts = raw.ts as string;
+        const hash = raw.hash as string;
+        if (ts === watermark && synced.has(hash)) continue;
+        const row: SourceRow = {};
+        for (const key of this.columns.keys()) if (key !== 'updated_at') row[key] = raw[key];
+        row.updated_at = ts;
+        batch.push({ row, ts, hash });
+        if (batch.length >= size) {
+          yield batch;
+          batch = [];
+        }
+      }
+      if (batch.length > 0) yield batch;
+    } finally {
+      stream.destroy();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.client.end().catch(() => {});
+  }
+}
