@@ -123,6 +123,31 @@ async function commitBatch(deps: SyncDeps, job: SyncJob, items: Item[], progress
   );
 }
 
+/**
+ * The items of an async source, mapped, one batch ahead: the next batch is read and validated while the current one
+ * is applied (the apply waits on PostgreSQL, the reading and validation on this process), instead of in turn.
+ */
+async function* ahead<T, U>(source: AsyncIterable<T>, map: (t: T) => U): AsyncGenerator<U> {
+  const it = source[Symbol.asyncIterator]();
+  const pull = async () => {
+    const r = await it.next();
+    return r.done ? null : { value: map(r.value) };
+  };
+  let next = pull();
+  try {
+    for (;;) {
+      const current = await next;
+      if (current === null) return;
+      next = pull();
+      // A failed read ahead is seen when its turn comes, not as an unhandled rejection meanwhile.
+      next.catch(() => {});
+      yield current.value;
+    }
+  } finally {
+    await it.return?.(undefined);
+  }
+}
+
 /** A table source: from the watermark on, each batch moving it (and the hashes of the rows at its exact time). */
 async function syncTable(deps: SyncDeps, job: SyncJob, integration: CdiIntegration & { source: { type: 'postgres' } }, startedAt: string): Promise<void> {
   const source = await TableSource.open(integration.source.url_env, integration.source.table, deps.env);
@@ -135,14 +160,18 @@ async function syncTable(deps: SyncDeps, job: SyncJob, integration: CdiIntegrati
     );
     let watermark = state.rows[0]!.watermark;
     const synced = new Set(state.rows[0]!.hashes);
-    for await (const batch of source.batches(watermark, synced, deps.config.CDI_BATCH_ROWS)) {
+    const batches = ahead(source.batches(watermark, synced, deps.config.CDI_BATCH_ROWS), (batch: TableRow[]) => ({
+      batch,
+      items: batch.map((r): Item => ({ item: rowItem(r.row, startedAt), row: r.row })),
+    }));
+    for await (const { batch, items } of batches) {
       const last = batch[batch.length - 1]!.ts;
       const atLast = batch.filter((r: TableRow) => r.ts === last).map((r) => r.hash);
       const moved = last !== watermark;
       await commitBatch(
         deps,
         job,
-        batch.map((r) => ({ item: rowItem(r.row, startedAt), row: r.row })),
+        items,
         async (client) => {
           await client.query(`UPDATE cdi_integrations SET watermark = $2::timestamptz WHERE id = $1`, [integration.id, last]);
           if (moved) await client.query(`DELETE FROM cdi_watermark_rows WHERE integration_id = $1`, [integration.id]);

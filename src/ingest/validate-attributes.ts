@@ -76,6 +76,9 @@ const NOT_SETTABLE = new Set([
   'attribute_times',
 ]);
 
+/** Built once: zod compiles a schema on its first parse, which per object cost more than the checks themselves. */
+const IdentifierSchema = z.object(identifierFields);
+
 /** One attributes object: identifiers, standard profile fields, and custom attributes as the other keys. */
 export function validateAttributes(raw: unknown, acceptedAt: string): Result<TrackAttributes> {
   if (!isPlainObject(raw)) return notAnObject('an attributes object');
@@ -90,7 +93,7 @@ export function validateAttributes(raw: unknown, acceptedAt: string): Result<Tra
     else if (NOT_SETTABLE.has(key)) return { ok: false, type: `${quote(key)} cannot be set through attributes` };
     else customRaw[key] = value;
   }
-  const ids = z.object(identifierFields).safeParse(identifiers);
+  const ids = IdentifierSchema.safeParse(identifiers);
   if (!ids.success) return { ok: false, type: describeIssue(ids.error, 'an attributes object') };
   const id = identityOf(ids.data, true);
   if (!id.ok) return id;

@@ -103,24 +103,53 @@ const STANDARD_COLUMNS: Record<string, string> = {
  */
 const newer = (field: string) => `(u.times->>(${field})) COLLATE "C" >= coalesce(p.attribute_times->>(${field}), '') COLLATE "C"`;
 
-const UPDATE_SQL = `
-UPDATE profiles p SET
-  custom_events = CASE WHEN u.ev IS NULL THEN p.custom_events ELSE ${mergeCounts('p.custom_events', 'u.ev')} END,
-  purchases = CASE WHEN u.pu IS NULL THEN p.purchases ELSE ${mergeCounts('p.purchases', 'u.pu')} END,
-  total_revenue = CASE WHEN u.rev IS NULL THEN p.total_revenue ELSE coalesce(p.total_revenue, 0) + u.rev END,
-  ${Object.entries(STANDARD_COLUMNS)
-    .map(([col, expr]) => `${col} = CASE WHEN u.std ? '${col}' AND ${newer(`'${col}'`)} THEN ${expr} ELSE p.${col} END`)
-    .join(',\n  ')},
-  custom_attributes = CASE WHEN u.cset IS NULL AND u.cdel IS NULL THEN p.custom_attributes
+/** What a batch's update rows carry: the statement sets only those columns (cached per shape). */
+interface UpdateShape {
+  events: boolean;
+  purchases: boolean;
+  /** Standard columns some row of the batch sets, in STANDARD_COLUMNS order. */
+  standard: string[];
+  custom: boolean;
+  times: boolean;
+}
+
+const updateStatements = new Map<string, string>();
+
+/**
+ * The UPDATE of a batch, setting only the columns its rows touch: a batch of events rewrites no standard column's
+ * CASE, and a batch of attributes no aggregate's. (One statement for every shape evaluated all of them on every row:
+ * 0.55 s of 1.2 s per 10,000 attribute rows of a CDI sync.)
+ */
+function updateSql(shape: UpdateShape): string {
+  const key = JSON.stringify(shape);
+  let sql = updateStatements.get(key);
+  if (sql) return sql;
+  const sets: string[] = [];
+  if (shape.events) sets.push(`custom_events = CASE WHEN u.ev IS NULL THEN p.custom_events ELSE ${mergeCounts('p.custom_events', 'u.ev')} END`);
+  if (shape.purchases) {
+    sets.push(`purchases = CASE WHEN u.pu IS NULL THEN p.purchases ELSE ${mergeCounts('p.purchases', 'u.pu')} END`);
+    sets.push(`total_revenue = CASE WHEN u.rev IS NULL THEN p.total_revenue ELSE coalesce(p.total_revenue, 0) + u.rev END`);
+  }
+  for (const col of shape.standard) sets.push(`${col} = CASE WHEN u.std ? '${col}' AND ${newer(`'${col}'`)} THEN ${STANDARD_COLUMNS[col]} ELSE p.${col} END`);
+  if (shape.custom) {
+    sets.push(`custom_attributes = CASE WHEN u.cset IS NULL AND u.cdel IS NULL THEN p.custom_attributes
     ELSE (p.custom_attributes || coalesce((SELECT jsonb_object_agg(c.key, c.value) FROM jsonb_each(u.cset) AS c
                                             WHERE ${newer(`'custom_attributes.' || c.key`)}), '{}'))
-         - coalesce((SELECT array_agg(d) FROM unnest(u.cdel) AS d WHERE ${newer(`'custom_attributes.' || d`)}), '{}'::text[]) END,
-  attribute_times = CASE WHEN u.times IS NULL THEN p.attribute_times
+         - coalesce((SELECT array_agg(d) FROM unnest(u.cdel) AS d WHERE ${newer(`'custom_attributes.' || d`)}), '{}'::text[]) END`);
+  }
+  if (shape.times) {
+    sets.push(`attribute_times = CASE WHEN u.times IS NULL THEN p.attribute_times
     ELSE p.attribute_times || coalesce((SELECT jsonb_object_agg(t.key, t.value) FROM jsonb_each_text(u.times) AS t
-                                         WHERE t.value COLLATE "C" >= coalesce(p.attribute_times->>t.key, '') COLLATE "C"), '{}') END,
-  updated_at = now()
+                                         WHERE t.value COLLATE "C" >= coalesce(p.attribute_times->>t.key, '') COLLATE "C"), '{}') END`);
+  }
+  sets.push('updated_at = now()');
+  sql = `UPDATE profiles p SET
+  ${sets.join(',\n  ')}
 FROM jsonb_to_recordset($1::jsonb) AS u(id bigint, ev jsonb, pu jsonb, rev float8, std jsonb, cset jsonb, cdel text[], times jsonb)
 WHERE p.id = u.id`;
+  updateStatements.set(key, sql);
+  return sql;
+}
 
 interface UpdateRow {
   id: number;
@@ -230,6 +259,8 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
   // The merge runs in the process that also answers /users/track (`ces start`): it yields every few hundred
   // profiles so that acknowledgements are not held behind a whole batch, and serializes row by row for the same reason.
   const parts: string[] = [];
+  const shape: UpdateShape = { events: false, purchases: false, standard: [], custom: false, times: false };
+  const standardSeen = new Set<string>();
   const tied = { ids: [] as number[], emails: [] as string[] };
   let sinceYield = 0;
   // In id order, the UPDATE walks the table (and its pages in the buffer cache) forward instead of at random.
@@ -253,8 +284,16 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
     }
     // Attributes that all lost to newer stored values leave nothing to write.
     if (row.ev || row.pu || row.times) parts.push(JSON.stringify(row));
+    if (row.ev) shape.events = true;
+    if (row.pu) shape.purchases = true;
+    if (row.cset || row.cdel) shape.custom = true;
+    if (row.times) shape.times = true;
+    if (row.std) for (const col of Object.keys(row.std)) standardSeen.add(col);
   }
-  if (parts.length > 0) await client.query(UPDATE_SQL, [`[${parts.join(',')}]`]);
+  const tu = performance.now();
+  shape.standard = Object.keys(STANDARD_COLUMNS).filter((col) => standardSeen.has(col));
+  if (parts.length > 0) await client.query(updateSql(shape), [`[${parts.join(',')}]`]);
+  console.error('update ms', Math.round(performance.now() - tu));
   if (tied.ids.length > 0) {
     // Only where the address was written: a newer address from another partition's batch keeps its own state.
     await client.query(
