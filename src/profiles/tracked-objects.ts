@@ -290,10 +290,8 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
     if (row.times) shape.times = true;
     if (row.std) for (const col of Object.keys(row.std)) standardSeen.add(col);
   }
-  const tu = performance.now();
   shape.standard = Object.keys(STANDARD_COLUMNS).filter((col) => standardSeen.has(col));
   if (parts.length > 0) await client.query(updateSql(shape), [`[${parts.join(',')}]`]);
-  console.error('update ms', Math.round(performance.now() - tu));
   if (tied.ids.length > 0) {
     // Only where the address was written: a newer address from another partition's batch keeps its own state.
     await client.query(
