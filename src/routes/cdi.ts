@@ -76,7 +76,7 @@ const cdiRoutes: FastifyPluginAsync = async (base) => {
   app.post(
     '/cdi/integrations/:integration_id/sync',
     {
-      config: { permission: 'cdi.integration_sync', rateLimit: RATE_LIMITS.cdiSync, errors: [404] },
+      config: { permission: 'cdi.integration_sync', rateLimit: RATE_LIMITS.cdiSync, errors: [404, 415] },
       schema: {
         summary: 'Trigger a sync',
         description: 'Starts a run of the integration now (202); 429 "Another job is in progress" while one runs; 404 "Integration not found".',
