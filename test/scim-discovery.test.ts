@@ -111,7 +111,7 @@ describe('SCIM discovery documents', () => {
   it('the core User schema defines what a user carries, with department, permissions and lastSignInAt also at the root', () => {
     const core = servedSchema(USER_SCHEMA);
     expect(core.name).toBe('User');
-    expect(names(core.attributes)).toEqual(['id', 'externalId', 'userName', 'name', 'active', 'emails', 'department', 'permissions', 'lastSignInAt']);
+    expect(names(core.attributes)).toEqual(['id', 'externalId', 'userName', 'name', 'displayName', 'active', 'emails', 'department', 'permissions', 'lastSignInAt']);
     const at = (name: string) => attribute(core.attributes, name);
     expect(at('id')).toMatchObject({ type: 'string', mutability: 'readOnly', returned: 'always', uniqueness: 'server' });
     expect(at('externalId')).toMatchObject({ type: 'string', caseExact: true, mutability: 'readWrite', required: false });
@@ -122,7 +122,11 @@ describe('SCIM discovery documents', () => {
       expect.objectContaining({ name: 'givenName', type: 'string', required: true, description: expect.stringContaining('255 characters') }),
       expect.objectContaining({ name: 'familyName', type: 'string', required: true }),
     ]);
-    expect(at('active')).toMatchObject({ type: 'boolean', multiValued: false, required: false });
+    // Required so that a remove is never tried; a create without it still makes the user active.
+    expect(at('active')).toMatchObject({ type: 'boolean', multiValued: false, required: true });
+    // The schema says what the server requires: department and permissions are optional (docs/scim.md).
+    expect(at('department').required).toBe(false);
+    expect(at('permissions').required).toBe(false);
     expect(at('emails')).toMatchObject({ type: 'complex', multiValued: true });
     expect(names(at('emails').subAttributes)).toEqual(['value', 'type', 'primary']);
     expect(attribute(at('emails').subAttributes, 'type')).toMatchObject({ type: 'string', canonicalValues: ['work', 'home', 'other'] });
@@ -234,11 +238,12 @@ describe('SCIM discovery documents', () => {
     expect(checkAgainstSchemas(user, served).sort()).toEqual(
       [
         'name.familyName: required, missing',
+        'active: required, missing',
         'lastSignInAt: type dateTime, must be an xsd:dateTime string (got "yesterday")',
         `${EXTENSION_SCHEMA}.team: not a sub-attribute the schema defines`,
       ].sort(),
     );
-    expect(checkAgainstSchemas({ schemas: [USER_SCHEMA], userName: 'x@example.com', name: { givenName: 'A', familyName: 'B' }, [EXTENSION_SCHEMA]: {} }, served)).toEqual([
+    expect(checkAgainstSchemas({ schemas: [USER_SCHEMA], userName: 'x@example.com', name: { givenName: 'A', familyName: 'B' }, active: true, [EXTENSION_SCHEMA]: {} }, served)).toEqual([
       `${EXTENSION_SCHEMA}: a schema container, but schemas does not list ${EXTENSION_SCHEMA}`,
     ]);
   });
@@ -333,7 +338,8 @@ describe('a user resource validates against the served User schemas', () => {
     expect(got.body.schemas).toEqual([USER_SCHEMA, EXTENSION_SCHEMA]);
     expect(checkAgainstSchemas(got.body, served), 'the GET answer').toEqual([]);
     expect(got.body).toMatchObject({ externalId: 'okta-00u1', active: true, emails: [{ value: 'schema.check@example.com', type: 'work', primary: true }] });
-    expect(got.body[EXTENSION_SCHEMA]).toEqual({ department: got.body.department, permissions: got.body.permissions, lastSignInAt: got.body.lastSignInAt });
+    // lastSignInAt is null until a sign-in: unassigned, so left out of the container (the root keeps the spec's null).
+    expect(got.body[EXTENSION_SCHEMA]).toEqual({ department: got.body.department, permissions: got.body.permissions });
     const list = await scimCall(env, 'GET', `/scim/v2/Users?filter=${encodeURIComponent('userName eq "schema.check@example.com"')}`, a.token);
     expect(list.body.Resources).toHaveLength(1);
     expect(checkAgainstSchemas(list.body.Resources[0], served), 'the list entry').toEqual([]);

@@ -111,7 +111,8 @@ describe('PATCH /scim/v2/Users/{id}: the operation forms', () => {
       companyPermissions: ['admin'],
       appGroup: [{ appGroupId: a.productId, appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] }],
     });
-    expect(res.body.emails).toEqual([]);
+    // RFC 7643 2.5: an empty multi-valued attribute is unassigned, and left out.
+    expect(res.body).not.toHaveProperty('emails');
     expect(res.body).not.toHaveProperty('externalId');
   });
 
@@ -126,13 +127,13 @@ describe('PATCH /scim/v2/Users/{id}: the operation forms', () => {
     const id = await createUser('ignored@example.com');
     const before = await stateOf(id);
     const res = await patch(id, [
-      { op: 'replace', path: 'displayName', value: 'Ada L.' },
       { op: 'add', path: 'nickName', value: 'Ada' },
       { op: 'replace', path: 'name.formatted', value: 'Ada Lovelace' },
       { op: 'replace', value: { password: 'secret', title: 'Countess' } },
     ]);
     expect(res.status, res.raw).toBe(200);
-    expect(res.body).not.toHaveProperty('displayName');
+    expect(res.body).not.toHaveProperty('nickName');
+    expect(res.body).not.toHaveProperty('title');
     // Nothing stored changed: no audit row and lastModified kept.
     expect(await stateOf(id)).toEqual(before);
   });
@@ -156,6 +157,102 @@ describe('PATCH /scim/v2/Users/{id}: the operation forms', () => {
   });
 });
 
+describe('PATCH: what the RFC 7644 conformance suites check', () => {
+  const EXTENSION_PATH = EXTENSION_SCHEMA;
+  const marketing = { appGroupName: 'Marketing', appGroupPermissions: ['basic_access', 'edit_segments'], team: [{ teamName: 'Growth', teamPermissions: ['admin'] }] };
+
+  it('add of a workspace the user already has, as the identity provider sent it at creation, changes nothing and succeeds', async () => {
+    const id = await createUser('again@example.com');
+    const before = await stateOf(id);
+    for (const operation of [
+      { op: 'add', path: 'permissions.appGroup', value: [marketing] },
+      { op: 'add', path: `${EXTENSION_PATH}:permissions.appGroup`, value: [marketing] },
+      { op: 'add', value: { permissions: { appGroup: [marketing, { appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] }] } } },
+      // What a GET returned, server-filled ids included.
+      { op: 'add', path: 'permissions.appGroup', value: [{ ...marketing, appGroupId: a.marketingId, team: [{ teamId: a.growthTeamId, teamName: 'Growth', teamPermissions: ['admin'] }] }] },
+    ]) {
+      const res = await patch(id, [operation]);
+      expect(res.status, res.raw).toBe(200);
+    }
+    expect(await stateOf(id)).toEqual(before);
+  });
+
+  it('add to a workspace the user has joins the new permissions and teams to it', async () => {
+    const id = await createUser('more@example.com');
+    const res = await patch(id, [
+      { op: 'add', path: 'permissions.appGroup', value: [{ appGroupName: 'Marketing', appGroupPermissions: ['view_pii', 'basic_access'], team: [{ teamName: 'Growth', teamPermissions: ['basic_access'] }] }] },
+    ]);
+    expect(res.status, res.raw).toBe(200);
+    expect(res.body.permissions.appGroup[0]).toEqual({
+      appGroupId: a.marketingId,
+      appGroupName: 'Marketing',
+      appGroupPermissions: ['basic_access', 'edit_segments', 'view_pii'],
+      team: [{ teamId: a.growthTeamId, teamName: 'Growth', teamPermissions: ['admin', 'basic_access'] }],
+    });
+  });
+
+  it('add of an email the user has updates it rather than repeating it, and a new primary takes primary from the others', async () => {
+    const id = await createUser('mails@example.com', { emails: [{ value: 'mails@example.com', type: 'work', primary: true }] });
+    let res = await patch(id, [{ op: 'add', path: 'emails', value: [{ value: 'MAILS@example.com', type: 'work', primary: true }] }]);
+    expect(res.status, res.raw).toBe(200);
+    expect(res.body.emails).toEqual([{ value: 'MAILS@example.com', type: 'work', primary: true }]);
+    res = await patch(id, [{ op: 'add', path: 'emails', value: [{ value: 'home@example.org', type: 'home', primary: true }] }]);
+    expect(res.body.emails).toEqual([
+      { value: 'MAILS@example.com', type: 'work', primary: false },
+      { value: 'home@example.org', type: 'home', primary: true },
+    ]);
+    res = await patch(id, [{ op: 'replace', path: 'emails[type eq "work"].primary', value: true }]);
+    expect(res.body.emails.map((e: { primary: boolean }) => e.primary)).toEqual([true, false]);
+  });
+
+  it('a path naming our extension by its URN adds, replaces and removes its attributes', async () => {
+    const id = await createUser('urn.path@example.com');
+    let res = await patch(id, [{ op: 'replace', path: EXTENSION_PATH, value: { department: 'finance', permissions: { companyPermissions: ['admin'] } } }]);
+    expect(res.status, res.raw).toBe(200);
+    expect(res.body).toMatchObject({ department: 'finance', [EXTENSION_SCHEMA]: { department: 'finance' } });
+    expect(res.body.permissions.companyPermissions).toEqual(['admin']);
+    res = await patch(id, [{ op: 'remove', path: EXTENSION_PATH }]);
+    expect(res.status, res.raw).toBe(200);
+    for (const attribute of ['department', 'permissions', EXTENSION_SCHEMA]) expect(res.body).not.toHaveProperty(attribute);
+    const { row } = await stateOf(id);
+    expect(row).toMatchObject({ department: null, permissions: null });
+    res = await patch(id, [{ op: 'add', path: EXTENSION_PATH, value: { department: 'bi' } }]);
+    expect(res.body).toMatchObject({ department: 'bi', [EXTENSION_SCHEMA]: { department: 'bi' } });
+  });
+
+  it('removes department, permissions and displayName (they are optional); active, userName and name stay required', async () => {
+    const id = await createUser('optional@example.com', { displayName: 'Ada L.' });
+    let res = await patch(id, [
+      { op: 'remove', path: 'department' },
+      { op: 'remove', path: 'permissions' },
+      { op: 'remove', path: 'displayName' },
+    ]);
+    expect(res.status, res.raw).toBe(200);
+    for (const attribute of ['department', 'permissions', 'displayName', EXTENSION_SCHEMA]) expect(res.body).not.toHaveProperty(attribute);
+    res = await scimCall(env, 'GET', `/scim/v2/Users/${id}`, a.token);
+    for (const attribute of ['department', 'permissions', 'displayName']) expect(res.body).not.toHaveProperty(attribute);
+    const { audit } = await stateOf(id);
+    expect(audit.at(-1).changes).toMatchObject({ department: { from: 'engineering', to: null }, displayName: { from: 'Ada L.', to: null } });
+    for (const path of ['active', 'userName', 'name']) {
+      res = await patch(id, [{ op: 'remove', path }]);
+      expectScimError(res, 400, 'mutability');
+    }
+    // A remove inside permissions the user no longer has changes nothing.
+    res = await patch(id, [{ op: 'remove', path: 'permissions.companyPermissions', value: ['admin'] }]);
+    expect(res.status, res.raw).toBe(200);
+    expect(res.body).not.toHaveProperty('permissions');
+  });
+
+  it('an unknown URN in a path is named as such, with the schemas the User has', async () => {
+    const id = await createUser('bad.urn@example.com');
+    const res = await patch(id, [{ op: 'replace', path: 'urn:example:custom:2.0:User:thing', value: 'x' }]);
+    expectScimError(res, 400, 'invalidPath');
+    expect(res.body.detail).toContain('names no schema of the User resource; its schemas are urn:ietf:params:scim:schemas:core:2.0:User, urn:ietf:params:scim:schemas:extension:ces:2.0:User');
+    const inExtension = await patch(id, [{ op: 'replace', path: `${EXTENSION_PATH}:nothing`, value: 'x' }]);
+    expect(inExtension.body.detail).toContain(`the path must name an attribute of ${EXTENSION_SCHEMA}: department or permissions`);
+  });
+});
+
 describe('PATCH refusals: all or nothing', () => {
   it('one invalid operation among valid ones refuses the whole request: no row changed, no audit row', async () => {
     const id = await createUser('atomic@example.com');
@@ -169,7 +266,13 @@ describe('PATCH refusals: all or nothing', () => {
       [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'userName', value: 'someone.else@example.com' }], 'mutability'],
       [[{ op: 'replace', value: { active: false, userName: 'other@example.com' } }], 'mutability'],
       [[{ op: 'replace', path: 'active', value: false }, { op: 'remove', path: 'name.givenName' }], 'mutability'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'remove', path: 'department' }], 'mutability'],
+      [[{ op: 'replace', path: 'active', value: false }, { op: 'remove', path: 'userName' }], 'mutability'],
+      [
+        [{ op: 'add', path: 'permissions.appGroup', value: [{ appGroupName: 'Product', appGroupPermissions: ['basic_access'] }] }],
+        'invalidValue',
+      ],
+      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'urn:ietf:params:scim:schemas:extension:ces:2.0:User', value: 'x' }], 'invalidValue'],
+      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'urn:ietf:params:scim:schemas:extension:ces:2.0:User:nothing', value: 'x' }], 'invalidPath'],
       [[{ op: 'replace', path: 'active', value: false }, { op: 'remove', path: 'active' }], 'mutability'],
       [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'emails', value: [{ value: 'not an email' }] }], 'invalidValue'],
       [[{ op: 'replace', path: 'active', value: false }, { op: 'add', path: 'permissions.appGroup', value: [{ appGroupName: 'Nowhere', appGroupPermissions: [] }] }], 'invalidValue'],

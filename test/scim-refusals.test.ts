@@ -51,8 +51,13 @@ const badCreates: [string, unknown, string, string][] = [
   ['missing schemas', without(userBody('m1@example.com'), 'schemas'), 'invalidValue', 'body.schemas'],
   ['missing userName', without(userBody('m2@example.com'), 'userName'), 'invalidValue', 'body.userName'],
   ['missing name', without(userBody('m3@example.com'), 'name'), 'invalidValue', 'body.name'],
-  ['missing department', without(userBody('m4@example.com'), 'department'), 'invalidValue', 'body.department'],
-  ['missing permissions', without(userBody('m5@example.com'), 'permissions'), 'invalidValue', 'body.permissions'],
+  [
+    'two primary emails',
+    userBody('m4@example.com', { emails: [{ value: 'a@example.com', primary: true }, { value: 'b@example.com', primary: true }] }),
+    'invalidValue',
+    'emails may have at most one entry with primary true',
+  ],
+  ['userName in two spellings', userBody('m5@example.com', { username: 'm5b@example.com' }), 'invalidSyntax', 'userName is given twice ("userName" and "username")'],
   ['missing familyName', userBody('m6@example.com', { name: { givenName: 'Ada' } }), 'invalidValue', 'body.name.familyName'],
   ['schemas without the User URN', userBody('s1@example.com', { schemas: ['urn:ietf:params:scim:schemas:core:2.0:Group'] }), 'invalidValue', USER_SCHEMA],
   ['schemas not an array', userBody('s2@example.com', { schemas: USER_SCHEMA }), 'invalidValue', 'body.schemas'],
@@ -266,7 +271,7 @@ describe('POST /scim/v2/Users refusals', () => {
     await env.ctx.pool.query(`DELETE FROM dashboard_users WHERE id = $1`, [res.body.id]);
   });
 
-  it('keeps active, externalId and emails; ignores attributes it does not store (displayName, phoneNumbers) rather than refusing them', async () => {
+  it('keeps active, externalId, emails and displayName; ignores attributes it does not store (phoneNumbers) rather than refusing them', async () => {
     const res = await scimCall(
       env,
       'POST',
@@ -281,8 +286,7 @@ describe('POST /scim/v2/Users refusals', () => {
       }),
     );
     expect(res.status, res.raw).toBe(201);
-    expect(res.body).toMatchObject({ active: true, externalId: '00u1', emails: [{ value: 'extra@example.com', primary: true }] });
-    expect(res.body).not.toHaveProperty('displayName');
+    expect(res.body).toMatchObject({ active: true, externalId: '00u1', emails: [{ value: 'extra@example.com', primary: true }], displayName: 'Ada L.' });
     expect(res.body).not.toHaveProperty('phoneNumbers');
     await env.ctx.pool.query(`DELETE FROM dashboard_users WHERE id = $1`, [res.body.id]);
   });
@@ -313,8 +317,7 @@ describe('PUT /scim/v2/Users/{id} refusals', () => {
 
   it.each([
     ['missing name', without(replacement(), 'name'), 'body.name'],
-    ['missing department', without(replacement(), 'department'), 'body.department'],
-    ['missing permissions', without(replacement(), 'permissions'), 'body.permissions'],
+    ['department a number', { ...replacement(), department: 42 }, 'body.department'],
     ['missing schemas', without(replacement(), 'schemas'), 'body.schemas'],
     ['department not allowed', { ...replacement(), department: 'astrology' }, 'department'],
     ['unknown workspace', { ...replacement(), permissions: { appGroup: [{ appGroupName: 'Nowhere', appGroupPermissions: [] }] } }, 'appGroupName'],

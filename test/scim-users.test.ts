@@ -30,7 +30,6 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
       userName: 'Ada.Lovelace@Example.com',
       name: { givenName: 'Ada', familyName: 'Lovelace' },
       active: true,
-      emails: [],
       department: 'engineering',
       lastSignInAt: null,
       permissions: {
@@ -47,6 +46,8 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
       },
       meta: { resourceType: 'User', location: created.headers.location },
     });
+    // No emails were given: unassigned, so left out (RFC 7643 2.5).
+    expect(user).not.toHaveProperty('emails');
     // The set entry carries no direct permissions, as the request gave none.
     expect(user.permissions.appGroup[1]).not.toHaveProperty('appGroupPermissions');
     const { rows: stored } = await env.ctx.pool.query(`SELECT user_name, company_id::text FROM dashboard_users WHERE id = $1`, [user.id]);
@@ -120,11 +121,83 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
   it('accepts a PUT that echoes a GET (ids, meta, the same userName) and records nothing when nothing changed', async () => {
     const created = await scimCall(env, 'POST', '/scim/v2/Users', a.token, userBody('echo@example.com'));
     expect(created.status).toBe(201);
-    const echoed = { ...created.body, userName: 'ECHO@example.com' };
-    const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${created.body.id}`, a.token, echoed);
+    const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${created.body.id}`, a.token, created.body);
     expect(replaced.status, replaced.raw).toBe(200);
     expect(replaced.body).toEqual(created.body);
     expect((await auditRows(created.body.id)).map((r) => r.action)).toEqual(['create']);
+  });
+
+  it('userName ignores letter case (RFC 7643 caseExact false): one user, and the spelling stored is the last one sent', async () => {
+    const created = await scimCall(env, 'POST', '/scim/v2/Users', a.token, userBody('Alice@Example.com'));
+    expect(created.status, created.raw).toBe(201);
+    const again = await scimCall(env, 'POST', '/scim/v2/Users', a.token, userBody('alice@example.com'));
+    expect(again.status).toBe(409);
+    expect(again.body.scimType).toBe('uniqueness');
+    for (const spelling of ['alice@example.com', 'ALICE@EXAMPLE.COM']) {
+      const found = await scimCall(env, 'GET', filterUrl(spelling), a.token);
+      expect(found.body.Resources.map((u: { id: string }) => u.id)).toEqual([created.body.id]);
+    }
+    // A PUT that repeats it in another case is the same user: the new spelling is stored (Entra ID sends the UPN's).
+    const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${created.body.id}`, a.token, { ...created.body, userName: 'alice@example.com' });
+    expect(replaced.status, replaced.raw).toBe(200);
+    expect(replaced.body.userName).toBe('alice@example.com');
+    const patched = await scimCall(env, 'PATCH', `/scim/v2/Users/${created.body.id}`, a.token, {
+      schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+      Operations: [{ op: 'replace', path: 'userName', value: 'Alice@example.COM' }],
+    });
+    expect(patched.body.userName).toBe('Alice@example.COM');
+    const audit = await auditRows(created.body.id);
+    expect(audit.map((r) => r.changes.userName)).toEqual([
+      { from: null, to: 'Alice@Example.com' },
+      { from: 'Alice@Example.com', to: 'alice@example.com' },
+      { from: 'alice@example.com', to: 'Alice@example.COM' },
+    ]);
+  });
+
+  it('reads attribute names in any letter case in POST and PUT bodies (RFC 7643 2.1)', async () => {
+    const created = await scimCall(env, 'POST', '/scim/v2/Users', a.token, {
+      SCHEMAS: [USER_SCHEMA],
+      UserName: 'cased@example.com',
+      NAME: { GIVENNAME: 'Ada', familyname: 'Lovelace' },
+      Emails: [{ VALUE: 'cased@example.com', Primary: true }],
+      DEPARTMENT: 'engineering',
+      'URN:IETF:PARAMS:SCIM:SCHEMAS:EXTENSION:CES:2.0:USER': { Permissions: { CompanyPermissions: ['admin'] } },
+    });
+    expect(created.status, created.raw).toBe(201);
+    expect(created.body).toMatchObject({
+      userName: 'cased@example.com',
+      name: { givenName: 'Ada', familyName: 'Lovelace' },
+      emails: [{ value: 'cased@example.com', primary: true }],
+      department: 'engineering',
+      permissions: { companyPermissions: ['admin'], appGroup: [] },
+    });
+    const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${created.body.id}`, a.token, { schemas: [USER_SCHEMA], Name: { givenName: 'Augusta', FamilyName: 'King' }, Active: false });
+    expect(replaced.status, replaced.raw).toBe(200);
+    expect(replaced.body).toMatchObject({ name: { givenName: 'Augusta', familyName: 'King' }, active: false, department: 'engineering' });
+  });
+
+  it('creates a user with only the core attributes (no department, no permissions); the resource leaves them out', async () => {
+    const created = await scimCall(env, 'POST', '/scim/v2/Users', a.token, {
+      schemas: [USER_SCHEMA],
+      userName: 'core.only@example.com',
+      name: { givenName: 'Core', familyName: 'Only' },
+      displayName: 'Core Only',
+      active: true,
+      emails: [{ value: 'core.only@example.com', type: 'work', primary: true }],
+    });
+    expect(created.status, created.raw).toBe(201);
+    expect(created.body).toMatchObject({ displayName: 'Core Only', active: true, lastSignInAt: null });
+    for (const attribute of ['department', 'permissions', EXTENSION_SCHEMA]) expect(created.body).not.toHaveProperty(attribute);
+    const { rows } = await env.ctx.pool.query(`SELECT department, permissions, display_name FROM dashboard_users WHERE id = $1`, [created.body.id]);
+    expect(rows).toEqual([{ department: null, permissions: null, display_name: 'Core Only' }]);
+    // A PUT without them keeps them absent; with them, sets them; a PUT of the spec's body without displayName keeps it.
+    const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${created.body.id}`, a.token, {
+      schemas: [USER_SCHEMA],
+      name: { givenName: 'Core', familyName: 'Only' },
+      department: 'bi',
+      permissions: {},
+    });
+    expect(replaced.body).toMatchObject({ displayName: 'Core Only', department: 'bi', permissions: { companyPermissions: [], appGroup: [] } });
   });
 
   it('resolves workspaces and teams by the ids a response returned, and shows current names after a rename', async () => {

@@ -6,6 +6,7 @@ import { publicBaseUrl } from '../config.js';
 import { AppError } from '../errors.js';
 import { describeValidation } from '../http/error-handler.js';
 import { scimTokenOf } from '../http/principals.js';
+import { canonicalNames, USER_NAMES, type NameTree } from '../scim/attribute-names.js';
 import type { ScimActor } from '../scim/audit.js';
 import { SCIM_LIMITS, ScimListResponse, ScimPatch, ScimUser, ScimUserCreate, ScimUserProjected, ScimUserReplace } from '../scim/schemas.js';
 import { createUser, deleteUser, getUser, listUsers, patchUser, replaceUser } from '../scim/users.js';
@@ -70,6 +71,11 @@ function actorOf(req: FastifyRequest): ScimActor {
 
 const scim = (reply: FastifyReply) => reply.type(SCIM_JSON);
 
+/** RFC 7643 2.1: a body's attribute names in any letter case, read in the schema's spelling (src/scim/attribute-names.ts). */
+export const canonicalBody = (names: NameTree) => async (req: FastifyRequest) => {
+  req.body = canonicalNames(req.body, names);
+};
+
 const scimRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
   const baseUrl = publicBaseUrl(app.ctx.config);
@@ -81,6 +87,7 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
     {
       config: { ...config, errors: [409] },
       attachValidation: true,
+      preValidation: canonicalBody(USER_NAMES),
       schema: {
         ...common,
         summary: 'Create a dashboard user (SCIM)',
@@ -133,10 +140,11 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
     {
       config,
       attachValidation: true,
+      preValidation: canonicalBody(USER_NAMES),
       schema: {
         ...common,
         summary: 'Replace a dashboard user (SCIM)',
-        description: `${headersNote} Replaces name, department and permissions, and active, externalId and emails when given (kept when omitted); userName cannot change.`,
+        description: `${headersNote} Replaces name, and displayName, department, permissions, active, externalId and emails when given (kept when omitted, cleared by null); userName cannot change (another letter case is stored as sent).`,
         params: IdParams,
         body: ScimUserReplace,
         response: { 200: ScimUser },

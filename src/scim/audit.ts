@@ -20,15 +20,16 @@ export type FieldChange = { from: unknown; to: unknown };
 export function auditView(user: ScimUser): Record<string, unknown> {
   const view: Record<string, unknown> = {
     userName: user.userName,
+    displayName: user.displayName ?? null,
     active: user.active,
     externalId: user.externalId ?? null,
-    emails: user.emails,
+    emails: user.emails ?? [],
     'name.givenName': user.name.givenName,
     'name.familyName': user.name.familyName,
-    department: user.department,
-    'permissions.companyPermissions': user.permissions.companyPermissions,
+    department: user.department ?? null,
+    'permissions.companyPermissions': user.permissions?.companyPermissions ?? null,
   };
-  for (const g of user.permissions.appGroup) {
+  for (const g of user.permissions?.appGroup ?? []) {
     const { appGroupId: _id, appGroupName, team, ...rest } = g;
     view[`permissions.appGroup[${appGroupName}]`] = {
       ...rest,

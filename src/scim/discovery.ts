@@ -1,5 +1,8 @@
 import { notFound } from '../errors.js';
 import { SCIM_EXTENSION_SCHEMA, SCIM_LIMITS, SCIM_LIST_SCHEMA, SCIM_USER_SCHEMA } from './schemas.js';
+import { attr, complex, dashboardAttributes, readOnly, userAttributes, type ScimAttribute } from './schema-attributes.js';
+
+export { SCIM_ATTRIBUTE_TYPES, SCIM_MUTABILITIES, SCIM_RETURNED, SCIM_UNIQUENESS } from './schema-attributes.js';
 
 /**
  * The SCIM discovery documents (RFC 7644 4): what this service provider supports (RFC 7643 5), the schemas of its
@@ -10,28 +13,6 @@ import { SCIM_EXTENSION_SCHEMA, SCIM_LIMITS, SCIM_LIST_SCHEMA, SCIM_USER_SCHEMA 
 export const SCIM_SCHEMA_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:Schema';
 export const SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:ServiceProviderConfig';
 export const SCIM_RESOURCE_TYPE_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:ResourceType';
-
-/** The values RFC 7643 (2.2, 2.3, 7) allows for each attribute characteristic. */
-export const SCIM_ATTRIBUTE_TYPES = ['string', 'boolean', 'decimal', 'integer', 'dateTime', 'binary', 'reference', 'complex'] as const;
-export const SCIM_MUTABILITIES = ['readOnly', 'readWrite', 'immutable', 'writeOnly'] as const;
-export const SCIM_RETURNED = ['always', 'never', 'default', 'request'] as const;
-export const SCIM_UNIQUENESS = ['none', 'server', 'global'] as const;
-
-/** An attribute definition of a schema resource (RFC 7643 7). */
-export interface ScimAttribute {
-  name: string;
-  type: (typeof SCIM_ATTRIBUTE_TYPES)[number];
-  multiValued: boolean;
-  description: string;
-  required: boolean;
-  caseExact: boolean;
-  mutability: (typeof SCIM_MUTABILITIES)[number];
-  returned: (typeof SCIM_RETURNED)[number];
-  uniqueness: (typeof SCIM_UNIQUENESS)[number];
-  canonicalValues?: string[];
-  referenceTypes?: string[];
-  subAttributes?: ScimAttribute[];
-}
 
 interface Meta {
   resourceType: 'Schema' | 'ResourceType' | 'ServiceProviderConfig';
@@ -78,104 +59,6 @@ export interface ScimDiscoveryList<T> {
   itemsPerPage: number;
   Resources: T[];
 }
-
-type Characteristics = Omit<ScimAttribute, 'name' | 'type' | 'description'>;
-
-/** One attribute with RFC 7643 2.2's defaults (single-valued, optional, case-insensitive, readWrite, default, none). */
-function attr(name: string, type: ScimAttribute['type'], description: string, over: Partial<Characteristics> = {}): ScimAttribute {
-  return { name, type, multiValued: false, description, required: false, caseExact: false, mutability: 'readWrite', returned: 'default', uniqueness: 'none', ...over };
-}
-
-const complex = (name: string, description: string, subAttributes: ScimAttribute[], over: Partial<Characteristics> = {}) =>
-  attr(name, 'complex', description, { ...over, subAttributes });
-
-const permissionList = (name: string, what: string) =>
-  attr(name, 'string', `${what}: at most ${SCIM_LIMITS.permissions} strings of 1 to ${SCIM_LIMITS.text} characters, from the allowed list (docs/scim.md).`, {
-    multiValued: true,
-    caseExact: true,
-  });
-
-const textNote = `1 to ${SCIM_LIMITS.text} characters`;
-
-/**
- * department, permissions and lastSignInAt, as both the core schema (at the root, where the API spec shows them) and
- * our extension define them. `where` ends each description: where else the attribute is found.
- */
-function dashboardAttributes(where: string): ScimAttribute[] {
-  return [
-    attr('department', 'string', `The user's department, one of the company's allowed departments (docs/scim.md), ${textNote}. Required on create, at the root or in ${SCIM_EXTENSION_SCHEMA} (or in the enterprise extension). ${where}`, {
-      caseExact: true,
-    }),
-    complex(
-      'permissions',
-      `What the user may do in the dashboard. Required on create, at the root or in ${SCIM_EXTENSION_SCHEMA}. ${where}`,
-      [
-        permissionList('companyPermissions', 'Company-level permissions'),
-        complex(
-          'appGroup',
-          `One entry per workspace (at most ${SCIM_LIMITS.appGroups}), named by appGroupName or by the appGroupId a response returned. It carries appGroupPermissions (with team) or appGroupPermissionSets, never both.`,
-          [
-            attr('appGroupId', 'string', 'The workspace id; in a request it may name the workspace instead of appGroupName (both must then agree).', { caseExact: true }),
-            attr('appGroupName', 'string', `The workspace name, ${textNote}; responses show its current name.`),
-            permissionList('appGroupPermissions', 'Workspace permissions'),
-            complex('appGroupPermissionSets', 'Exactly one permission set, named by appGroupPermissionSetName.', [
-              attr('appGroupPermissionSetName', 'string', `The permission set's name, ${textNote}.`, { required: true }),
-            ], { multiValued: true }),
-            complex(
-              'team',
-              `Teams of the workspace (at most ${SCIM_LIMITS.teams}), named by teamName or by the teamId a response returned.`,
-              [
-                attr('teamId', 'string', 'The team id; in a request it may name the team instead of teamName (both must then agree).', { caseExact: true }),
-                attr('teamName', 'string', `The team name, ${textNote}; responses show its current name.`),
-                permissionList('teamPermissions', 'Team permissions (required in each team entry of a request, may be empty)'),
-              ],
-              { multiValued: true },
-            ),
-          ],
-          { multiValued: true },
-        ),
-      ],
-    ),
-    attr('lastSignInAt', 'dateTime', `Last successful sign-in to the dashboard (UTC); null until the user signs in. ${where}`, { mutability: 'readOnly' }),
-  ];
-}
-
-const userAttributes: ScimAttribute[] = [
-  attr('id', 'string', 'The id the service gave the user (a uuid); unique, never reassigned.', {
-    caseExact: true,
-    mutability: 'readOnly',
-    returned: 'always',
-    uniqueness: 'server',
-  }),
-  attr('externalId', 'string', `The identity provider's id for the user, ${textNote}; absent when none was given, null in a request clears it.`, { caseExact: true }),
-  attr('userName', 'string', `The user's email address, at most ${SCIM_LIMITS.userName} characters; unique in the company ignoring letter case. Set by the create; a PUT or PATCH may repeat it, not change it.`, {
-    required: true,
-    mutability: 'immutable',
-    uniqueness: 'server',
-  }),
-  complex('name', "The user's name.", [
-    attr('givenName', 'string', `Given name, ${textNote}.`, { required: true }),
-    attr('familyName', 'string', `Family name, ${textNote}.`, { required: true }),
-  ], { required: true }),
-  attr('active', 'boolean', 'Whether the account is active; true when a create omits it, and kept as it is by a PUT that omits it.'),
-  complex(
-    'emails',
-    `Email addresses of the user, at most ${SCIM_LIMITS.emails}.`,
-    [
-      attr('value', 'string', `An email address, at most ${SCIM_LIMITS.userName} characters.`, { required: true }),
-      attr('type', 'string', 'A label: work, home or other.', { canonicalValues: ['work', 'home', 'other'] }),
-      attr('primary', 'boolean', 'Whether this is the primary address.'),
-    ],
-    { multiValued: true },
-  ),
-  ...dashboardAttributes(`Also in ${SCIM_EXTENSION_SCHEMA}, with the same value (the root is kept for compatibility with the API spec).`),
-];
-
-const readOnly = (a: ScimAttribute): ScimAttribute => ({
-  ...a,
-  mutability: 'readOnly',
-  ...(a.subAttributes ? { subAttributes: a.subAttributes.map(readOnly) } : {}),
-});
 
 const supported = (name: string, description: string) =>
   complex(name, description, [attr('supported', 'boolean', `Whether ${name} is supported.`, { required: true })], { required: true });

@@ -147,28 +147,35 @@ const Email = z.object(
   { error: 'each emails entry must be an object {value, type, primary}' },
 );
 
-const Emails = z.array(Email, { error: 'emails must be an array' }).max(SCIM_LIMITS.emails, `emails may hold at most ${SCIM_LIMITS.emails} entries`);
+/** RFC 7643 2.4: "primary" is true for at most one value of a multi-valued attribute. */
+const Emails = z
+  .array(Email, { error: 'emails must be an array' })
+  .max(SCIM_LIMITS.emails, `emails may hold at most ${SCIM_LIMITS.emails} entries`)
+  .refine((list) => list.filter((e) => e.primary === true).length <= 1, 'emails may have at most one entry with primary true');
 
 const ExternalId = z
   .string({ error: 'externalId must be a string' })
   .min(1, 'externalId must not be empty')
   .max(SCIM_LIMITS.text, `externalId must be at most ${SCIM_LIMITS.text} characters`);
 
-/** Our extension in a request: the same department and permissions as at the root. */
+/** Our extension in a request: the same department and permissions as at the root (null: unassigned). */
 const Extension = z.object(
-  { department: text('department').optional(), permissions: Permissions.optional() },
+  { department: text('department').nullish(), permissions: Permissions.nullish() },
   { error: `${SCIM_EXTENSION_SCHEMA} must be an object {department, permissions}` },
 );
 
 /** Of the enterprise extension only department is stored; the rest (employeeNumber, manager...) is ignored. */
-const Enterprise = z.looseObject({ department: text('department').optional() }, { error: `${SCIM_ENTERPRISE_SCHEMA} must be an object` });
+const Enterprise = z.looseObject({ department: text('department').nullish() }, { error: `${SCIM_ENTERPRISE_SCHEMA} must be an object` });
 
 const userFields = {
   schemas: Schemas,
   userName: UserName,
   name: Name,
-  department: text('department').optional().describe(`Required here, in ${SCIM_EXTENSION_SCHEMA} or in the enterprise extension`),
-  permissions: Permissions.optional().describe(`Required here or in ${SCIM_EXTENSION_SCHEMA}`),
+  displayName: text('displayName').nullish().describe('As the identity provider sends it; null clears it'),
+  department: text('department')
+    .nullish()
+    .describe(`Here, in ${SCIM_EXTENSION_SCHEMA} or in the enterprise extension; optional (null: none), a PUT without it keeps it`),
+  permissions: Permissions.nullish().describe(`Here or in ${SCIM_EXTENSION_SCHEMA}; optional (null: none of its own), a PUT without it keeps it`),
   active: ScimBoolean.optional().describe('Default true on create; a PUT or PATCH without it leaves it as it is'),
   externalId: ExternalId.nullish().describe("The identity provider's id for the user; null clears it"),
   emails: Emails.nullish(),
@@ -181,14 +188,12 @@ type UserFieldsInput = z.infer<z.ZodObject<typeof userFields>>;
 /**
  * department and permissions may be at the root (as the spec shows them) or in our extension; department also in
  * the enterprise extension, where Entra ID and Okta map it. The root wins, then ours, then the enterprise one.
+ * Both are optional (RFC 7643 leaves them out of the core): undefined is "not given", null is "none".
  */
-function foldExtensions<T extends Partial<UserFieldsInput>>(input: T, ctx: z.RefinementCtx) {
+function foldExtensions<T extends Partial<UserFieldsInput>>(input: T) {
   const { [SCIM_EXTENSION_SCHEMA]: ours, [SCIM_ENTERPRISE_SCHEMA]: enterprise, ...rest } = input;
-  const department = rest.department ?? ours?.department ?? enterprise?.department;
-  const permissions = rest.permissions ?? ours?.permissions;
-  if (department === undefined) ctx.addIssue({ code: 'custom', message: 'department is required', path: ['department'] });
-  if (permissions === undefined) ctx.addIssue({ code: 'custom', message: 'permissions is required', path: ['permissions'] });
-  if (department === undefined || permissions === undefined) return z.NEVER;
+  const department = rest.department !== undefined ? rest.department : ours?.department !== undefined ? ours.department : enterprise?.department;
+  const permissions = rest.permissions !== undefined ? rest.permissions : ours?.permissions;
   return { ...rest, department, permissions };
 }
 
@@ -253,13 +258,17 @@ export const ScimUser = z.object({
   id: z.string(),
   externalId: z.string().optional().describe('Absent when the identity provider gave none'),
   userName: z.string(),
+  displayName: z.string().optional().describe('Absent when the identity provider gave none'),
   name: z.object({ givenName: z.string(), familyName: z.string() }),
   active: z.boolean().describe('false: deactivated by the identity provider (see docs/scim.md)'),
-  emails: z.array(z.object({ value: z.string(), type: z.string().optional(), primary: z.boolean().optional() })),
-  department: z.string(),
+  emails: z.array(z.object({ value: z.string(), type: z.string().optional(), primary: z.boolean().optional() })).optional().describe('Absent when empty'),
+  department: z.string().optional().describe('Absent when the user has none'),
   lastSignInAt: LastSignInAt,
-  permissions: PermissionsOut,
-  [SCIM_EXTENSION_SCHEMA]: z.object({ department: z.string(), permissions: PermissionsOut, lastSignInAt: LastSignInAt }),
+  permissions: PermissionsOut.optional().describe('Absent when the user has none of its own (its groups may grant some)'),
+  [SCIM_EXTENSION_SCHEMA]: z
+    .object({ department: z.string().optional(), permissions: PermissionsOut.optional(), lastSignInAt: z.string().optional() })
+    .optional()
+    .describe('Absent when none of its attributes has a value'),
   meta: z.object({ resourceType: z.literal('User'), created: z.string(), lastModified: z.string(), location: z.string() }),
 });
 export type ScimUser = z.infer<typeof ScimUser>;

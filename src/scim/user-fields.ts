@@ -14,8 +14,10 @@ const MAX_PROBLEMS = 10;
 /** Collects every refusal of one body so that the client fixes them in one round trip. */
 class Problems {
   readonly list: string[] = [];
+  /** Where the checked value sits in the body (a group's permissions are inside our Group extension). */
+  constructor(private readonly prefix = '') {}
   add(path: string, message: string): void {
-    this.list.push(`${path}: ${message}`);
+    this.list.push(`${this.prefix}${path}: ${message}`);
   }
   throwIfAny(): void {
     if (this.list.length === 0) return;
@@ -39,19 +41,39 @@ async function loadAllowed(db: Db, companyId: string): Promise<AllowedStrings> {
 /**
  * Checks the department and every permission string against the company's allowed lists, and resolves workspace,
  * team and permission-set references (names, or ids echoed from a response) within the company: three set-based
- * lookups whatever the number of entries.
+ * lookups whatever the number of entries. null and undefined pass through (none, and not given).
  */
-export async function resolveUserFields(
+export async function resolveUserFields<P extends ScimPermissionsInput | null | undefined>(
   db: Db,
   companyId: string,
-  department: string,
-  input: ScimPermissionsInput,
-): Promise<StoredPermissions> {
+  department: string | null | undefined,
+  input: P,
+): Promise<StoredPermissions | Exclude<P, ScimPermissionsInput>> {
   const problems = new Problems();
   const allowed = await loadAllowed(db, companyId);
-  if (!allowed.departments.has(department)) {
+  if (typeof department === 'string' && !allowed.departments.has(department)) {
     problems.add('department', `"${department}" is not an allowed department (allowed: ${[...allowed.departments].join(', ')})`);
   }
+  const stored = input == null ? (input as Exclude<P, ScimPermissionsInput>) : await resolveReferences(db, companyId, input, allowed, problems);
+  problems.throwIfAny();
+  return stored;
+}
+
+/** The permissions a group grants (its role), checked and resolved as a user's are. */
+export async function resolveGrantedPermissions(db: Db, companyId: string, input: ScimPermissionsInput, pathPrefix: string): Promise<StoredPermissions> {
+  const problems = new Problems(pathPrefix);
+  const stored = await resolveReferences(db, companyId, input, await loadAllowed(db, companyId), problems);
+  problems.throwIfAny();
+  return stored;
+}
+
+async function resolveReferences(
+  db: Db,
+  companyId: string,
+  input: ScimPermissionsInput,
+  allowed: AllowedStrings,
+  problems: Problems,
+): Promise<StoredPermissions> {
   const companyPermissions = checkStrings(input.companyPermissions, allowed.company, 'permissions.companyPermissions', 'company', problems);
   const groups = input.appGroup ?? [];
 
@@ -160,6 +182,5 @@ export async function resolveUserFields(
     if (ws) appGroup.push({ workspaceId: ws.id, permissions, teams: stored });
   });
 
-  problems.throwIfAny();
   return { companyPermissions, appGroup };
 }

@@ -1,4 +1,5 @@
 import { AppError, badRequest } from '../errors.js';
+import { addEmails, addWorkspaces, asList, isObject, keepOnePrimary, sameWorkspace, type Doc } from './multi-valued.js';
 import { SCIM_ENTERPRISE_SCHEMA, SCIM_EXTENSION_SCHEMA, SCIM_USER_SCHEMA, ScimUserReplace, type ScimPatchOperation, type ScimUser } from './schemas.js';
 
 /**
@@ -7,7 +8,6 @@ import { SCIM_ENTERPRISE_SCHEMA, SCIM_EXTENSION_SCHEMA, SCIM_USER_SCHEMA, ScimUs
  * rule of the body holds, and one invalid operation refuses the whole request before anything is written.
  */
 
-type Doc = Record<string, unknown>;
 type Op = ScimPatchOperation['op'];
 
 /** The stored user as a PUT body: what the operations edit. Workspaces and teams keep their ids and names. */
@@ -15,26 +15,29 @@ export function editableDocument(user: ScimUser): Doc {
   return {
     schemas: [SCIM_USER_SCHEMA],
     userName: user.userName,
+    displayName: user.displayName ?? null,
     name: { ...user.name },
-    department: user.department,
-    permissions: structuredClone(user.permissions),
+    department: user.department ?? null,
+    permissions: user.permissions ? structuredClone(user.permissions) : null,
     active: user.active,
     externalId: user.externalId ?? null,
-    emails: structuredClone(user.emails),
+    emails: structuredClone(user.emails ?? []),
   };
 }
 
 /** Core and enterprise attributes this service does not store: accepted and ignored, as POST and PUT do. */
 const IGNORED = new Set(
-  'displayname nickname profileurl title usertype preferredlanguage locale timezone password phonenumbers ims photos addresses entitlements roles x509certificates'.split(
+  'nickname profileurl title usertype preferredlanguage locale timezone password phonenumbers ims photos addresses entitlements roles x509certificates'.split(
     ' ',
   ),
 );
 const IGNORED_NAME_PARTS = new Set(['formatted', 'middlename', 'honorificprefix', 'honorificsuffix']);
 const READ_ONLY = new Set(['id', 'meta', 'groups', 'lastsigninat', 'schemas']);
-const REQUIRED = new Set(['userName', 'name', 'department', 'permissions', 'active']);
+/** The attributes /Schemas marks required: a remove is refused (`active` is kept so that access is never implied). */
+const REQUIRED = new Set(['userName', 'name', 'active']);
 const CANONICAL: Record<string, string> = {
   username: 'userName',
+  displayname: 'displayName',
   name: 'name',
   active: 'active',
   externalid: 'externalId',
@@ -55,7 +58,11 @@ interface EmailFilter {
 
 type Target =
   | { kind: 'ignored' }
+  | { kind: 'extension'; urn: typeof SCIM_EXTENSION_SCHEMA | typeof SCIM_ENTERPRISE_SCHEMA }
   | { kind: 'attribute'; attribute: string; sub?: string; filter?: EmailFilter };
+
+/** The schemas whose attributes a User PATCH path may name. */
+const USER_URNS = [SCIM_USER_SCHEMA, SCIM_EXTENSION_SCHEMA, SCIM_ENTERPRISE_SCHEMA];
 
 const invalidPath = (path: string, why: string) => badRequest(`path "${path.slice(0, 200)}": ${why}`, { scimType: 'invalidPath' });
 
@@ -65,17 +72,22 @@ const PATH = /^([A-Za-z][\w$-]*)(?:\[\s*([A-Za-z]+)\s+eq\s+("(?:[^"\\]|\\.)*"|tr
 function parsePath(path: string): Target {
   let rest = path.trim();
   const lower = rest.toLowerCase();
-  for (const urn of [SCIM_USER_SCHEMA, SCIM_EXTENSION_SCHEMA, SCIM_ENTERPRISE_SCHEMA]) {
+  // RFC 7644 3.5.2: a path may name an extension's container by its URN alone; the value holds its attributes.
+  if (lower === SCIM_EXTENSION_SCHEMA.toLowerCase()) return { kind: 'extension', urn: SCIM_EXTENSION_SCHEMA };
+  if (lower === SCIM_ENTERPRISE_SCHEMA.toLowerCase()) return { kind: 'extension', urn: SCIM_ENTERPRISE_SCHEMA };
+  for (const urn of USER_URNS) {
     if (!lower.startsWith(`${urn.toLowerCase()}:`)) continue;
     rest = rest.slice(urn.length + 1);
     if (urn === SCIM_ENTERPRISE_SCHEMA) return rest.toLowerCase() === 'department' ? { kind: 'attribute', attribute: 'department' } : { kind: 'ignored' };
     if (urn === SCIM_EXTENSION_SCHEMA && !/^(department|permissions)(\.|$)/i.test(rest)) {
-      if (/^lastsigninat$/i.test(rest)) throw badRequest(`${rest} is read-only`, { scimType: 'mutability' });
-      throw invalidPath(path, `${SCIM_EXTENSION_SCHEMA} has department, permissions and lastSignInAt`);
+      if (/^(lastsigninat|effectivepermissions)$/i.test(rest)) throw badRequest(`${rest} is read-only`, { scimType: 'mutability' });
+      throw invalidPath(path, `the path must name an attribute of ${SCIM_EXTENSION_SCHEMA}: department or permissions (lastSignInAt is read-only)`);
     }
     break;
   }
-  if (/^urn:/i.test(rest)) throw invalidPath(path, 'unknown schema');
+  if (/^urn:/i.test(rest)) {
+    throw invalidPath(path, `names no schema of the User resource; its schemas are ${USER_URNS.join(', ')}`);
+  }
   const match = PATH.exec(rest);
   if (!match) throw invalidPath(path, 'not an attribute path this service understands');
   const [, name, filterAttribute, filterValue, subName] = match;
@@ -106,9 +118,6 @@ function parsePath(path: string): Target {
   return { kind: 'attribute', attribute, sub, filter: { attribute: filterKey, value } };
 }
 
-const isObject = (v: unknown): v is Doc => typeof v === 'object' && v !== null && !Array.isArray(v);
-const asList = (v: unknown): unknown[] => (Array.isArray(v) ? v : v === undefined ? [] : [v]);
-
 function sameValue(a: unknown, b: unknown): boolean {
   if (typeof a === 'string' && typeof b === 'string') return a.toLowerCase() === b.toLowerCase();
   if (typeof b === 'boolean') return a === b || (typeof a === 'string' && a.toLowerCase() === String(b));
@@ -119,7 +128,7 @@ function needValue(op: Op, value: unknown): void {
   if (value === undefined) throw badRequest(`${op} needs a value`, { scimType: 'invalidValue' });
 }
 
-/** add appends to a multi-valued attribute (an equal value is not added twice); replace sets it whole. */
+/** add appends to a list of strings (a value it holds is not added twice); replace sets it whole. */
 function mergeList(op: Op, current: unknown, value: unknown): unknown[] {
   const existing = Array.isArray(current) ? current : [];
   if (op === 'replace') return asList(value);
@@ -134,18 +143,16 @@ function removeValues(current: unknown, value: unknown, matches: (element: unkno
   return existing.filter((e) => !removed.some((r) => matches(e, r)));
 }
 
-/** Whether an appGroup entry is the one a remove value names (by workspace name or id). */
-const sameWorkspace = (entry: unknown, removed: unknown) =>
-  isObject(entry) &&
-  isObject(removed) &&
-  ((removed.appGroupName !== undefined && entry.appGroupName === removed.appGroupName) ||
-    (typeof removed.appGroupId === 'string' && typeof entry.appGroupId === 'string' && entry.appGroupId.toLowerCase() === removed.appGroupId.toLowerCase()));
-
 function applyPermissions(doc: Doc, op: Op, sub: string | undefined, value: unknown): void {
+  if (sub === undefined && op === 'remove') {
+    doc.permissions = null;
+    return;
+  }
+  // A user without permissions of its own: a remove inside them changes nothing, an add or replace assigns them.
+  if (!isObject(doc.permissions) && op === 'remove') return;
   const permissions = isObject(doc.permissions) ? doc.permissions : {};
   doc.permissions = permissions;
   if (sub === undefined) {
-    if (op === 'remove') throw badRequest('permissions is required and cannot be removed', { scimType: 'mutability' });
     if (!isObject(value)) throw badRequest('permissions must be an object {companyPermissions, appGroup}', { scimType: 'invalidValue' });
     for (const [key, v] of Object.entries(value)) applyPermissions(doc, op, SUB_ATTRIBUTES.permissions![key.toLowerCase()] ?? key, v);
     return;
@@ -154,14 +161,17 @@ function applyPermissions(doc: Doc, op: Op, sub: string | undefined, value: unkn
     permissions[sub] = removeValues(permissions[sub], value, sub === 'appGroup' ? sameWorkspace : (e, r) => e === r || (isObject(r) && e === r.value));
     return;
   }
-  permissions[sub] = mergeList(op, permissions[sub], value);
+  permissions[sub] = sub === 'appGroup' && op === 'add' ? addWorkspaces(permissions[sub], value) : mergeList(op, permissions[sub], value);
 }
 
 function applyEmails(doc: Doc, op: Op, target: { sub?: string; filter?: EmailFilter }, value: unknown): void {
   const emails = (Array.isArray(doc.emails) ? doc.emails : []) as unknown[];
+  doc.emails = emails;
   const { sub, filter } = target;
   if (!filter) {
-    doc.emails = op === 'remove' ? removeValues(emails, value, (e, r) => isObject(e) && isObject(r) && sameValue(e.value, r.value)) : mergeList(op, emails, value);
+    if (op === 'remove') doc.emails = removeValues(emails, value, (e, r) => isObject(e) && isObject(r) && sameValue(e.value, r.value));
+    else if (op === 'replace') doc.emails = asList(value);
+    else keepOnePrimary(emails, addEmails(emails, value));
     return;
   }
   const matches = (e: unknown) => isObject(e) && sameValue(e[filter.attribute], filter.value);
@@ -175,13 +185,28 @@ function applyEmails(doc: Doc, op: Op, target: { sub?: string; filter?: EmailFil
   if (!isObject(patch)) throw badRequest('the value of an emails entry must be an object {value, type, primary}', { scimType: 'invalidValue' });
   const found = emails.filter(matches) as Doc[];
   // Entra ID sets emails[type eq "work"].value on users that have no work address yet: the entry is created.
-  if (found.length === 0) emails.push({ [filter.attribute]: filter.value, ...patch });
+  if (found.length === 0) found.push({ [filter.attribute]: filter.value });
   for (const e of found) Object.assign(e, patch);
-  doc.emails = emails;
+  for (const e of found) if (!emails.includes(e)) emails.push(e);
+  keepOnePrimary(emails, found);
+}
+
+/** A path naming an extension's container: its value holds attributes of that extension, each applied. */
+function applyToExtension(doc: Doc, op: Op, urn: string, value: unknown): void {
+  if (op === 'remove') {
+    // Of the enterprise extension only department is stored; of ours, department and permissions (the rest is read-only).
+    doc.department = null;
+    if (urn === SCIM_EXTENSION_SCHEMA) doc.permissions = null;
+    return;
+  }
+  needValue(op, value);
+  if (!isObject(value)) throw badRequest(`the value of ${urn} must be an object of its attributes`, { scimType: 'invalidValue' });
+  for (const [key, v] of Object.entries(value)) applyToTarget(doc, op, parsePath(`${urn}:${key}`), v);
 }
 
 function applyToTarget(doc: Doc, op: Op, target: Target, value: unknown): void {
   if (target.kind === 'ignored') return;
+  if (target.kind === 'extension') return applyToExtension(doc, op, target.urn, value);
   const { attribute, sub } = target;
   if (op !== 'remove') needValue(op, value);
   if (attribute === 'emails') return applyEmails(doc, op, target, value);
@@ -207,11 +232,7 @@ function applyToTarget(doc: Doc, op: Op, target: Target, value: unknown): void {
 function applyWithoutPath(doc: Doc, op: Op, value: unknown): void {
   if (op === 'remove') throw badRequest('remove needs a path', { scimType: 'noTarget' });
   if (!isObject(value)) throw badRequest(`${op} without a path needs an object value holding the attributes to set`, { scimType: 'invalidValue' });
-  for (const [key, v] of Object.entries(value)) {
-    const isExtension = [SCIM_EXTENSION_SCHEMA, SCIM_ENTERPRISE_SCHEMA].some((urn) => urn.toLowerCase() === key.toLowerCase());
-    if (isExtension && isObject(v)) for (const [subKey, subValue] of Object.entries(v)) applyToTarget(doc, op, parsePath(`${key}:${subKey}`), subValue);
-    else applyToTarget(doc, op, parsePath(key), v);
-  }
+  for (const [key, v] of Object.entries(value)) applyToTarget(doc, op, parsePath(key), v);
 }
 
 /**

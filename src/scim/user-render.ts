@@ -1,11 +1,13 @@
 import { SCIM_EXTENSION_SCHEMA, SCIM_USER_SCHEMA, type ScimUser } from './schemas.js';
-import { unique, type Db, type UserRow } from './user-rows.js';
+import { unique, type Db, type StoredPermissions, type UserRow } from './user-rows.js';
+
+type ScimPermissions = NonNullable<ScimUser['permissions']>;
 
 /** From stored dashboard users to SCIM User resources, references shown by their current names. */
 
 /** Turns stored rows into SCIM representations, naming workspaces, teams and sets in one lookup for all rows. */
 export async function renderUsers(db: Db, companyId: string, rows: UserRow[], baseUrl: string): Promise<ScimUser[]> {
-  const groups = rows.flatMap((r) => r.permissions.appGroup);
+  const groups = rows.flatMap((r) => r.permissions?.appGroup ?? []);
   const wsIds = unique(groups.map((g) => g.workspaceId));
   const teamIds = unique(groups.flatMap((g) => (g.teams ?? []).map((t) => t.teamId)));
   const setIds = unique(groups.flatMap((g) => g.permissionSetIds ?? []));
@@ -23,20 +25,28 @@ export async function renderUsers(db: Db, companyId: string, rows: UserRow[], ba
     for (const f of found) names.set(`${f.kind}:${f.id}`, f.name);
   }
   return rows.map((r) => {
-    const permissions = renderPermissions(r, names);
+    const permissions = r.permissions === null ? undefined : renderPermissions(r.permissions, names);
     const lastSignInAt = r.last_sign_in_at ? r.last_sign_in_at.toISOString() : null;
+    // RFC 7643 2.5: an unassigned attribute is left out (null and [] mean the same); the root lastSignInAt stays, null,
+    // because the spec's responses always show it.
+    const extension = {
+      ...(r.department === null ? {} : { department: r.department }),
+      ...(permissions ? { permissions } : {}),
+      ...(lastSignInAt === null ? {} : { lastSignInAt }),
+    };
     return {
       schemas: [SCIM_USER_SCHEMA, SCIM_EXTENSION_SCHEMA],
       id: r.id,
       ...(r.external_id === null ? {} : { externalId: r.external_id }),
       userName: r.user_name,
+      ...(r.display_name === null ? {} : { displayName: r.display_name }),
       name: { givenName: r.given_name, familyName: r.family_name },
       active: r.active,
-      emails: r.emails,
-      department: r.department,
+      ...(r.emails.length === 0 ? {} : { emails: r.emails }),
+      ...(r.department === null ? {} : { department: r.department }),
       lastSignInAt,
-      permissions,
-      [SCIM_EXTENSION_SCHEMA]: { department: r.department, permissions, lastSignInAt },
+      ...(permissions ? { permissions } : {}),
+      ...(Object.keys(extension).length === 0 ? {} : { [SCIM_EXTENSION_SCHEMA]: extension }),
       meta: {
         resourceType: 'User' as const,
         created: r.created_at.toISOString(),
@@ -48,10 +58,10 @@ export async function renderUsers(db: Db, companyId: string, rows: UserRow[], ba
 }
 
 /** Stored permissions by the current names of what they reference; what no longer exists drops out. */
-function renderPermissions(r: UserRow, names: Map<string, string>): ScimUser['permissions'] {
+export function renderPermissions(stored: StoredPermissions, names: Map<string, string>): ScimPermissions {
   return {
-    companyPermissions: r.permissions.companyPermissions,
-    appGroup: r.permissions.appGroup.flatMap((g): ScimUser['permissions']['appGroup'] => {
+    companyPermissions: stored.companyPermissions,
+    appGroup: stored.appGroup.flatMap((g): ScimPermissions['appGroup'] => {
       const appGroupName = names.get(`w:${g.workspaceId}`);
       if (appGroupName === undefined) return [];
       const base = { appGroupId: g.workspaceId, appGroupName };

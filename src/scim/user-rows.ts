@@ -35,8 +35,11 @@ export interface UserRow {
   user_name: string;
   given_name: string;
   family_name: string;
-  department: string;
-  permissions: StoredPermissions;
+  /** null: none (RFC 7643 unassigned). */
+  department: string | null;
+  /** null: none of its own; `{companyPermissions: [], appGroup: []}` is assigned and empty. */
+  permissions: StoredPermissions | null;
+  display_name: string | null;
   last_sign_in_at: Date | null;
   active: boolean;
   external_id: string | null;
@@ -46,4 +49,4 @@ export interface UserRow {
 }
 
 export const USER_COLUMNS =
-  'id::text, user_name, given_name, family_name, department, permissions, last_sign_in_at, active, external_id, emails, created_at, updated_at';
+  'id::text, user_name, display_name, given_name, family_name, department, permissions, last_sign_in_at, active, external_id, emails, created_at, updated_at';

@@ -20,8 +20,8 @@ export async function createUser(pool: Pool, companyId: string, input: ScimUserC
     const permissions = await resolveUserFields(db, companyId, input.department, input.permissions);
     // ON CONFLICT rather than a look-up first: two identity providers racing on one address get one 201 and one 409.
     const { rows } = await db.query<UserRow>(
-      `INSERT INTO dashboard_users (company_id, user_name, given_name, family_name, department, permissions, active, external_id, emails)
-       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9::jsonb)
+      `INSERT INTO dashboard_users (company_id, user_name, given_name, family_name, department, permissions, active, external_id, emails, display_name)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9::jsonb, $10)
        ON CONFLICT (company_id, lower(user_name)) DO NOTHING
        RETURNING ${USER_COLUMNS}`,
       [
@@ -29,11 +29,12 @@ export async function createUser(pool: Pool, companyId: string, input: ScimUserC
         input.userName,
         input.name.givenName,
         input.name.familyName,
-        input.department,
-        JSON.stringify(permissions),
+        input.department ?? null,
+        permissions == null ? null : JSON.stringify(permissions),
         input.active ?? true,
         input.externalId ?? null,
         JSON.stringify(input.emails ?? []),
+        input.displayName ?? null,
       ],
     );
     if (!rows[0]) throw conflict(USER_EXISTS, { scimType: 'uniqueness' });
@@ -63,29 +64,41 @@ function auditAction(before: ScimUser, after: ScimUser): AuditAction {
 }
 
 /**
- * Writes a replacement over the locked row `current`. userName may be repeated but not changed (RFC 7644
- * `mutability`); active, externalId and emails, which the spec's bodies do not carry, are left as they are when
- * omitted, so that a client of the spec never reactivates a user or drops what an identity provider set. A
- * replacement that changes nothing writes no audit row and keeps lastModified.
+ * Writes a replacement over the locked row `current`. userName may be repeated, in another letter case too (the new
+ * spelling is stored: it is the same user), but not changed (RFC 7644 `mutability`). The attributes the spec's
+ * bodies do not require (active, externalId, emails, displayName, department, permissions) are left as they are
+ * when omitted, so that a client of the spec never reactivates a user or drops what an identity provider set; null
+ * clears them. A replacement that changes nothing writes no audit row and keeps lastModified.
  */
 async function writeUser(db: PoolClient, companyId: string, locked: LockedUser, input: ScimUserReplace, actor: ScimActor, baseUrl: string): Promise<ScimUser> {
   const { row: current, user: before } = locked;
   if (input.userName !== undefined && input.userName.toLowerCase() !== current.user_name.toLowerCase()) {
     throw badRequest('userName: cannot be changed; it must equal the current userName or be omitted', { scimType: 'mutability' });
   }
-  const permissions = await resolveUserFields(db, companyId, input.department, input.permissions);
-  const active = input.active ?? current.active;
-  const externalId = input.externalId === undefined ? current.external_id : input.externalId;
-  const emails = JSON.stringify(input.emails === undefined ? current.emails : (input.emails ?? []));
+  const resolved = await resolveUserFields(db, companyId, input.department, input.permissions);
+  const keep = <T>(given: T | undefined, stored: T) => (given === undefined ? stored : given);
+  const permissions = keep(resolved, current.permissions);
+  const values = [
+    keep(input.userName, current.user_name),
+    input.name.givenName,
+    input.name.familyName,
+    keep(input.department, current.department),
+    permissions === null ? null : JSON.stringify(permissions),
+    input.active ?? current.active,
+    keep(input.externalId, current.external_id),
+    JSON.stringify(keep(input.emails, current.emails) ?? []),
+    keep(input.displayName, current.display_name),
+  ];
   const { rows } = await db.query<UserRow>(
     `UPDATE dashboard_users
-        SET given_name = $3, family_name = $4, department = $5, permissions = $6::jsonb, active = $7, external_id = $8, emails = $9::jsonb,
-            updated_at = CASE WHEN (given_name, family_name, department, permissions, active, external_id, emails)
-                                   IS DISTINCT FROM ($3, $4, $5, $6::jsonb, $7, $8, $9::jsonb)
+        SET user_name = $3, given_name = $4, family_name = $5, department = $6, permissions = $7::jsonb, active = $8, external_id = $9,
+            emails = $10::jsonb, display_name = $11,
+            updated_at = CASE WHEN (user_name, given_name, family_name, department, permissions, active, external_id, emails, display_name)
+                                   IS DISTINCT FROM ($3, $4, $5, $6, $7::jsonb, $8, $9, $10::jsonb, $11)
                               THEN now() ELSE updated_at END
       WHERE id = $1 AND company_id = $2
       RETURNING ${USER_COLUMNS}`,
-    [current.id, companyId, input.name.givenName, input.name.familyName, input.department, JSON.stringify(permissions), active, externalId, emails],
+    [current.id, companyId, ...values],
   );
   const after = await renderOne(db, companyId, rows[0]!, baseUrl);
   const changes = diffViews(auditView(before), auditView(after));
