@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { ERROR_SCHEMA, LIST_SCHEMA, ORIGIN, USER_SCHEMA, scimCall, seedScimCompany, userBody, type ScimCall, type ScimCompany } from './helpers/scim.js';
+import { ERROR_SCHEMA, GROUP_EXTENSION_SCHEMA, GROUP_SCHEMA, LIST_SCHEMA, ORIGIN, USER_SCHEMA, scimCall, seedScimCompany, userBody, type ScimCall, type ScimCompany } from './helpers/scim.js';
 import { checkAgainstSchemas, type SchemaAttribute, type SchemaResource } from './helpers/scim-schema-check.js';
 import { bearer } from './helpers/seed.js';
 
@@ -91,11 +91,11 @@ describe('SCIM discovery documents', () => {
     });
   });
 
-  it('Schemas lists the core User schema, our extension and the discovery schemas, each also served by its URI', async () => {
+  it('Schemas lists the core User and Group schemas, our extensions of both and the discovery schemas, each also served by its URI', async () => {
     const res = await scimCall(env, 'GET', '/scim/v2/Schemas', a.token);
     expectScimJson(res, 200);
-    expect(res.body).toMatchObject({ schemas: [LIST_SCHEMA], totalResults: 4, startIndex: 1, itemsPerPage: 4 });
-    expect(res.body.Resources.map((s: SchemaResource) => s.id)).toEqual([USER_SCHEMA, EXTENSION_SCHEMA, SPC_SCHEMA, RESOURCE_TYPE_SCHEMA]);
+    expect(res.body).toMatchObject({ schemas: [LIST_SCHEMA], totalResults: 6, startIndex: 1, itemsPerPage: 6 });
+    expect(res.body.Resources.map((s: SchemaResource) => s.id)).toEqual([USER_SCHEMA, EXTENSION_SCHEMA, GROUP_SCHEMA, GROUP_EXTENSION_SCHEMA, SPC_SCHEMA, RESOURCE_TYPE_SCHEMA]);
     for (const schema of res.body.Resources) {
       expect(schema).toMatchObject({ schemas: [SCHEMA_SCHEMA], meta: { resourceType: 'Schema', location: `${BASE}/Schemas/${schema.id}` } });
       expect(typeof schema.name).toBe('string');
@@ -111,7 +111,7 @@ describe('SCIM discovery documents', () => {
   it('the core User schema defines what a user carries, with department, permissions and lastSignInAt also at the root', () => {
     const core = servedSchema(USER_SCHEMA);
     expect(core.name).toBe('User');
-    expect(names(core.attributes)).toEqual(['id', 'externalId', 'userName', 'name', 'displayName', 'active', 'emails', 'department', 'permissions', 'lastSignInAt']);
+    expect(names(core.attributes)).toEqual(['id', 'externalId', 'userName', 'name', 'displayName', 'active', 'emails', 'groups', 'department', 'permissions', 'lastSignInAt']);
     const at = (name: string) => attribute(core.attributes, name);
     expect(at('id')).toMatchObject({ type: 'string', mutability: 'readOnly', returned: 'always', uniqueness: 'server' });
     expect(at('externalId')).toMatchObject({ type: 'string', caseExact: true, mutability: 'readWrite', required: false });
@@ -150,14 +150,17 @@ describe('SCIM discovery documents', () => {
     expect(attribute(team.subAttributes, 'teamPermissions')).toMatchObject({ type: 'string', multiValued: true });
 
     // The extension carries the same three attributes, defined the same way; each description says where else it is.
+    // effectivePermissions is the extension's own: read-only, returned only when asked for.
     const extension = servedSchema(EXTENSION_SCHEMA);
-    expect(names(extension.attributes)).toEqual(['department', 'permissions', 'lastSignInAt']);
-    const rootCopies = core.attributes.filter((d) => names(extension.attributes).includes(d.name));
-    expect(withoutDescriptions(rootCopies)).toEqual(withoutDescriptions(extension.attributes));
+    expect(names(extension.attributes)).toEqual(['department', 'permissions', 'lastSignInAt', 'effectivePermissions']);
+    expect(attribute(extension.attributes, 'effectivePermissions')).toMatchObject({ type: 'complex', mutability: 'readOnly', returned: 'request' });
+    const shared = extension.attributes.filter((d) => d.name !== 'effectivePermissions');
+    const rootCopies = core.attributes.filter((d) => names(shared).includes(d.name));
+    expect(withoutDescriptions(rootCopies)).toEqual(withoutDescriptions(shared));
     for (const def of rootCopies) expect(def.description).toContain(EXTENSION_SCHEMA);
   });
 
-  it('ResourceTypes lists User, with the core schema and our extension as optional', async () => {
+  it('ResourceTypes lists User and Group, each with its core schema and our extension as optional', async () => {
     const res = await scimCall(env, 'GET', '/scim/v2/ResourceTypes', a.token);
     expectScimJson(res, 200);
     const user = {
@@ -170,12 +173,24 @@ describe('SCIM discovery documents', () => {
       schemaExtensions: [{ schema: EXTENSION_SCHEMA, required: false }],
       meta: { resourceType: 'ResourceType', location: `${BASE}/ResourceTypes/User` },
     };
-    expect(res.body).toEqual({ schemas: [LIST_SCHEMA], totalResults: 1, startIndex: 1, itemsPerPage: 1, Resources: [user] });
-    const one = await scimCall(env, 'GET', '/scim/v2/ResourceTypes/User', a.token);
-    expectScimJson(one, 200);
-    expect(one.body).toEqual(user);
-    // What a resource type names is served.
-    for (const urn of [user.schema, ...user.schemaExtensions.map((e) => e.schema)]) expect(served.map((s) => s.id)).toContain(urn);
+    const group = {
+      schemas: [RESOURCE_TYPE_SCHEMA],
+      id: 'Group',
+      name: 'Group',
+      description: 'Groups of dashboard users; a group carries a role (the permissions it grants)',
+      endpoint: '/Groups',
+      schema: GROUP_SCHEMA,
+      schemaExtensions: [{ schema: GROUP_EXTENSION_SCHEMA, required: false }],
+      meta: { resourceType: 'ResourceType', location: `${BASE}/ResourceTypes/Group` },
+    };
+    expect(res.body).toEqual({ schemas: [LIST_SCHEMA], totalResults: 2, startIndex: 1, itemsPerPage: 2, Resources: [user, group] });
+    for (const type of [user, group]) {
+      const one = await scimCall(env, 'GET', `/scim/v2/ResourceTypes/${type.id}`, a.token);
+      expectScimJson(one, 200);
+      expect(one.body).toEqual(type);
+      // What a resource type names is served.
+      for (const urn of [type.schema, ...type.schemaExtensions.map((e) => e.schema)]) expect(served.map((s) => s.id)).toContain(urn);
+    }
   });
 
   it('declares every attribute with the characteristics RFC 7643 defines, and only the values it allows', () => {
@@ -190,7 +205,8 @@ describe('SCIM discovery documents', () => {
       for (const [path, def] of walk(schema.attributes)) {
         const where = `${schema.id}:${path}`;
         // RFC 7643 2.1: ATTRNAME = ALPHA *(nameChar), nameChar = "-" / "_" / DIGIT / ALPHA.
-        expect(def.name, where).toMatch(/^[A-Za-z][A-Za-z0-9_-]*$/);
+        // RFC 7643 2.1 ATTRNAME, and `$ref`, which the RFC's own schemas use for references.
+        expect(def.name, where).toMatch(/^([A-Za-z][A-Za-z0-9_-]*|\$ref)$/);
         for (const [characteristic, values] of Object.entries(allowed)) expect(values, `${where} ${characteristic}`).toContain(def[characteristic]);
         for (const flag of ['multiValued', 'required', 'caseExact']) expect(typeof def[flag], `${where} ${flag}`).toBe('boolean');
         expect(typeof def.description, where).toBe('string');
@@ -256,9 +272,9 @@ describe('SCIM discovery documents', () => {
   });
 
   it('answers 404 in the SCIM error shape for a schema or resource type it does not serve', async () => {
-    expectScimError(await scimCall(env, 'GET', '/scim/v2/Schemas/urn:ietf:params:scim:schemas:core:2.0:Group', a.token), 404, 'Schema not found');
+    expectScimError(await scimCall(env, 'GET', '/scim/v2/Schemas/urn:ietf:params:scim:schemas:core:2.0:Agent', a.token), 404, 'Schema not found');
     expectScimError(await scimCall(env, 'GET', '/scim/v2/Schemas/urn:ietf:params:scim:schemas:extension:enterprise:2.0:User', a.token), 404, 'Schema not found');
-    expectScimError(await scimCall(env, 'GET', '/scim/v2/ResourceTypes/Group', a.token), 404, 'ResourceType not found');
+    expectScimError(await scimCall(env, 'GET', '/scim/v2/ResourceTypes/Agent', a.token), 404, 'ResourceType not found');
   });
 });
 
@@ -292,8 +308,8 @@ describe('SCIM discovery authentication: the same SCIM token and X-Request-Origi
 describe('unknown routes', () => {
   it('answer 404 in the SCIM error shape under /scim/v2', async () => {
     const cases: ['GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH', string, string][] = [
-      ['GET', '/scim/v2/Groups', '/scim/v2/Groups'],
-      ['GET', '/scim/v2/Groups/abc?filter=x', '/scim/v2/Groups/abc'],
+      ['GET', '/scim/v2/Agents', '/scim/v2/Agents'],
+      ['GET', '/scim/v2/Me?filter=x', '/scim/v2/Me'],
       ['PATCH', '/scim/v2/Nope', '/scim/v2/Nope'],
       ['POST', '/scim/v2/Schemas', '/scim/v2/Schemas'],
       ['DELETE', '/scim/v2/ResourceTypes/User', '/scim/v2/ResourceTypes/User'],

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { publicBaseUrl } from '../config.js';
-import { SCIM_JSON, scimHeadersNote, scimRouteConfig, scimSchemaCommon } from './scim.js';
+import { SCIM_JSON, scimHeadersNote, scimRouteConfig, scimSchemaCommon } from '../http/scim.js';
 import {
   SCIM_ATTRIBUTE_TYPES,
   SCIM_MUTABILITIES,
@@ -105,7 +105,7 @@ const scimDiscoveryRoutes: FastifyPluginAsync = async (base) => {
       schema: {
         ...common,
         summary: 'SCIM schemas (ListResponse)',
-        description: `${headersNote} The core User schema, our User extension, and the ServiceProviderConfig and ResourceType schemas.`,
+        description: `${headersNote} The core User and Group schemas, our extensions of both, and the ServiceProviderConfig and ResourceType schemas.`,
         response: { 200: listOf(SchemaResource) },
       },
     },
@@ -125,7 +125,7 @@ const scimDiscoveryRoutes: FastifyPluginAsync = async (base) => {
     '/scim/v2/ResourceTypes',
     {
       config,
-      schema: { ...common, summary: 'SCIM resource types (ListResponse)', description: `${headersNote} One resource type: User.`, response: { 200: listOf(ResourceType) } },
+      schema: { ...common, summary: 'SCIM resource types (ListResponse)', description: `${headersNote} Two resource types: User and Group.`, response: { 200: listOf(ResourceType) } },
     },
     async (_req, reply) => scim(reply).send(discoveryList(docs.resourceTypes)),
   );
@@ -134,7 +134,7 @@ const scimDiscoveryRoutes: FastifyPluginAsync = async (base) => {
     '/scim/v2/ResourceTypes/:id',
     {
       config,
-      schema: { ...common, summary: 'One SCIM resource type, by id', description: `${headersNote} 404 for any id but User.`, params: ResourceTypeParams, response: { 200: ResourceType } },
+      schema: { ...common, summary: 'One SCIM resource type, by id', description: `${headersNote} 404 for any id but User and Group.`, params: ResourceTypeParams, response: { 200: ResourceType } },
     },
     async (req, reply) => scim(reply).send(findResourceType(docs, req.params.id)),
   );

@@ -1,80 +1,29 @@
-import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { publicBaseUrl } from '../config.js';
-import { AppError } from '../errors.js';
-import { describeValidation } from '../http/error-handler.js';
 import { scimTokenOf } from '../http/principals.js';
-import { canonicalNames, USER_NAMES, type NameTree } from '../scim/attribute-names.js';
-import type { ScimActor } from '../scim/audit.js';
+import {
+  AttributeQuery,
+  IdParams,
+  actorOf,
+  canonicalBody,
+  listQuery,
+  prefersMinimal,
+  refuseInvalid,
+  scimHeadersNote,
+  scimReply as scim,
+  scimRouteConfig,
+  scimSchemaCommon,
+} from '../http/scim.js';
+import { PATCH_NAMES, USER_NAMES } from '../scim/attribute-names.js';
 import { SCIM_LIMITS, ScimListResponse, ScimPatch, ScimUser, ScimUserCreate, ScimUserProjected, ScimUserReplace } from '../scim/schemas.js';
 import { createUser, deleteUser, getUser, listUsers, patchUser, replaceUser } from '../scim/users.js';
 
-/** RFC 7644 3.1: SCIM messages are application/scim+json, which every identity provider accepts. */
-export const SCIM_JSON = 'application/scim+json; charset=utf-8';
-
-/** Authentication, daily budget and error bodies of every SCIM route (the discovery routes share them). */
-export const scimRouteConfig = { auth: 'scim', rateLimit: RATE_LIMITS.scim, errorFormat: 'scim' } as const;
-export const scimSchemaCommon = { tags: ['scim'], security: [{ scimToken: [] }] };
-export const scimHeadersNote = 'Needs a SCIM token (`Authorization: Bearer`) and `X-Request-Origin`; counts against the daily SCIM limit of the company.';
 const config = scimRouteConfig;
 const common = scimSchemaCommon;
 const headersNote = scimHeadersNote;
-
-const IdParams = z.object({ id: z.string().describe('The id a create or a filtered GET returned') });
-
-/** RFC 7644 3.4.2.5: attribute names, comma-separated; id and schemas are always returned. */
-const AttributeQuery = z.object({
-  attributes: z.string({ error: 'attributes must be given once' }).optional().describe('Return only these attributes (comma-separated; `name.givenName`, URN-qualified names allowed)'),
-  excludedAttributes: z.string({ error: 'excludedAttributes must be given once' }).optional().describe('Return all attributes but these'),
-});
-
-/** RFC 7644 3.4.2.4: a startIndex below 1 means 1, a negative count means 0; we return at most SCIM_LIMITS.maxCount. */
-const ListQuery = AttributeQuery.extend({
-  filter: z
-    .string({ error: 'filter must be given once' })
-    .optional()
-    .describe('`eq` on userName (any letter case), externalId, id, active, emails.value or emails[type eq "work"].value, joined by `and`'),
-  startIndex: z.coerce
-    .number({ error: 'startIndex must be an integer' })
-    .int('startIndex must be an integer')
-    .max(2 ** 31 - 1, 'startIndex is too large')
-    .transform((v) => Math.max(1, v))
-    .default(1),
-  count: z.coerce
-    .number({ error: 'count must be an integer' })
-    .int('count must be an integer')
-    .transform((v) => Math.min(SCIM_LIMITS.maxCount, Math.max(0, v)))
-    .default(SCIM_LIMITS.defaultCount),
-});
-
-/**
- * Body and query refusals carry RFC 7644's scimType. Validation is attached rather than thrown by Fastify so that it
- * arrives here, where the SCIM family adds `invalidSyntax` (not a JSON object) or `invalidValue` (a field is wrong).
- */
-function refuseInvalid(req: FastifyRequest): void {
-  const err = req.validationError as (FastifyError & { validationContext?: string }) | undefined;
-  if (!err) return;
-  const body = req.body;
-  if (err.validationContext === 'body' && (typeof body !== 'object' || body === null || Array.isArray(body))) {
-    throw new AppError('bad_request', 'The request body must be a JSON object (a SCIM User resource)', { scimType: 'invalidSyntax' });
-  }
-  const issues = (err.validation ?? []) as { instancePath?: string; message?: string }[];
-  throw new AppError('bad_request', describeValidation(err.validationContext, issues), { scimType: 'invalidValue' });
-}
-
-function actorOf(req: FastifyRequest): ScimActor {
-  const token = scimTokenOf(req);
-  return { tokenId: token.tokenId, tokenName: token.tokenName, origin: req.scimOrigin ?? '' };
-}
-
-const scim = (reply: FastifyReply) => reply.type(SCIM_JSON);
-
-/** RFC 7643 2.1: a body's attribute names in any letter case, read in the schema's spelling (src/scim/attribute-names.ts). */
-export const canonicalBody = (names: NameTree) => async (req: FastifyRequest) => {
-  req.body = canonicalNames(req.body, names);
-};
+const ListQuery = listQuery('`eq` on userName (any letter case), externalId, id, active, emails.value or emails[type eq "work"].value, joined by `and`');
 
 const scimRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
@@ -161,6 +110,7 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
     {
       config,
       attachValidation: true,
+      preValidation: canonicalBody(PATCH_NAMES),
       schema: {
         ...common,
         summary: 'Modify a dashboard user (SCIM PATCH)',
@@ -172,7 +122,7 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req, reply) => {
       const user = await patchUser(pool, scimTokenOf(req).companyId, req.params.id, req.body.Operations, actorOf(req), baseUrl);
-      if (/\breturn=minimal\b/i.test(String(req.headers.prefer ?? ''))) return reply.code(204).header('Preference-Applied', 'return=minimal').send(null);
+      if (prefersMinimal(req)) return reply.code(204).header('Preference-Applied', 'return=minimal').send(null);
       return scim(reply).send(user);
     },
   );

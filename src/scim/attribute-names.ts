@@ -1,6 +1,7 @@
 import { badRequest } from '../errors.js';
 import { SCIM_ENTERPRISE_SCHEMA, SCIM_EXTENSION_SCHEMA } from './schemas.js';
-import { dashboardAttributes, userAttributes, type ScimAttribute } from './schema-attributes.js';
+import { SCIM_GROUP_EXTENSION_SCHEMA } from './group-schemas.js';
+import { dashboardAttributes, groupAttributes, groupExtensionAttributes, userAttributes, type ScimAttribute } from './schema-attributes.js';
 
 /**
  * RFC 7643 2.1: attribute names are case-insensitive. A body's names are rewritten to the spelling the schema uses
@@ -52,3 +53,9 @@ export const USER_NAMES = nameTree(userAttributes, {
   [SCIM_EXTENSION_SCHEMA]: extensionNames,
   [SCIM_ENTERPRISE_SCHEMA]: nameTree([], { department: undefined }),
 });
+
+/** The names of a Group body: the core attributes, `schemas`, and our Group extension's container. */
+export const GROUP_NAMES = nameTree(groupAttributes, { schemas: undefined, [SCIM_GROUP_EXTENSION_SCHEMA]: nameTree(groupExtensionAttributes) });
+
+/** The names of a PatchOp message (the values inside operations are read by the PATCH code, in any letter case). */
+export const PATCH_NAMES = nameTree([], { schemas: undefined, Operations: nameTree([], { op: undefined, path: undefined, value: undefined }) });

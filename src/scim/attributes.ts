@@ -15,7 +15,14 @@ type Path = string[];
 const ALWAYS = new Set(['id', 'schemas']);
 const MAX_NAMES = 50;
 
-function parseNames(list: string, param: string): Path[] {
+/** The schemas of a resource type: names may carry the core URN (dropped) or the extension's (kept as the container). */
+export interface ResourceUrns {
+  core: string;
+  extension: string;
+}
+const USER_URNS: ResourceUrns = { core: SCIM_USER_SCHEMA, extension: SCIM_EXTENSION_SCHEMA };
+
+function parseNames(list: string, param: string, urns: ResourceUrns): Path[] {
   if (list.length > SCIM_LIMITS.filter) throw badRequest(`${param} must be at most ${SCIM_LIMITS.filter} characters`, { scimType: 'invalidValue' });
   const names = list
     .split(',')
@@ -24,15 +31,15 @@ function parseNames(list: string, param: string): Path[] {
   if (names.length > MAX_NAMES) throw badRequest(`${param} may name at most ${MAX_NAMES} attributes`, { scimType: 'invalidValue' });
   return names.map((name) => {
     const lower = name.toLowerCase();
-    for (const urn of [SCIM_USER_SCHEMA, SCIM_EXTENSION_SCHEMA]) {
+    for (const urn of [urns.core, urns.extension]) {
       const prefix = `${urn.toLowerCase()}:`;
       if (lower.startsWith(prefix)) {
         const rest = name.slice(prefix.length).split('.');
-        return urn === SCIM_USER_SCHEMA ? rest : [SCIM_EXTENSION_SCHEMA, ...rest];
+        return urn === urns.core ? rest : [urns.extension, ...rest];
       }
     }
     // The whole extension, named by its URN alone.
-    if (lower === SCIM_EXTENSION_SCHEMA.toLowerCase()) return [SCIM_EXTENSION_SCHEMA];
+    if (lower === urns.extension.toLowerCase()) return [urns.extension];
     return name.split('.');
   });
 }
@@ -89,9 +96,9 @@ interface Identified {
 export type Projected<T extends Identified> = Partial<T> & Identified & Record<string, unknown>;
 
 /** A function that narrows each resource to the selection; the identity when nothing is selected. */
-export function attributeProjection(selection: AttributeSelection): <T extends Identified>(resource: T) => Projected<T> {
+export function attributeProjection(selection: AttributeSelection, urns: ResourceUrns = USER_URNS): <T extends Identified>(resource: T) => Projected<T> {
   if (selection.attributes !== undefined && selection.attributes.trim() !== '') {
-    const paths = parseNames(selection.attributes, 'attributes');
+    const paths = parseNames(selection.attributes, 'attributes', urns);
     return (resource) => {
       const out: Resource = { schemas: resource.schemas, id: resource.id };
       for (const path of paths) copyPath(resource as unknown as Resource, out, path);
@@ -99,7 +106,7 @@ export function attributeProjection(selection: AttributeSelection): <T extends I
     };
   }
   if (selection.excludedAttributes !== undefined && selection.excludedAttributes.trim() !== '') {
-    const paths = parseNames(selection.excludedAttributes, 'excludedAttributes').filter((p) => !(p.length === 1 && ALWAYS.has(p[0]!.toLowerCase())));
+    const paths = parseNames(selection.excludedAttributes, 'excludedAttributes', urns).filter((p) => !(p.length === 1 && ALWAYS.has(p[0]!.toLowerCase())));
     return (resource) => {
       const out = structuredClone(resource) as unknown as Resource;
       for (const path of paths) dropPath(out, path);

@@ -1,12 +1,23 @@
 import { notFound } from '../errors.js';
 import { SCIM_EXTENSION_SCHEMA, SCIM_LIMITS, SCIM_LIST_SCHEMA, SCIM_USER_SCHEMA } from './schemas.js';
-import { attr, complex, dashboardAttributes, readOnly, userAttributes, type ScimAttribute } from './schema-attributes.js';
+import { SCIM_GROUP_EXTENSION_SCHEMA, SCIM_GROUP_SCHEMA } from './group-schemas.js';
+import {
+  attr,
+  complex,
+  dashboardAttributes,
+  effectivePermissionsAttribute,
+  groupAttributes,
+  groupExtensionAttributes,
+  readOnly,
+  userAttributes,
+  type ScimAttribute,
+} from './schema-attributes.js';
 
 export { SCIM_ATTRIBUTE_TYPES, SCIM_MUTABILITIES, SCIM_RETURNED, SCIM_UNIQUENESS } from './schema-attributes.js';
 
 /**
  * The SCIM discovery documents (RFC 7644 4): what this service provider supports (RFC 7643 5), the schemas of its
- * resources (RFC 7643 7) and its one resource type (RFC 7643 6). Plain data built from the limits and URNs the User
+ * resources (RFC 7643 7) and its resource types, User and Group (RFC 7643 6). Plain data built from the limits and URNs the User
  * endpoints use, so the two cannot drift apart; only `location`s depend on the deployment (the public base URL).
  */
 
@@ -151,7 +162,14 @@ export function discoveryDocuments(baseUrl: string): DiscoveryDocuments {
         SCIM_EXTENSION_SCHEMA,
         'DashboardUser',
         "The dashboard access of a user: department, permissions and last sign-in. Responses carry it and the same attributes at the root; a request may give them in either place (the root wins).",
-        dashboardAttributes('Also at the root of the User, with the same value.'),
+        [...dashboardAttributes('Also at the root of the User, with the same value.'), effectivePermissionsAttribute],
+      ),
+      schema(SCIM_GROUP_SCHEMA, 'Group', 'A group of dashboard users, as an identity provider pushes it', groupAttributes),
+      schema(
+        SCIM_GROUP_EXTENSION_SCHEMA,
+        'DashboardGroup',
+        "The group's role: the permissions it grants each member. A user's effective permissions are its own plus its groups'.",
+        groupExtensionAttributes,
       ),
       schema(SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA, 'Service Provider Configuration', "Schema for representing the service provider's configuration", serviceProviderConfigAttributes),
       schema(SCIM_RESOURCE_TYPE_SCHEMA, 'ResourceType', 'Specifies the schema that describes a SCIM resource type', resourceTypeAttributes),
@@ -166,6 +184,16 @@ export function discoveryDocuments(baseUrl: string): DiscoveryDocuments {
         schema: SCIM_USER_SCHEMA,
         schemaExtensions: [{ schema: SCIM_EXTENSION_SCHEMA, required: false }],
         meta: { resourceType: 'ResourceType', location: `${scimBase}/ResourceTypes/User` },
+      },
+      {
+        schemas: [SCIM_RESOURCE_TYPE_SCHEMA],
+        id: 'Group',
+        name: 'Group',
+        description: 'Groups of dashboard users; a group carries a role (the permissions it grants)',
+        endpoint: '/Groups',
+        schema: SCIM_GROUP_SCHEMA,
+        schemaExtensions: [{ schema: SCIM_GROUP_EXTENSION_SCHEMA, required: false }],
+        meta: { resourceType: 'ResourceType', location: `${scimBase}/ResourceTypes/Group` },
       },
     ],
   };

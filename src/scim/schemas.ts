@@ -35,12 +35,14 @@ export const SCIM_LIMITS = {
   patchOperations: 100,
   /** Length of a PATCH path. */
   patchPath: 500,
+  /** Members of one group (a company's whole dashboard staff fits many times over). */
+  groupMembers: 10_000,
   /** Largest `count` a list page returns (RFC 7644 3.4.2.4 lets the provider return fewer than asked). */
   maxCount: 200,
   defaultCount: 100,
 } as const;
 
-const text = (field: string) =>
+export const text = (field: string) =>
   z
     .string({ error: `${field} must be a string` })
     .min(1, `${field} must not be empty`)
@@ -118,7 +120,7 @@ const AppGroup = z
     }
   });
 
-const Permissions = z.object(
+export const Permissions = z.object(
   {
     companyPermissions: PermissionList('companyPermissions').nullish(),
     appGroup: z
@@ -153,7 +155,7 @@ const Emails = z
   .max(SCIM_LIMITS.emails, `emails may hold at most ${SCIM_LIMITS.emails} entries`)
   .refine((list) => list.filter((e) => e.primary === true).length <= 1, 'emails may have at most one entry with primary true');
 
-const ExternalId = z
+export const ExternalId = z
   .string({ error: 'externalId must be a string' })
   .min(1, 'externalId must not be empty')
   .max(SCIM_LIMITS.text, `externalId must be at most ${SCIM_LIMITS.text} characters`);
@@ -250,7 +252,7 @@ const AppGroupOut = z.object({
   appGroupPermissionSets: z.array(z.object({ appGroupPermissionSetName: z.string() })).optional(),
 });
 
-const PermissionsOut = z.object({ companyPermissions: z.array(z.string()), appGroup: z.array(AppGroupOut) });
+export const PermissionsOut = z.object({ companyPermissions: z.array(z.string()), appGroup: z.array(AppGroupOut) });
 const LastSignInAt = z.string().nullable().describe('Last successful sign-in (UTC); null until the user signs in');
 
 export const ScimUser = z.object({
@@ -262,11 +264,21 @@ export const ScimUser = z.object({
   name: z.object({ givenName: z.string(), familyName: z.string() }),
   active: z.boolean().describe('false: deactivated by the identity provider (see docs/scim.md)'),
   emails: z.array(z.object({ value: z.string(), type: z.string().optional(), primary: z.boolean().optional() })).optional().describe('Absent when empty'),
+  groups: z
+    // `$ref` passes through the loose object: as a declared property OpenAPI tooling would read it as a schema reference.
+    .array(z.looseObject({ value: z.string(), display: z.string(), type: z.literal('direct') }).describe('Also `$ref`: the group\'s URI'))
+    .optional()
+    .describe('The groups the user belongs to (read-only; change them through /Groups); absent when none'),
   department: z.string().optional().describe('Absent when the user has none'),
   lastSignInAt: LastSignInAt,
   permissions: PermissionsOut.optional().describe('Absent when the user has none of its own (its groups may grant some)'),
   [SCIM_EXTENSION_SCHEMA]: z
-    .object({ department: z.string().optional(), permissions: PermissionsOut.optional(), lastSignInAt: z.string().optional() })
+    .object({
+      department: z.string().optional(),
+      permissions: PermissionsOut.optional(),
+      lastSignInAt: z.string().optional(),
+      effectivePermissions: PermissionsOut.optional().describe('Its own permissions plus its groups\' grants; only when `attributes` names it'),
+    })
     .optional()
     .describe('Absent when none of its attributes has a value'),
   meta: z.object({ resourceType: z.literal('User'), created: z.string(), lastModified: z.string(), location: z.string() }),

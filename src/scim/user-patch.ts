@@ -143,7 +143,7 @@ function removeValues(current: unknown, value: unknown, matches: (element: unkno
   return existing.filter((e) => !removed.some((r) => matches(e, r)));
 }
 
-function applyPermissions(doc: Doc, op: Op, sub: string | undefined, value: unknown): void {
+export function applyPermissions(doc: Doc, op: Op, sub: string | undefined, value: unknown): void {
   if (sub === undefined && op === 'remove') {
     doc.permissions = null;
     return;

@@ -1,38 +1,56 @@
+import { loadReferenceNames, renderEffective, renderPermissions } from './permissions-view.js';
 import { SCIM_EXTENSION_SCHEMA, SCIM_USER_SCHEMA, type ScimUser } from './schemas.js';
-import { unique, type Db, type StoredPermissions, type UserRow } from './user-rows.js';
-
-type ScimPermissions = NonNullable<ScimUser['permissions']>;
+import type { Db, StoredPermissions, UserRow } from './user-rows.js';
 
 /** From stored dashboard users to SCIM User resources, references shown by their current names. */
 
-/** Turns stored rows into SCIM representations, naming workspaces, teams and sets in one lookup for all rows. */
-export async function renderUsers(db: Db, companyId: string, rows: UserRow[], baseUrl: string): Promise<ScimUser[]> {
-  const groups = rows.flatMap((r) => r.permissions?.appGroup ?? []);
-  const wsIds = unique(groups.map((g) => g.workspaceId));
-  const teamIds = unique(groups.flatMap((g) => (g.teams ?? []).map((t) => t.teamId)));
-  const setIds = unique(groups.flatMap((g) => g.permissionSetIds ?? []));
-  const names = new Map<string, string>();
-  if (wsIds.length + teamIds.length + setIds.length > 0) {
-    const { rows: found } = await db.query<{ kind: string; id: string; name: string }>(
-      `SELECT 'w' AS kind, id::text, name FROM workspaces WHERE company_id = $1 AND id = ANY($2::uuid[])
-       UNION ALL
-       SELECT 't', t.id::text, t.name FROM teams t JOIN workspaces w ON w.id = t.workspace_id
-        WHERE w.company_id = $1 AND t.id = ANY($3::uuid[])
-       UNION ALL
-       SELECT 's', id::text, name FROM permission_sets WHERE company_id = $1 AND id = ANY($4::uuid[])`,
-      [companyId, wsIds, teamIds, setIds],
-    );
-    for (const f of found) names.set(`${f.kind}:${f.id}`, f.name);
-  }
+export interface RenderOptions {
+  /** Add `effectivePermissions` to our extension (RFC 7643 `returned: request`: only when `attributes` names it). */
+  effective?: boolean;
+}
+
+/** A group a user belongs to, with what it grants. */
+export interface UserGroup {
+  userId: string;
+  id: string;
+  displayName: string;
+  grants: StoredPermissions | null;
+}
+
+/** The groups of each user, by name; one query for all rows. */
+export async function groupsOfUsers(db: Db, userIds: readonly string[]): Promise<Map<string, UserGroup[]>> {
+  const byUser = new Map<string, UserGroup[]>();
+  if (userIds.length === 0) return byUser;
+  const { rows } = await db.query<UserGroup>(
+    `SELECT m.user_id::text AS "userId", g.id::text AS id, g.display_name AS "displayName", g.grants
+       FROM scim_group_members m JOIN scim_groups g ON g.id = m.group_id
+      WHERE m.user_id = ANY($1::uuid[])
+      ORDER BY lower(g.display_name), g.id`,
+    [userIds],
+  );
+  for (const r of rows) byUser.set(r.userId, [...(byUser.get(r.userId) ?? []), r]);
+  return byUser;
+}
+
+/** Turns stored rows into SCIM representations, naming workspaces, teams, sets and groups in one lookup for all rows. */
+export async function renderUsers(db: Db, companyId: string, rows: UserRow[], baseUrl: string, options: RenderOptions = {}): Promise<ScimUser[]> {
+  // Sequential on purpose: db may be a transaction's client, which runs one query at a time.
+  const groups = await groupsOfUsers(db, rows.map((r) => r.id));
+  const stored = rows.flatMap((r) => (r.permissions ? [r.permissions] : []));
+  if (options.effective) for (const list of groups.values()) for (const g of list) if (g.grants) stored.push(g.grants);
+  const names = await loadReferenceNames(db, companyId, stored);
   return rows.map((r) => {
     const permissions = r.permissions === null ? undefined : renderPermissions(r.permissions, names);
     const lastSignInAt = r.last_sign_in_at ? r.last_sign_in_at.toISOString() : null;
+    const memberOf = groups.get(r.id) ?? [];
+    const effective = options.effective ? renderEffective([r.permissions, ...memberOf.map((g) => g.grants)], names) : undefined;
     // RFC 7643 2.5: an unassigned attribute is left out (null and [] mean the same); the root lastSignInAt stays, null,
     // because the spec's responses always show it.
     const extension = {
       ...(r.department === null ? {} : { department: r.department }),
       ...(permissions ? { permissions } : {}),
       ...(lastSignInAt === null ? {} : { lastSignInAt }),
+      ...(effective ? { effectivePermissions: effective } : {}),
     };
     return {
       schemas: [SCIM_USER_SCHEMA, SCIM_EXTENSION_SCHEMA],
@@ -43,6 +61,9 @@ export async function renderUsers(db: Db, companyId: string, rows: UserRow[], ba
       name: { givenName: r.given_name, familyName: r.family_name },
       active: r.active,
       ...(r.emails.length === 0 ? {} : { emails: r.emails }),
+      ...(memberOf.length === 0
+        ? {}
+        : { groups: memberOf.map((g) => ({ value: g.id, display: g.displayName, $ref: `${baseUrl}/scim/v2/Groups/${g.id}`, type: 'direct' as const })) }),
       ...(r.department === null ? {} : { department: r.department }),
       lastSignInAt,
       ...(permissions ? { permissions } : {}),
@@ -57,40 +78,7 @@ export async function renderUsers(db: Db, companyId: string, rows: UserRow[], ba
   });
 }
 
-/** Stored permissions by the current names of what they reference; what no longer exists drops out. */
-export function renderPermissions(stored: StoredPermissions, names: Map<string, string>): ScimPermissions {
-  return {
-    companyPermissions: stored.companyPermissions,
-    appGroup: stored.appGroup.flatMap((g): ScimPermissions['appGroup'] => {
-      const appGroupName = names.get(`w:${g.workspaceId}`);
-      if (appGroupName === undefined) return [];
-      const base = { appGroupId: g.workspaceId, appGroupName };
-      if (g.permissionSetIds) {
-        return [
-          {
-            ...base,
-            appGroupPermissionSets: g.permissionSetIds.flatMap((id) => {
-              const name = names.get(`s:${id}`);
-              return name === undefined ? [] : [{ appGroupPermissionSetName: name }];
-            }),
-          },
-        ];
-      }
-      return [
-        {
-          ...base,
-          appGroupPermissions: g.permissions ?? [],
-          team: (g.teams ?? []).flatMap((t) => {
-            const teamName = names.get(`t:${t.teamId}`);
-            return teamName === undefined ? [] : [{ teamId: t.teamId, teamName, teamPermissions: t.permissions }];
-          }),
-        },
-      ];
-    }),
-  };
-}
-
-export async function renderOne(db: Db, companyId: string, row: UserRow, baseUrl: string): Promise<ScimUser> {
-  const [user] = await renderUsers(db, companyId, [row], baseUrl);
+export async function renderOne(db: Db, companyId: string, row: UserRow, baseUrl: string, options: RenderOptions = {}): Promise<ScimUser> {
+  const [user] = await renderUsers(db, companyId, [row], baseUrl, options);
   return user!;
 }

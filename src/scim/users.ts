@@ -142,8 +142,11 @@ export async function getUser(pool: Pool, companyId: string, id: string, baseUrl
   const project = attributeProjection(selection);
   const { rows } = await pool.query<UserRow>(`SELECT ${USER_COLUMNS} FROM dashboard_users WHERE id = $1 AND company_id = $2`, [id, companyId]);
   if (!rows[0]) throw notFound(USER_NOT_FOUND);
-  return project(await renderOne(pool, companyId, rows[0], baseUrl));
+  return project(await renderOne(pool, companyId, rows[0], baseUrl, { effective: requestsEffective(selection) }));
 }
+
+/** effectivePermissions is `returned: request` (RFC 7643 7): computed only when `attributes` names it. */
+const requestsEffective = (selection: AttributeSelection) => /effectivepermissions/i.test(selection.attributes ?? '');
 
 export interface ListUsersQuery extends AttributeSelection {
   filter?: string;
@@ -169,7 +172,7 @@ export async function listUsers(pool: Pool, companyId: string, query: ListUsersQ
           [companyId, ...params, query.count, query.startIndex - 1],
         ),
   ]);
-  const Resources = (await renderUsers(pool, companyId, page.rows, baseUrl)).map(project);
+  const Resources = (await renderUsers(pool, companyId, page.rows, baseUrl, { effective: requestsEffective(query) })).map(project);
   return { schemas: [SCIM_LIST_SCHEMA], totalResults: counted.rows[0]!.n, startIndex: query.startIndex, itemsPerPage: Resources.length, Resources };
 }
 

@@ -102,3 +102,16 @@ export async function userCount(env: TestEnv, companyId: string): Promise<number
   const { rows } = await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dashboard_users WHERE company_id = $1`, [companyId]);
   return rows[0]!.n;
 }
+
+export const GROUP_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:Group';
+export const GROUP_EXTENSION_SCHEMA = 'urn:ietf:params:scim:schemas:extension:ces:2.0:Group';
+
+/** A group body; `permissions` (the role) goes into our Group extension. */
+export function groupBody(displayName: string, memberIds: string[] = [], permissions?: unknown): Record<string, unknown> {
+  return {
+    schemas: [GROUP_SCHEMA],
+    displayName,
+    members: memberIds.map((value) => ({ value })),
+    ...(permissions === undefined ? {} : { [GROUP_EXTENSION_SCHEMA]: { permissions } }),
+  };
+}
