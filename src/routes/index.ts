@@ -9,6 +9,7 @@ import importsRoutes from './imports.js';
 import scimRoutes from './scim.js';
 import scimDiscoveryRoutes from './scim-discovery.js';
 import scimGroupRoutes from './scim-groups.js';
+import scimSearchRoutes from './scim-search.js';
 import catalogsRoutes from './catalogs.js';
 import emailTemplatesRoutes from './email-templates.js';
 import liveActivitiesRoutes from './live-activities.js';
@@ -22,4 +23,4 @@ import recordsRoutes from './records.js';
 import cdiRoutes from './cdi.js';
 
 /** Every endpoint family, one plugin each. */
-export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, usersDataRoutes, emailStatusRoutes, importsRoutes, catalogsRoutes, emailTemplatesRoutes, liveActivitiesRoutes, canvasSchedulesRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes, cdiRoutes, scimRoutes, scimGroupRoutes, scimDiscoveryRoutes];
+export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, usersDataRoutes, emailStatusRoutes, importsRoutes, catalogsRoutes, emailTemplatesRoutes, liveActivitiesRoutes, canvasSchedulesRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes, cdiRoutes, scimRoutes, scimGroupRoutes, scimSearchRoutes, scimDiscoveryRoutes];

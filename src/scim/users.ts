@@ -155,25 +155,36 @@ export interface ListUsersQuery extends AttributeSelection {
   count: number;
 }
 
+/** How many users match, and one page of them by creation time: what a ListResponse and a root search page over. */
+export async function findUsers(pool: Pool, companyId: string, filter: string | undefined, offset: number, limit: number) {
+  const { where, params } = filter === undefined ? { where: 'true', params: [] } : filterSql(parseUserFilter(filter), 2);
+  const [counted, page] = await Promise.all([
+    pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dashboard_users WHERE company_id = $1 AND (${where})`, [companyId, ...params]),
+    limit === 0
+      ? { rows: [] as UserRow[] }
+      : pool.query<UserRow>(
+          `SELECT ${USER_COLUMNS} FROM dashboard_users WHERE company_id = $1 AND (${where})
+            ORDER BY created_at, id LIMIT $${params.length + 2} OFFSET $${params.length + 3}`,
+          [companyId, ...params, limit, offset],
+        ),
+  ]);
+  return { total: counted.rows[0]!.n, rows: page.rows };
+}
+
+/** Users as a ListResponse returns them: narrowed to the selection, effectivePermissions computed only when named. */
+export async function renderUsersProjected(pool: Pool, companyId: string, rows: UserRow[], baseUrl: string, selection: AttributeSelection) {
+  const project = attributeProjection(selection);
+  return (await renderUsers(pool, companyId, rows, baseUrl, { effective: requestsEffective(selection) })).map(project);
+}
+
 /**
  * A ListResponse: the company's users that match the filter (all without one), by creation time. Deactivated users
  * are listed too: identity providers look them up to reactivate them.
  */
 export async function listUsers(pool: Pool, companyId: string, query: ListUsersQuery, baseUrl: string): Promise<ScimListResponse> {
-  const project = attributeProjection(query);
-  const { where, params } = query.filter === undefined ? { where: 'true', params: [] } : filterSql(parseUserFilter(query.filter), 2);
-  const [counted, page] = await Promise.all([
-    pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dashboard_users WHERE company_id = $1 AND (${where})`, [companyId, ...params]),
-    query.count === 0
-      ? { rows: [] as UserRow[] }
-      : pool.query<UserRow>(
-          `SELECT ${USER_COLUMNS} FROM dashboard_users WHERE company_id = $1 AND (${where})
-            ORDER BY created_at, id LIMIT $${params.length + 2} OFFSET $${params.length + 3}`,
-          [companyId, ...params, query.count, query.startIndex - 1],
-        ),
-  ]);
-  const Resources = (await renderUsers(pool, companyId, page.rows, baseUrl, { effective: requestsEffective(query) })).map(project);
-  return { schemas: [SCIM_LIST_SCHEMA], totalResults: counted.rows[0]!.n, startIndex: query.startIndex, itemsPerPage: Resources.length, Resources };
+  const { total, rows } = await findUsers(pool, companyId, query.filter, query.startIndex - 1, query.count);
+  const Resources = await renderUsersProjected(pool, companyId, rows, baseUrl, query);
+  return { schemas: [SCIM_LIST_SCHEMA], totalResults: total, startIndex: query.startIndex, itemsPerPage: Resources.length, Resources };
 }
 
 /** Deletes a dashboard user; the audit row keeps what it held. */
