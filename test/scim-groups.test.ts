@@ -213,6 +213,10 @@ describe('Groups: PATCH in Okta and Entra ID bodies', () => {
     expect(effective.companyPermissions).toEqual(['manage_company_settings']);
     const audit = await userAudit(u);
     expect(audit.at(-1)).toMatchObject({ action: 'group_grants', changes: { 'effectivePermissions.companyPermissions': { from: [], to: ['manage_company_settings'] } } });
+    // A rename by PATCH (which re-reads the role by names) changes no member's access: no row on its trail.
+    const rows = (await userAudit(u)).length;
+    expect((await patchGroup(g.id, [{ op: 'replace', path: 'displayName', value: 'Role Change Renamed' }])).status).toBe(200);
+    expect(await userAudit(u)).toHaveLength(rows);
     // Removing the role (the extension's URN as the path) leaves the group without grants.
     const bare = await patchGroup(g.id, [{ op: 'remove', path: GROUP_EXTENSION_SCHEMA }]);
     expect(bare.body).not.toHaveProperty(GROUP_EXTENSION_SCHEMA);

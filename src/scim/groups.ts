@@ -35,6 +35,12 @@ function groupView(group: ScimGroup): Record<string, unknown> {
   };
 }
 
+/** JSON with every object's keys sorted: grants read back from jsonb come with their keys in another order. */
+const canonicalJson = (value: unknown) =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    typeof v === 'object' && v !== null && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+  );
+
 const isUniqueViolation = (err: unknown) => (err as { code?: string }).code === '23505';
 
 async function renderOne(db: PoolClient, companyId: string, id: string, baseUrl: string): Promise<ScimGroup> {
@@ -82,7 +88,7 @@ async function writeGroup(db: PoolClient, companyId: string, current: GroupRow, 
   const target = input.members == null ? (input.members === null ? [] : held) : (await companyUsersAmong(db, companyId, input.members.map((m) => m.value))).ids;
   const added = target.filter((id) => !held.includes(id));
   const removed = held.filter((id) => !target.includes(id));
-  const grantsChanged = JSON.stringify(grants) !== JSON.stringify(current.grants);
+  const grantsChanged = canonicalJson(grants) !== canonicalJson(current.grants);
   const membersChanged = added.length + removed.length > 0;
   // Everyone whose access can move: all members old and new when the grants change, else those who joined or left.
   const affected = grantsChanged ? unique([...held, ...target]) : [...added, ...removed];
