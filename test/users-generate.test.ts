@@ -171,3 +171,31 @@ describe('generateUsers', () => {
     expect(stats[0]!.last_analyze).not.toBeNull();
   });
 });
+
+describe('ces users generate --top-up', () => {
+  it('tops up after users were deleted: the next index follows the highest present, not the count', async () => {
+    const { runGenerate } = await import('../src/cli/users-generate.js');
+    const { rows: named } = await env.ctx.pool.query<{ name: string }>(`SELECT name FROM workspaces WHERE id = $1`, [env.wsC.workspaceId]);
+    const workspace = named[0]!.name;
+    const seed = 11;
+    const topUp = (count: number) => runGenerate(() => env.config, { count, workspace, seed, topUp: true, now: NOW.toISOString() });
+    const ofSeed = async () =>
+      (await env.ctx.pool.query<{ service_id: string }>(`SELECT service_id FROM profiles WHERE workspace_id = $1 ORDER BY service_id`, [env.wsC.workspaceId])).rows
+        .map((r) => r.service_id)
+        .filter((s) => s.startsWith(prefix));
+    const { seedServiceIdPrefix } = await import('../src/synthetic-users/world.js');
+    const prefix = seedServiceIdPrefix(seed);
+    const before = (await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1`, [env.wsC.workspaceId])).rows[0]!.n;
+    await topUp(before + 20);
+    const first = await ofSeed();
+    expect(first).toHaveLength(20);
+    // Two users deleted (as the user-data DELETE does), one of them the highest index.
+    await env.ctx.pool.query(`DELETE FROM profiles WHERE service_id = ANY($1::text[])`, [[first[3], first[19]]]);
+    await topUp(before + 25);
+    const after = await ofSeed();
+    expect(after).toHaveLength(25);
+    expect(new Set(after.map((s) => s.slice(8, 16))).size).toBe(25);
+    // The new ones continue after the highest index present (18), so none reuses a deleted user's index.
+    expect(after.map((s) => Number.parseInt(s.slice(8, 16), 16)).sort((a, b) => a - b).slice(-7)).toEqual([19, 20, 21, 22, 23, 24, 25]);
+  });
+});

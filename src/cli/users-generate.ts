@@ -1,6 +1,18 @@
 import type { Config } from '../config.js';
 import { createPool, type Pool } from '../db/pool.js';
 import { generateUsers } from '../synthetic-users/generate.js';
+import { seedServiceIdPrefix } from '../synthetic-users/world.js';
+
+/** One past the highest index among the workspace's users of `seed` (0 when it has none). */
+async function nextIndexOfSeed(pool: Pool, workspaceId: string, seed: number): Promise<number> {
+  const prefix = seedServiceIdPrefix(seed);
+  const { rows } = await pool.query<{ top: string | null }>(
+    `SELECT max(substr(service_id, 9, 8)) AS top FROM profiles
+      WHERE workspace_id = $1 AND service_id LIKE $2 || '%' AND length(service_id) = 24`,
+    [workspaceId, prefix],
+  );
+  return rows[0]!.top === null ? 0 : Number.parseInt(rows[0]!.top, 16) + 1;
+}
 
 /** What `ces users generate` does, loaded only when it runs (so that `ces --help` stays fast). */
 
@@ -21,7 +33,9 @@ export async function runGenerate(config: () => Config, opts: GenerateOptions): 
         console.log(`workspace "${opts.workspace}" already has ${existing.toLocaleString('en-US')} users; nothing to generate`);
         return;
       }
-      startId = opts.startId ?? existing;
+      // After the highest index of this seed present, not after the count: a user deleted since (the user-data
+      // DELETE, a CDI deletion) would otherwise make the next index collide with one that exists.
+      startId = opts.startId ?? (await nextIndexOfSeed(pool, workspaceId, opts.seed));
       count -= existing;
     }
     const tty = process.stdout.isTTY;

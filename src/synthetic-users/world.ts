@@ -31,7 +31,7 @@ export async function loadWorld(client: PoolClient, workspaceId: string, seed: n
     workspaceId,
   ]);
   const cards = await client.query<{ title: string }>('SELECT title FROM feed_cards WHERE workspace_id = $1 AND NOT archived ORDER BY api_id', [workspaceId]);
-  const seedHash = fmix32(seed ^ 0x5bd1e995);
+  const seedHash = seedHashOf(seed);
   const countryTable: D.Country[] = [];
   for (const c of D.COUNTRIES) for (let w = 0; w < c.weight; w++) countryTable.push(c);
   const j = (v: unknown) => copyJson(JSON.stringify(v));
@@ -64,3 +64,8 @@ function stableUuid(seed: string): string {
   const h = createHash('sha256').update(seed).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
+
+const seedHashOf = (seed: number) => fmix32(seed ^ 0x5bd1e995);
+
+/** The first 8 hex characters of every service_id a seed generates; the next 8 are the user's index. */
+export const seedServiceIdPrefix = (seed: number) => hex8(seedHashOf(seed));
