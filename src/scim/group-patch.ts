@@ -19,7 +19,7 @@ export function editableGroup(group: ScimGroup): Doc {
     schemas: [SCIM_GROUP_SCHEMA],
     displayName: group.displayName,
     externalId: group.externalId ?? null,
-    members: (group.members ?? []).map((m) => ({ value: m.value })),
+    members: (group.members ?? []).map((m) => ({ value: m.value, display: m.display })),
     permissions: group[SCIM_GROUP_EXTENSION_SCHEMA]?.permissions ? structuredClone(group[SCIM_GROUP_EXTENSION_SCHEMA].permissions) : null,
   };
 }
@@ -127,7 +127,10 @@ function applyToGroup(doc: Doc, groupId: string, op: Op, target: Target, value: 
         return;
       }
       if (!isObject(value)) throw badRequest(`the value of ${SCIM_GROUP_EXTENSION_SCHEMA} must be an object {permissions}`, { scimType: 'invalidValue' });
-      for (const [key, v] of Object.entries(value)) applyToGroup(doc, groupId, op, parseGroupPath(`${SCIM_GROUP_EXTENSION_SCHEMA}:${key}`), v);
+      // scim2-models sends the container with its own `schemas` inside: not an attribute, nothing to apply.
+      for (const [key, v] of Object.entries(value)) {
+        if (key.toLowerCase() !== 'schemas') applyToGroup(doc, groupId, op, parseGroupPath(`${SCIM_GROUP_EXTENSION_SCHEMA}:${key}`), v);
+      }
       return;
     case 'permissions':
       return applyPermissions(doc, op, target.sub, value);

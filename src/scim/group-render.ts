@@ -32,7 +32,7 @@ export async function renderGroups(db: Db, companyId: string, rows: GroupRow[], 
   const members = new Map<string, ScimGroup['members']>();
   if (rows.length > 0 && !excludesMembers(selection)) {
     const { rows: found } = await db.query<{ group_id: string; id: string; user_name: string }>(
-      `SELECT m.group_id::text, u.id::text, u.user_name
+      `SELECT m.group_id::text, u.id::text, coalesce(m.display, u.user_name) AS user_name
          FROM scim_group_members m JOIN dashboard_users u ON u.id = m.user_id
         WHERE m.group_id = ANY($1::uuid[]) AND u.company_id = $2
         ORDER BY m.added_at, u.id`,

@@ -6,8 +6,9 @@ export const SCIM_GROUP_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:Group';
 export const SCIM_GROUP_EXTENSION_SCHEMA = 'urn:ietf:params:scim:schemas:extension:ces:2.0:Group';
 
 /**
- * A member in a request: `value` is a user's id. `display` and `$ref` are what a response shows and are ignored;
- * `type` may say "User" (nested groups are not supported).
+ * A member in a request: `value` is a user's id; `display` is kept as sent (RFC 7643 2.4 makes it immutable, set by
+ * the client), the member's userName when none is sent; `$ref` is what a response shows and is ignored; `type` may
+ * say "User" (nested groups are not supported).
  */
 const MemberRef = z.object(
   {
@@ -16,6 +17,7 @@ const MemberRef = z.object(
       .string({ error: 'members[].type must be a string' })
       .refine((t) => t.toLowerCase() === 'user', 'members[].type must be "User": a group holds users, not groups')
       .optional(),
+    display: text('members[].display').nullish(),
   },
   { error: 'each members entry must be an object {value}' },
 );

@@ -6,7 +6,7 @@ import { groupFilterSql, parseGroupFilter } from './group-filter.js';
 import { applyGroupPatch, editableGroup } from './group-patch.js';
 import { GROUP_COLUMNS, GROUP_URNS, renderGroups, renderGroupsProjected, type GroupRow } from './group-render.js';
 import { SCIM_GROUP_EXTENSION_SCHEMA, type ScimGroup, type ScimGroupBody } from './group-schemas.js';
-import { auditedGroupChange, companyUsersAmong, memberIds, setMembers } from './memberships.js';
+import { auditedGroupChange, companyUsersAmong, displaysOf, memberIds, setMembers } from './memberships.js';
 import { SCIM_LIST_SCHEMA, type ScimPatchOperation } from './schemas.js';
 import { resolveGrantedPermissions } from './user-fields.js';
 import { UUID, unique, type StoredPermissions } from './user-rows.js';
@@ -61,7 +61,7 @@ export async function createGroup(pool: Pool, companyId: string, input: ScimGrou
     const id = rows[0]?.id;
     if (!id) throw conflict(GROUP_EXISTS, { scimType: 'uniqueness' });
     const { ids } = await companyUsersAmong(db, companyId, (input.members ?? []).map((m) => m.value));
-    await auditedGroupChange(db, companyId, id, ids, actor, baseUrl, () => setMembers(db, id, ids));
+    await auditedGroupChange(db, companyId, id, ids, actor, baseUrl, () => setMembers(db, id, ids, displaysOf(input.members ?? [])));
     const group = await renderOne(db, companyId, id, baseUrl);
     await recordGroupAudit(db, companyId, id, actor, 'create', diffViews(null, groupView(group)));
     return group;
@@ -105,7 +105,9 @@ async function writeGroup(db: PoolClient, companyId: string, current: GroupRow, 
       if (isUniqueViolation(err)) throw conflict(GROUP_EXISTS, { scimType: 'uniqueness' });
       throw err;
     }
-    if (membersChanged) await setMembers(db, current.id, target);
+    // Displays may change without a change of who is in the group (RFC 7643 makes them the client's).
+    if (input.members != null) await setMembers(db, current.id, target, displaysOf(input.members));
+    else if (membersChanged) await setMembers(db, current.id, target);
   });
   const after = await renderOne(db, companyId, current.id, baseUrl);
   const changes = diffViews(groupView(before), groupView(after));

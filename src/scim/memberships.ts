@@ -31,10 +31,25 @@ export async function memberIds(db: PoolClient, groupId: string): Promise<string
   return rows.map((r) => r.user_id);
 }
 
-/** Makes the group hold exactly `ids` (users of its company): two set-based statements whatever the sizes. */
-export async function setMembers(db: PoolClient, groupId: string, ids: readonly string[]): Promise<void> {
+/**
+ * Makes the group hold exactly `ids` (users of its company), with the display each request entry gave (a member
+ * given again without one keeps its own): two set-based statements whatever the sizes.
+ */
+export async function setMembers(db: PoolClient, groupId: string, ids: readonly string[], displays: ReadonlyMap<string, string> = new Map()): Promise<void> {
   await db.query(`DELETE FROM scim_group_members WHERE group_id = $1 AND NOT (user_id = ANY($2::uuid[]))`, [groupId, ids]);
-  await db.query(`INSERT INTO scim_group_members (group_id, user_id) SELECT $1, unnest($2::uuid[]) ON CONFLICT DO NOTHING`, [groupId, ids]);
+  await db.query(
+    `INSERT INTO scim_group_members (group_id, user_id, display) SELECT $1, m.user_id, m.display FROM unnest($2::uuid[], $3::text[]) AS m(user_id, display)
+     ON CONFLICT (group_id, user_id) DO UPDATE SET display = coalesce(EXCLUDED.display, scim_group_members.display)
+       WHERE EXCLUDED.display IS DISTINCT FROM scim_group_members.display AND EXCLUDED.display IS NOT NULL`,
+    [groupId, ids, ids.map((id) => displays.get(id) ?? null)],
+  );
+}
+
+/** The display each member entry of a request gave, by user id (lower case, as ids are compared). */
+export function displaysOf(members: readonly { value: string; display?: string | null }[]): Map<string, string> {
+  const displays = new Map<string, string>();
+  for (const m of members) if (m.display != null) displays.set(m.value.toLowerCase(), m.display);
+  return displays;
 }
 
 /** What a member's trail compares: its groups (by name) and what it may do, own permissions and groups' grants joined. */

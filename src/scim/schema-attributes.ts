@@ -174,7 +174,7 @@ export const groupAttributes: ScimAttribute[] = [
     [
       attr('value', 'string', "The member's user id.", { caseExact: true, mutability: 'immutable' }),
       attr('$ref', 'reference', "The member's URI.", { referenceTypes: ['User'], mutability: 'immutable' }),
-      attr('display', 'string', "The member's userName.", { mutability: 'readOnly' }),
+      attr('display', 'string', `A name to show, as the identity provider sent it (RFC 7643 2.4: immutable), ${textNote}; the member's userName when none was sent.`, { mutability: 'immutable' }),
       attr('type', 'string', 'User: groups hold users only.', { canonicalValues: ['User'], mutability: 'immutable' }),
     ],
     { multiValued: true },

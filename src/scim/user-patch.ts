@@ -201,7 +201,8 @@ function applyToExtension(doc: Doc, op: Op, urn: string, value: unknown): void {
   }
   needValue(op, value);
   if (!isObject(value)) throw badRequest(`the value of ${urn} must be an object of its attributes`, { scimType: 'invalidValue' });
-  for (const [key, v] of Object.entries(value)) applyToTarget(doc, op, parsePath(`${urn}:${key}`), v);
+  // scim2-models sends the container with its own `schemas` inside: not an attribute, nothing to apply.
+  for (const [key, v] of Object.entries(value)) if (key.toLowerCase() !== 'schemas') applyToTarget(doc, op, parsePath(`${urn}:${key}`), v);
 }
 
 function applyToTarget(doc: Doc, op: Op, target: Target, value: unknown): void {

@@ -21,6 +21,8 @@ CREATE INDEX scim_groups_external_id ON scim_groups (company_id, external_id) WH
 CREATE TABLE scim_group_members (
   group_id   uuid NOT NULL REFERENCES scim_groups(id) ON DELETE CASCADE,
   user_id    uuid NOT NULL REFERENCES dashboard_users(id) ON DELETE CASCADE,
+  -- RFC 7643 2.4: `display` is immutable, set by the client; NULL shows the member's userName.
+  display    text,
   added_at   timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (group_id, user_id)
 );
