@@ -25,6 +25,8 @@ let proxy: TcpProxy;
 let env: TestEnv;
 let ws: SeededWorkspace;
 let scimToken: string;
+/** A dashboard user the SCIM group place adds as a member. */
+let memberId: string;
 /** A connection of the test's own, straight to the server: it holds locks and terminates backends. */
 let admin: pg.Client;
 const logged: Array<Record<string, unknown>> = [];
@@ -44,6 +46,12 @@ beforeAll(async () => {
   const pool = env.ctx.pool;
   ws = await seedWorkspace(pool);
   scimToken = await createScimToken(pool, ws.companyId);
+  memberId = (
+    await pool.query<{ id: string }>(
+      `INSERT INTO dashboard_users (company_id, user_name, given_name, family_name) VALUES ($1, 'member@example.com', 'M', 'E') RETURNING id::text`,
+      [ws.companyId],
+    )
+  ).rows[0]!.id;
   await createSegment(pool, ws.workspaceId, 'seg-a');
   await pool.query(`INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, $2, '[{"name": "Name", "type": "string"}]'::jsonb)`, [ws.workspaceId, CATALOG]);
   admin = await connectAdmin();
@@ -116,6 +124,22 @@ const places: Place[] = [
     request: (n) =>
       json('POST', '/scim/v2/Users', scimUser(n), { ...bearer(scimToken), 'x-request-origin': ORIGIN }),
     leftBy: (n) => count(`SELECT count(*)::int AS n FROM dashboard_users WHERE user_name = $1`, [`scim-${n}@example.com`]),
+  },
+  {
+    // Inside the transaction of a group's create, after its row: the group must not survive without its members.
+    name: 'a SCIM group membership',
+    table: 'scim_group_members',
+    format: 'scim',
+    request: (n) =>
+      json('POST', '/scim/v2/Groups', { schemas: ['urn:ietf:params:scim:schemas:core:2.0:Group'], displayName: `group-${n}`, members: [{ value: memberId }] }, {
+        ...bearer(scimToken),
+        'x-request-origin': ORIGIN,
+      }),
+    leftBy: (n) =>
+      count(`SELECT ((SELECT count(*) FROM scim_groups WHERE display_name = $1) + (SELECT count(*) FROM dashboard_user_audit WHERE changes::text LIKE $2))::int AS n`, [
+        `group-${n}`,
+        `%"group-${n}"%`,
+      ]),
   },
   {
     name: 'a catalog write',
