@@ -351,3 +351,54 @@ describe('Groups: refusals change nothing', () => {
     expect(await snapshot()).toEqual(before);
   });
 });
+
+describe('Groups: roles declared in the workspace file', () => {
+  const fileOf = (set: string) => `
+company: { name: Role Company }
+scim_tokens: [{ name: file-idp, secret: ces_scim_file0000000000000000000000000000000 }]
+permission_sets:
+  - { name: Editors, permissions: [basic_access, edit_segments] }
+  - { name: Viewers, permissions: [basic_access] }
+scim_groups:
+  - display_name: Marketing Editors
+    permissions: { appGroup: [{ appGroupName: Studio, appGroupPermissionSets: [{ appGroupPermissionSetName: ${set} }] }] }
+workspaces: [{ name: Studio }]
+`;
+
+  it('creates the group the identity provider will push, with its role; the push links to it; a role change reaches the members', async () => {
+    const { applyWorkspaceFile } = await import('../src/workspace/apply.js');
+    const { parseWorkspaceFile } = await import('../src/workspace/parse.js');
+    const summary = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(fileOf('Editors')));
+    expect(summary.counts.scim_groups).toEqual({ created: 1, updated: 0, unchanged: 0 });
+    const token = 'ces_scim_file0000000000000000000000000000000';
+    const company = { ...a, token, companyId: summary.companyId };
+
+    // Okta looks the group up by displayName before pushing it, and finds the declared one; a create would be 409.
+    const found = await scimCall(env, 'GET', `/scim/v2/Groups?filter=${encodeURIComponent('displayName eq "marketing editors"')}`, token);
+    expect(found.body.totalResults).toBe(1);
+    const group = found.body.Resources[0];
+    expect(group[GROUP_EXTENSION_SCHEMA].permissions.appGroup[0]).toMatchObject({ appGroupName: 'Studio', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] });
+    expectScimError(await scimCall(env, 'POST', '/scim/v2/Groups', token, groupBody('Marketing Editors')), 409, 'uniqueness');
+
+    const member = await createUser('file.member@example.com', company);
+    expect((await patchGroup(group.id, [{ op: 'add', path: 'members', value: [{ value: member }] }], token)).status).toBe(200);
+    expect((await effectiveOf(member, company)).effective.appGroup[0].appGroupPermissions).toEqual(['basic_access', 'edit_segments']);
+
+    // The same file again changes nothing; another role in it reaches the member, on its trail, by the file.
+    expect((await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(fileOf('Editors')))).counts.scim_groups).toEqual({ created: 0, updated: 0, unchanged: 1 });
+    expect((await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(fileOf('Viewers')))).counts.scim_groups).toEqual({ created: 0, updated: 1, unchanged: 0 });
+    expect((await effectiveOf(member, company)).effective.appGroup[0].appGroupPermissions).toEqual(['basic_access']);
+    expect((await userAudit(member)).at(-1)).toMatchObject({ action: 'group_grants', actor: 'workspace file (ces workspace apply)' });
+    // Members are the identity provider's: the file left them.
+    expect((await scimCall(env, 'GET', `/scim/v2/Groups/${group.id}`, token)).body.members.map((m: { value: string }) => m.value)).toEqual([member]);
+  });
+
+  it('a role naming what the company lacks refuses the whole file, naming the field', async () => {
+    const { applyWorkspaceFile } = await import('../src/workspace/apply.js');
+    const { parseWorkspaceFile, WorkspaceFileError } = await import('../src/workspace/parse.js');
+    const apply = applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(fileOf('Nobody').replace('Role Company', 'Role Company 2').replace('file0', 'file1')));
+    await expect(apply).rejects.toBeInstanceOf(WorkspaceFileError);
+    await expect(apply).rejects.toThrow(/scim_groups\[0\]\.permissions: permissions\.appGroup\[0\]\.appGroupPermissionSets\[0\]\.appGroupPermissionSetName: no permission set named "Nobody"/);
+    expect((await env.ctx.pool.query(`SELECT count(*)::int AS n FROM companies WHERE name = 'Role Company 2'`)).rows[0].n).toBe(0);
+  });
+});

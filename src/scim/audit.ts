@@ -2,9 +2,12 @@ import type { PoolClient } from '../db/pool.js';
 import type { ScimPermissions } from './permissions-view.js';
 import type { ScimUser } from './schemas.js';
 
-/** Who made a change: the SCIM token (id and name) and the X-Request-Origin the identity provider sent. */
+/**
+ * Who made a change: the SCIM token (id and name) and the X-Request-Origin the identity provider sent; a workspace
+ * file's apply, which changes a group's role, has no token (null).
+ */
 export interface ScimActor {
-  tokenId: string;
+  tokenId: string | null;
   tokenName: string;
   origin: string;
 }

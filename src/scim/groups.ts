@@ -26,7 +26,7 @@ async function resolveGrants(db: PoolClient, companyId: string, permissions: Sci
 }
 
 /** A group as flat pairs for its own trail; members are counted here (each one is named on its user's trail). */
-function groupView(group: ScimGroup): Record<string, unknown> {
+export function groupView(group: ScimGroup): Record<string, unknown> {
   return {
     displayName: group.displayName,
     externalId: group.externalId ?? null,

@@ -21,6 +21,7 @@ export const KINDS = [
   'api_keys',
   'scim_tokens',
   'permission_sets',
+  'scim_groups',
   'live_activities',
   'scheduled_exports',
   'cdi_integrations',

@@ -1,6 +1,7 @@
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { applyObjects } from './apply-objects.js';
 import { applyReferences } from './apply-references.js';
+import { applyScimGroups } from './apply-scim-groups.js';
 import { KINDS, type ApplyRun, type GeneratedSecret, type Kind } from './apply-specs.js';
 import { applySecrets, applyTenancy } from './apply-tenancy.js';
 import { WorkspaceFileError } from './parse.js';
@@ -52,5 +53,6 @@ async function applyIn(client: PoolClient, file: WorkspaceFile, now: Date): Prom
   await applySecrets(run);
   await applyObjects(run);
   await applyReferences(run);
+  await applyScimGroups(run);
   return { companyId, workspaceIds: Object.fromEntries(workspaceIds), counts, generatedSecrets: run.generatedSecrets };
 }

@@ -3,6 +3,7 @@ import { OUTPUT_FORMATS } from '../exports/names.js';
 import { EXPORT_FIELDS, hasIncrementalKey, MAX_ROWS_PER_PART, MIN_ROWS_PER_PART } from '../exports/request.js';
 import { isPermission, PERMISSIONS } from '../auth/permissions.js';
 import { allowedStrings } from '../scim/catalog.js';
+import { Permissions as ScimPermissionsBody } from '../scim/schemas.js';
 import { SegmentFilterSchema } from '../segments/filter.js';
 import { Destination } from '../storage/destination.js';
 
@@ -318,6 +319,13 @@ export const WorkspaceFileSchema = z
     }),
     scim_tokens: z.array(ScimTokenSchema).max(100).default([]),
     permission_sets: z.array(z.strictObject({ name: Name, permissions: z.array(Name).max(500).default([]) })).max(1000).default([]),
+    /**
+     * SCIM groups and the roles they carry (docs/scim.md "Groups"): Okta's Group Push and Entra ID send a group's
+     * displayName and members only, so the role of a group the identity provider will push is declared here. The
+     * group is created when absent (the provider then finds it by displayName and links it); its members stay the
+     * provider's.
+     */
+    scim_groups: z.array(z.strictObject({ display_name: Name, permissions: ScimPermissionsBody })).max(1000).default([]),
     workspaces: z.array(WorkspaceSchema).max(100).default([]),
   })
   .superRefine((file, ctx) => {
@@ -333,6 +341,8 @@ export const WorkspaceFileSchema = z
     };
     unique(file.scim_tokens, (t) => t.name, (i) => ['scim_tokens', i, 'name'], 'SCIM token name');
     unique(file.permission_sets, (p) => p.name, (i) => ['permission_sets', i, 'name'], 'permission set name');
+    // displayName is unique ignoring letter case, as the SCIM endpoints compare it.
+    unique(file.scim_groups, (g) => g.display_name.toLowerCase(), (i) => ['scim_groups', i, 'display_name'], 'SCIM group display_name');
     // Permission sets stand for workspace-level SCIM permissions: the built-in ones plus this file's extensions.
     const scimAllowed = allowedStrings({ scim: file.company.settings.scim }).workspace;
     file.permission_sets.forEach((set, si) =>
