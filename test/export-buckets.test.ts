@@ -12,7 +12,7 @@ import { segmentExportJob } from '../jobs/segment-export.js';
 import type { ExportManifest } from '../src/exports/manifest.js';
 import { S3Store } from '../src/storage/s3-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { createSegment, insertProfiles, readPartFile, requestExport, waitForExport, startCallbackReceiver } from './helpers/export-fixtures.js';
+import { CONTROL_FILES, createSegment, insertProfiles, readPartFile, requestExport, waitForExport, startCallbackReceiver } from './helpers/export-fixtures.js';
 import { startGcsEmulator, type RunningGcs } from './helpers/gcs-emulator.js';
 import { readParquet } from './helpers/parquet-values.js';
 import { startS3rver, type RunningS3 } from './helpers/s3rver.js';
@@ -59,7 +59,13 @@ async function verifyBucket(list: string[], fetch: (key: string) => Promise<Buff
   const manifest = JSON.parse((await fetch(`${keyPrefix}/manifest.json`)).toString()) as ExportManifest;
   expect(manifest.users).toBe(MEMBERS);
   expect(manifest.parts.map((p) => p.users)).toEqual([5000, 2000]);
-  expect([...list].sort()).toEqual([...manifest.parts.map((p) => p.key), `${keyPrefix}/manifest.json`].sort());
+  // The parts, and beside them the schema, the manifest and the completion marker, in every destination.
+  expect([...list].sort()).toEqual([...manifest.parts.map((p) => p.key), ...CONTROL_FILES.map((f) => `${keyPrefix}/${f}`)].sort());
+  expect(JSON.parse((await fetch(`${keyPrefix}/_SUCCESS`)).toString())).toMatchObject({ object_prefix: manifest.object_prefix, users: MEMBERS, parts: 2, manifest: 'manifest.json' });
+  const schema = (await fetch(`${keyPrefix}/schema.json`)).toString();
+  expect(schema.trimEnd().split('\n')).toHaveLength(1);
+  expect(manifest.schema).toEqual({ file: 'schema.json', key: `${keyPrefix}/schema.json` });
+  expect(Object.keys(JSON.parse(schema).properties)).toEqual(manifest.fields_to_export);
   const ids = new Set<string>();
   for (const p of manifest.parts) {
     expect(p.key.startsWith(`${keyPrefix}/`)).toBe(true);

@@ -9,7 +9,7 @@ import { segmentExportJob } from '../jobs/segment-export.js';
 import type { ExportManifest } from '../src/exports/manifest.js';
 import type { RunningWorkers } from '../src/queue-processors.js';
 import { useTestEnv } from './helpers/context.js';
-import { createSegment, exportedIdCounts, exportStatus, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import { CONTROL_FILES, createSegment, exportedIdCounts, exportStatus, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -62,11 +62,61 @@ function startChildWorker(queues = 'export-shard,segment-export'): ChildProcess 
   });
 }
 
+/**
+ * Watches an export's directory in the local store as a loader polling for _SUCCESS would, from the request to the
+ * end: every listing, and for each listing that holds _SUCCESS whether the manifest and every part it names are there.
+ */
+function watchExportDir(prefix: string) {
+  const listings: string[][] = [];
+  const incomplete: string[] = [];
+  let dir: string | undefined;
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      if (!dir) {
+        const keyPrefix = (await exportStatus(env, env.ws.apiKey, prefix)).body.key_prefix;
+        if (keyPrefix) dir = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), String(keyPrefix));
+      }
+      if (dir) {
+        const names = await readdir(dir).catch(() => [] as string[]);
+        listings.push(names);
+        if (names.includes('_SUCCESS')) {
+          const manifest = JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8')) as ExportManifest;
+          const missing = manifest.parts.filter((p) => !names.includes(p.file));
+          if (missing.length > 0) incomplete.push(`${missing.length} parts missing beside _SUCCESS`);
+        }
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      return { listings, incomplete };
+    },
+  };
+}
+
+/** _SUCCESS was seen, never went away once there, and no file appeared after it: it was written once, and last. */
+function expectSuccessLast(listings: string[][], incomplete: string[]): void {
+  const first = listings.findIndex((names) => names.includes('_SUCCESS'));
+  // Seen appearing: listings without it came first.
+  expect(first, 'a listing with _SUCCESS after listings without').toBeGreaterThan(0);
+  const seenBefore = new Set(listings.slice(0, first + 1).flat());
+  for (const names of listings.slice(first)) {
+    expect(names).toContain('_SUCCESS');
+    expect(names.filter((n) => !seenBefore.has(n)), 'files that appeared after _SUCCESS').toEqual([]);
+  }
+  expect(incomplete).toEqual([]);
+}
+
 describe('a worker SIGKILLed in the middle of an export', () => {
   it('loses nothing: another worker finishes the export with every member exactly once', async () => {
     const res = await requestExport(env, env.ws.apiKey, { segment_id: 'big', fields_to_export: ['external_id', 'email', 'custom_attributes', 'custom_events'], output_format: 'gzip' });
     expect(res.status).toBe(201);
     const prefix = String(res.body.object_prefix);
+    const watcher = watchExportDir(prefix);
 
     child = startChildWorker();
     // Wait until the child has uploaded some parts but not all, then kill it without warning.
@@ -98,6 +148,9 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     startInProcessWorkers();
     const done = await waitForExport(env, env.ws.apiKey, prefix, 90_000);
     expect(done).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 12 });
+    // A loader polling for _SUCCESS through the kill and the retried shard: it appeared once, last, with every part.
+    const { listings, incomplete } = await watcher.stop();
+    expectSuccessLast(listings, incomplete);
 
     const keyPrefix = String(done.key_prefix);
     const dir = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), keyPrefix);
@@ -105,7 +158,7 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     expect(manifest.parts.map((p) => p.users)).toEqual([...Array(12).fill(5000)]);
     // Nothing the killed attempt wrote is left beside the parts: only the manifest's files and the manifest.
     const files = (await readdir(dir)).sort();
-    expect(files).toEqual([...manifest.parts.map((p) => p.file), 'manifest.json'].sort());
+    expect(files).toEqual([...manifest.parts.map((p) => p.file), ...CONTROL_FILES].sort());
 
     const count = await exportedIdCounts(dir, manifest.parts);
     expect(count.size).toBe(MEMBERS);
@@ -219,7 +272,7 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     // Full parts of 5,000 but at most one short last part of each kind.
     for (const parts of [usersParts, removedParts]) expect(parts.filter((p) => p.users !== 5_000).length).toBeLessThanOrEqual(1);
     // Nothing the killed attempt wrote is left beside the parts.
-    expect((await readdir(dir)).sort()).toEqual([...manifest.parts.map((p) => p.file), 'manifest.json'].sort());
+    expect((await readdir(dir)).sort()).toEqual([...manifest.parts.map((p) => p.file), ...CONTROL_FILES].sort());
 
     // Each expected member once, and its line carries the write (the changed members' tier).
     const users = new Map<string, number>();

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -10,9 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../jobs/export-callback.js';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
+import { failExport, finishExport } from '../src/exports/finish.js';
 import type { ExportManifest } from '../src/exports/manifest.js';
 import { type TestEnv, useTestEnv } from './helpers/context.js';
-import { createSegment, exportStatus, insertProfiles, OLD, readPartFile, RECENT, requestExport, waitForExport, zipEntries } from './helpers/export-fixtures.js';
+import { CONTROL_FILES, createSegment, exportStatus, insertProfiles, OLD, readPartFile, RECENT, requestExport, waitForExport, zipEntries } from './helpers/export-fixtures.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 
 const run = promisify(execFile);
@@ -60,7 +61,7 @@ function localFile(key: string): string {
 
 async function partsOf(keyPrefix: string): Promise<string[]> {
   const names = await readdir(localFile(keyPrefix));
-  return names.filter((n) => n !== 'manifest.json').map((n) => `${keyPrefix}/${n}`);
+  return names.filter((n) => !CONTROL_FILES.includes(n)).map((n) => `${keyPrefix}/${n}`);
 }
 
 describe('segment export to the built-in store', () => {
@@ -119,6 +120,13 @@ describe('segment export to the built-in store', () => {
     expect([...seen.values()].every((n) => n === 1)).toBe(true);
     const missing = Array.from({ length: MEMBERS }, (_, i) => `ext-${i + 1}`).filter((id) => !seen.has(id));
     expect(missing).toEqual([]);
+
+    // _SUCCESS: what a loader checks, written after everything else of the export.
+    const success = JSON.parse(await readFile(localFile(`${keyPrefix}/_SUCCESS`), 'utf8'));
+    expect(success).toEqual({ export_id: prefix.slice(0, 36), object_prefix: prefix, users: MEMBERS, removed: 0, parts: 6, manifest: 'manifest.json' });
+    const mtimes = await Promise.all((await readdir(localFile(keyPrefix))).map(async (n) => ({ n, t: (await stat(localFile(`${keyPrefix}/${n}`))).mtimeMs })));
+    const successAt = mtimes.find((m) => m.n === '_SUCCESS')!.t;
+    expect(mtimes.filter((m) => m.t > successAt)).toEqual([]);
   });
 
   it('writes exactly the requested fields, absent ones omitted, with the 90-day window', async () => {
@@ -167,8 +175,9 @@ describe('segment export to the built-in store', () => {
     const zip = path.join(dir, 'all.zip');
     await writeFile(zip, res.rawPayload);
     const entries = await zipEntries(zip);
-    expect(entries).toHaveLength(7);
-    expect(entries).toContain(`${prefix}/manifest.json`);
+    // The parts, then schema.json, the manifest and _SUCCESS, in the order they were written to the bucket.
+    expect(entries).toHaveLength(9);
+    expect(entries.slice(-3)).toEqual(CONTROL_FILES.map((f) => `${prefix}/${f}`));
     await run('unzip', ['-q', zip, '-d', dir]);
     const manifest: ExportManifest = JSON.parse(await readFile(path.join(dir, prefix, 'manifest.json'), 'utf8'));
     // One NDJSON file per part, named after it, holding exactly that part's users.
@@ -213,7 +222,7 @@ describe('segment export to the built-in store', () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'ces-dl-'));
     scratch.push(dir);
     await writeFile(path.join(dir, 'all.zip'), dl.rawPayload);
-    const { stdout } = await run('unzip', ['-p', path.join(dir, 'all.zip'), '*.json', '-x', '*/manifest.json'], { maxBuffer: 256 * 1024 * 1024 });
+    const { stdout } = await run('unzip', ['-p', path.join(dir, 'all.zip'), '*.json', '-x', '*/manifest.json', '*/schema.json'], { maxBuffer: 256 * 1024 * 1024 });
     expect(stdout.split('\n').filter(Boolean)).toHaveLength(MEMBERS);
     const parts = await partsOf(String(done.key_prefix));
     for (const p of parts) expect(p).toMatch(/\.gz$/);
@@ -234,5 +243,21 @@ describe('segment export to the built-in store', () => {
     expect(manifest).toMatchObject({ users: 0, parts: [] });
     const status = await exportStatus(env, env.ws.apiKey, String(res.body.object_prefix));
     expect(status.body.url).toBe(res.body.url);
+  });
+
+  it('a finisher run again after _SUCCESS (killed before marking the export ready) writes nothing and marks it ready', async () => {
+    const keyPrefix = String(status.key_prefix);
+    const before = await Promise.all((await readdir(localFile(keyPrefix))).sort().map(async (n) => `${n} ${(await stat(localFile(`${keyPrefix}/${n}`))).mtimeMs}`));
+    const { rows } = await env.ctx.pool.query<{ id: string }>(`UPDATE exports SET status = 'running' WHERE object_prefix = $1 RETURNING id::text`, [prefix]);
+    await finishExport(env.ctx, rows[0]!.id, []);
+    expect((await exportStatus(env, env.ws.apiKey, prefix)).body).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 6 });
+    const after = await Promise.all((await readdir(localFile(keyPrefix))).sort().map(async (n) => `${n} ${(await stat(localFile(`${keyPrefix}/${n}`))).mtimeMs}`));
+    expect(after).toEqual(before);
+    // Nor does an attempt to fail it take back what a loader may be reading.
+    await env.ctx.pool.query(`UPDATE exports SET status = 'running' WHERE object_prefix = $1`, [prefix]);
+    await failExport(env.ctx, rows[0]!.id, 'a last attempt that could not mark it ready');
+    expect((await readdir(localFile(keyPrefix))).sort()).toEqual(before.map((l) => l.split(' ')[0]));
+    await finishExport(env.ctx, rows[0]!.id, []);
+    expect((await exportStatus(env, env.ws.apiKey, prefix)).body.status).toBe('ready');
   });
 });

@@ -13,8 +13,13 @@ import { EXPORT_FIELDS } from '../src/exports/request.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { generateUsers } from '../src/synthetic-users/generate.js';
 import { useTestEnv } from './helpers/context.js';
-import { createSegment, readPartFile, requestExport, waitForExport, zipEntries } from './helpers/export-fixtures.js';
+import { CONTROL_FILES, createSegment, readPartFile, requestExport, waitForExport, zipEntries } from './helpers/export-fixtures.js';
 import { compareParquet, readParquet } from './helpers/parquet-values.js';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+
+// ajv-formats is CommonJS: its default import is the function itself at run time.
+const withFormats = addFormats as unknown as (ajv: Ajv2020) => Ajv2020;
 
 /*
  * output_format "parquet" end to end: the synthetic population fills every export field, the same segment is
@@ -59,6 +64,15 @@ async function ndjsonLines(done: Done): Promise<Record<string, unknown>[]> {
   return lines;
 }
 
+/** A Parquet row as its JSON form: instants as RFC 3339 strings (dates as YYYY-MM-DD), int64 as numbers. */
+function asJson(value: unknown, key = ''): any { // eslint-disable-line @typescript-eslint/no-explicit-any
+  if (typeof value === 'bigint') return Number(value);
+  if (value instanceof Date) return key === 'dob' ? value.toISOString().slice(0, 10) : value.toISOString();
+  if (Array.isArray(value)) return value.map((v) => asJson(v));
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, asJson(v, k)]));
+  return value;
+}
+
 async function parquetRows(done: Done, kind: 'users' | 'removed' = 'users'): Promise<{ rows: Record<string, unknown>[]; perPart: number[] }> {
   const rows: Record<string, unknown>[] = [];
   const perPart: number[] = [];
@@ -94,7 +108,7 @@ describe('Parquet exports (output_format "parquet")', () => {
       expect(p.kind).toBe('users');
     }
     // Nothing else under the prefix: no spooled NDJSON, no half-written file.
-    expect((await readdir(parquet.dir)).sort()).toEqual([...parquet.manifest.parts.map((p) => p.file), 'manifest.json'].sort());
+    expect((await readdir(parquet.dir)).sort()).toEqual([...parquet.manifest.parts.map((p) => p.file), ...CONTROL_FILES].sort());
 
     const { rows, perPart } = await parquetRows(parquet);
     expect(perPart).toEqual([5_000, 5_000, 2_000]);
@@ -107,7 +121,33 @@ describe('Parquet exports (output_format "parquet")', () => {
     for (let i = 0; i < want.length; i++) expect(got[i], String(want[i]!.service_id)).toEqual(want[i]);
     // The synthetic population fills every column somewhere: the comparison covered real values, not nulls.
     for (const c of columns) expect(got.some((r) => r[c.name] !== null && !(Array.isArray(r[c.name]) && (r[c.name] as unknown[]).length === 0)), c.name).toBe(true);
+
+    // schema.json: every NDJSON line and every Parquet row (as JSON: instants as RFC 3339, int64 as numbers)
+    // validates against the schema file of its export, checked by a JSON Schema validator of its own (Ajv).
+    for (const [done, values] of [
+      [ndjson, lines],
+      [parquet, rows.map((r) => asJson(r))],
+    ] as const) {
+      const text = await readFile(path.join(done.dir, 'schema.json'), 'utf8');
+      expect(text.endsWith('\n') && !text.slice(0, -1).includes('\n')).toBe(true);
+      const ajv = new Ajv2020({ strict: true, allErrors: false });
+      withFormats(ajv);
+      const validate = ajv.compile(JSON.parse(text));
+      for (const v of values) expect(validate(v) ? [] : validate.errors, String(v.service_id)).toEqual([]);
+      // One wrong type is caught: the check is real.
+      expect(validate({ ...values[0], random_bucket: 'seven' })).toBe(false);
+    }
+    expect(JSON.parse(await readFile(path.join(parquet.dir, 'schema.json'), 'utf8')).properties.custom_attributes).toMatchObject({ type: ['string', 'null'], contentMediaType: 'application/json' });
   }, 180_000);
+
+  it('schema.json depends on the request alone: two exports of the same fields have byte-identical schema files', async () => {
+    const request = { fields_to_export: ['external_id', 'created_at', 'custom_events', 'devices'], custom_attributes_to_export: ['plan', 'score'], output_format: 'parquet' };
+    const [first, second] = [await exportSegment(request), await exportSegment(request)];
+    const [a, b] = [await readFile(path.join(first.dir, 'schema.json')), await readFile(path.join(second.dir, 'schema.json'))];
+    expect(a.equals(b)).toBe(true);
+    expect(first.manifest.schema).toEqual({ file: 'schema.json', key: `${String(first.status.key_prefix)}/schema.json` });
+    expect(Object.keys(JSON.parse(a.toString()).properties)).toEqual(['external_id', 'created_at', 'custom_events', 'devices', 'custom_attributes']);
+  });
 
   it('cut parts at rows_per_part, at most one short part per shard, every user once', async () => {
     const done = await exportSegment({ fields_to_export: ['external_id', 'service_id', 'random_bucket'], output_format: 'parquet', rows_per_part: 1_000 });
@@ -129,7 +169,7 @@ describe('Parquet exports (output_format "parquet")', () => {
     const zip = path.join(scratch, 'download.zip');
     await writeFile(zip, res.rawPayload);
     const prefix = done.manifest.object_prefix;
-    expect((await zipEntries(zip)).sort()).toEqual([...done.manifest.parts.map((p) => `${prefix}/${p.file}`), `${prefix}/manifest.json`].sort());
+    expect((await zipEntries(zip)).sort()).toEqual([...done.manifest.parts.map((p) => `${prefix}/${p.file}`), ...CONTROL_FILES.map((f) => `${prefix}/${f}`)].sort());
     for (const p of done.manifest.parts) {
       const { stdout } = await run('unzip', ['-p', zip, `${prefix}/${p.file}`], { encoding: 'buffer', maxBuffer: 64 * 1024 * 1024 });
       expect(createHash('sha256').update(stdout).digest('hex')).toBe(p.sha256);

@@ -20,7 +20,8 @@ import {
 import { NdjsonLines, type LineBatch } from './lines.js';
 import { releaseExportLock, withLeaseRenewal } from './locks.js';
 import { buildManifest, type ManifestReadFrom } from './manifest.js';
-import { MANIFEST_FILE, type PartKind } from './names.js';
+import { exportJsonSchema } from './json-schema.js';
+import { MANIFEST_FILE, SCHEMA_FILE, SUCCESS_FILE, type PartKind } from './names.js';
 import { PART_LINES, writeParts } from './part-writer.js';
 import { ExportSpecSchema } from './request.js';
 
@@ -39,8 +40,9 @@ async function* tailBytes(pool: Pool, exportId: string, kind: PartKind): AsyncGe
 
 /**
  * Completes an export once its shards are done: cuts the shards' tails into full parts and at most one short last
- * part, removes anything a killed attempt left under the prefix, writes manifest.json, marks the export ready, then
- * calls back and releases the locks. Safe to run again after a crash at any point.
+ * part, removes anything a killed attempt left under the prefix, writes schema.json, manifest.json and, last,
+ * _SUCCESS, marks the export ready, then calls back and releases the locks. Safe to run again after a crash at any
+ * point: once _SUCCESS is in the store, a rerun writes nothing more and only marks the export ready.
  */
 export async function finishExport(deps: ExportJobDeps, exportId: string, shardFailures: string[]): Promise<void> {
   // One finisher at a time: a finishing job queued again by the reconciler must not run beside one still working.
@@ -111,6 +113,12 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
       config.EXPORT_LOCK_LEASE_MS,
       (err) => log.warn({ err, exportId }, 'export lock renewal failed'),
       async () => {
+        const manifestKey = `${keyPrefix}/${MANIFEST_FILE}`;
+        const schemaKey = `${keyPrefix}/${SCHEMA_FILE}`;
+        const successKey = `${keyPrefix}/${SUCCESS_FILE}`;
+        // An attempt killed after writing _SUCCESS left a complete export: a loader may be reading it already, so
+        // nothing is rewritten (the merge shard's parts below would be).
+        if ((await ws.store.head(successKey)) !== null) return completedCounts(pool, exp.id);
         await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard >= $2`, [exp.id, mergeShard]);
         const earlier = await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`, [exp.id, mergeShard]);
         if (earlier.rows.length > 0) await ws.store.delete(earlier.rows.map((r) => r.object_key));
@@ -126,9 +134,8 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
           `SELECT kind, object_key, users, bytes, sha256 FROM export_parts WHERE export_id = $1 ORDER BY kind DESC, shard, part_index`,
           [exp.id],
         );
-        const manifestKey = `${keyPrefix}/${MANIFEST_FILE}`;
-        const known = new Set(rows.map((r) => r.object_key));
-        const strays = (await ws.store.list(`${keyPrefix}/`)).filter((o) => !known.has(o.key) && o.key !== manifestKey).map((o) => o.key);
+        const known = new Set([...rows.map((r) => r.object_key), manifestKey, schemaKey]);
+        const strays = (await ws.store.list(`${keyPrefix}/`)).filter((o) => !known.has(o.key)).map((o) => o.key);
         if (strays.length > 0) {
           log.info({ exportId, strays: strays.length }, 'removing files left by interrupted attempts');
           await ws.store.delete(strays);
@@ -147,7 +154,11 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
           keyPrefix,
           parts: rows.map((r) => ({ kind: r.kind, key: r.object_key, users: r.users, bytes: r.bytes, sha256: r.sha256 })),
         });
+        await ws.store.put(schemaKey, Buffer.from(exportJsonSchema(spec)), { contentType: 'application/schema+json' });
         await ws.store.put(manifestKey, Buffer.from(JSON.stringify(manifest, null, 2)), { contentType: 'application/json' });
+        // Last: a loader that waits for _SUCCESS finds every part the manifest names, and nothing comes after it.
+        const success = { export_id: exp.id, object_prefix: exp.object_prefix, users: total, removed, parts: rows.length, manifest: MANIFEST_FILE };
+        await ws.store.put(successKey, Buffer.from(`${JSON.stringify(success)}\n`), { contentType: 'application/json' });
         return { users: total, removed, parts: rows.length };
       },
     );
@@ -163,6 +174,31 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
   } finally {
     ws.close();
   }
+}
+
+async function hasSuccessMarker(deps: ExportJobDeps, exp: ExportRow): Promise<boolean> {
+  try {
+    const ws = await openStore(deps, exp);
+    try {
+      return (await ws.store.head(`${exp.key_prefix}/${SUCCESS_FILE}`)) !== null;
+    } finally {
+      ws.close();
+    }
+  } catch {
+    // The store cannot be asked: fail as before (nothing says the export completed).
+    return false;
+  }
+}
+
+/** What the parts of a completed export add up to, from their rows (the store is not touched). */
+async function completedCounts(pool: Pool, exportId: string): Promise<{ users: number; removed: number; parts: number }> {
+  const { rows } = await pool.query<{ users: number; removed: number; parts: number }>(
+    `SELECT coalesce(sum(users) FILTER (WHERE kind = 'users'), 0)::int AS users, coalesce(sum(users) FILTER (WHERE kind = 'removed'), 0)::int AS removed,
+            count(*)::int AS parts
+       FROM export_parts WHERE export_id = $1`,
+    [exportId],
+  );
+  return rows[0]!;
 }
 
 function callbackEndpoint(exp: ExportRow): string | null {
@@ -206,6 +242,12 @@ export async function failExport(deps: ExportJobDeps, exportId: string, reason: 
   const { pool, redis, config, log } = deps;
   const exp = await loadExport(pool, exportId);
   if (!exp) return;
+  if (exp.key_prefix && (exp.status === 'queued' || exp.status === 'running') && (await hasSuccessMarker(deps, exp))) {
+    // Complete in the store (a finisher wrote _SUCCESS, then could not mark it ready): a loader may be reading it,
+    // so it is not taken back; the next finishing run (the reconciler queues it) marks it ready.
+    log.warn({ exportId, reason }, 'not failing an export whose _SUCCESS is written');
+    return;
+  }
   const { rowCount } = await pool.query(`UPDATE exports SET status = 'failed', error = $2, finished_at = now() WHERE id = $1 AND status IN ('queued', 'running')`, [
     exportId,
     reason,

@@ -1,4 +1,4 @@
-import type { OutputFormat, PartKind } from './names.js';
+import { SCHEMA_FILE, type OutputFormat, type PartKind } from './names.js';
 import type { ExportSpec } from './request.js';
 
 export interface ManifestPart {
@@ -48,6 +48,8 @@ export interface ExportManifest {
   removed?: number;
   bytes: number;
   read_from?: ManifestReadFrom;
+  /** The JSON Schema of the lines (schema.json, beside the parts): its file name and key. */
+  schema: { file: string; key: string };
   parts: Array<{ file: string; key: string; kind: PartKind; users: number; bytes: number; sha256: string }>;
 }
 
@@ -76,6 +78,7 @@ export function buildManifest(input: {
     ...(input.spec.changesSince ? { removed: input.parts.reduce((n, p) => n + (p.kind === 'removed' ? p.users : 0), 0) } : {}),
     bytes: input.parts.reduce((n, p) => n + p.bytes, 0),
     ...(input.readFrom ? { read_from: input.readFrom } : {}),
+    schema: { file: SCHEMA_FILE, key: `${input.keyPrefix}/${SCHEMA_FILE}` },
     parts: input.parts.map((p) => ({
       file: p.key.slice(p.key.lastIndexOf('/') + 1),
       key: p.key,

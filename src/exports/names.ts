@@ -33,3 +33,10 @@ export const PART_EXTENSIONS: Record<OutputFormat, string> = { zip: 'zip', gzip:
 export type PartKind = 'users' | 'removed';
 
 export const MANIFEST_FILE = 'manifest.json';
+/** The JSON Schema of the lines, beside the parts (src/exports/json-schema.ts). */
+export const SCHEMA_FILE = 'schema.json';
+/**
+ * The completion marker, Spark's and Hadoop's convention: written last, after the manifest, once every part is in
+ * place; nothing of the export is written after it.
+ */
+export const SUCCESS_FILE = '_SUCCESS';

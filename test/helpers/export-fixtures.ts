@@ -122,11 +122,14 @@ export async function exportedIdCounts(dir: string, parts: { file: string }[]): 
   return count;
 }
 
-/** The external_id of every line of every part in a local export directory (the manifest aside). */
+/** What an export writes beside its parts: the schema, the manifest and, last, the completion marker. */
+export const CONTROL_FILES = ['schema.json', 'manifest.json', '_SUCCESS'];
+
+/** The external_id of every line of every part in a local export directory (the control files aside). */
 export async function exportedExternalIds(dir: string): Promise<string[]> {
   const ids: string[] = [];
   for (const name of await readdir(dir)) {
-    if (name === 'manifest.json') continue;
+    if (CONTROL_FILES.includes(name)) continue;
     for (const line of await readPartFile(path.join(dir, name))) ids.push(JSON.parse(line).external_id);
   }
   return ids;
