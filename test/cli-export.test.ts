@@ -59,8 +59,8 @@ describe('ces export', () => {
     expect(none.stderr).toMatch(/has no ready export to be relative to/);
   }, 120_000);
 
-  it('without --wait, queues the export (here as Parquet), says how to follow it, and exits 0 at once', async () => {
-    const r = await runCli(['export', '--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--format', 'parquet'], cliEnv());
+  it('without --wait, queues the export (here as Parquet, in the hive layout), says how to follow it, and exits 0 at once', async () => {
+    const r = await runCli(['export', '--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--format', 'parquet', '--layout', 'hive'], cliEnv());
     expect(r.code, r.stderr).toBe(0);
     const prefix = /export (\S+) of segment/.exec(r.stdout)?.[1];
     expect(r.stdout).toContain(`follow it with: GET /users/export/status?object_prefix=${prefix}`);
@@ -70,7 +70,8 @@ describe('ces export', () => {
     const manifest = JSON.parse(await import('node:fs/promises').then((fs) => fs.readFile(path.join(dir, 'manifest.json'), 'utf8')));
     expect(manifest.output_format).toBe('parquet');
     expect(manifest.parts.length).toBeGreaterThan(0);
-    expect(manifest.parts.every((p: { file: string }) => p.file.endsWith('.parquet'))).toBe(true);
+    expect(manifest.parts.every((p: { file: string }) => /^part-\d{5,}\.parquet$/.test(p.file))).toBe(true);
+    expect(String(done.key_prefix)).toMatch(new RegExp(`^segment-export/segment_id=us/export_date=\\d{4}-\\d{2}-\\d{2}/export_id=${prefix}$`));
   });
 
   it('exits 1 with the reason when the export fails', async () => {
@@ -86,6 +87,7 @@ describe('ces export', () => {
       [['--workspace', 'no-such-workspace', '--segment', 'us', '--fields', 'external_id'], /no workspace "no-such-workspace"/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'not_a_field'], /not_a_field/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--format', 'csv'], /must be 'zip', 'gzip' or 'parquet'/],
+      [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--layout', 'flat'], /must be 'spec' or 'hive'/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us'], /--fields/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--rows-per-part', '10'], /rows_per_part must be at least 1000/],
       [['--workspace', env.ws.workspaceId, '--segment', 'us', '--fields', 'external_id', '--callback', 'http://169.254.169.254/latest'], /callback/i],

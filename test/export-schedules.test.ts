@@ -108,8 +108,8 @@ describe('incremental scheduled exports (mode: incremental)', () => {
     // A cron that does not fire while the tests run: they start each run themselves, as the scheduler's job would.
     weeklyId = (
       await env.ctx.pool.query(
-        `INSERT INTO scheduled_exports (workspace_id, name, segment_id, cron, fields_to_export, output_format, rows_per_part, mode, enabled)
-         VALUES ($1, 'weekly-warehouse', $2, '0 3 1 1 *', ARRAY['external_id', 'service_id', 'first_name'], 'gzip', 1000, 'incremental', false)
+        `INSERT INTO scheduled_exports (workspace_id, name, segment_id, cron, fields_to_export, output_format, rows_per_part, layout, mode, enabled)
+         VALUES ($1, 'weekly-warehouse', $2, '0 3 1 1 *', ARRAY['external_id', 'service_id', 'first_name'], 'gzip', 1000, 'hive', 'incremental', false)
          RETURNING id`,
         [env.ws.workspaceId, segment],
       )
@@ -134,6 +134,9 @@ describe('incremental scheduled exports (mode: incremental)', () => {
     const full = await readExport(first.objectPrefix!);
     expect(full.manifest.changes_since).toBeUndefined();
     expect(full.manifest.rows_per_part).toBe(1_000);
+    // Every run in the layout its schedule declares.
+    expect(full.manifest.layout).toBe('hive');
+    expect(full.manifest.parts[0]!.key).toMatch(/^segment-export\/segment_id=weekly\/export_date=\d{4}-\d{2}-\d{2}\/export_id=[^/]+\/part-\d{5,}\.gz$/);
     expect(full.users).toHaveLength(1_200);
     expect(full.removed).toHaveLength(0);
     for (const part of full.manifest.parts) expect(part.users).toBeLessThanOrEqual(1_000);

@@ -4,7 +4,7 @@ import { createPool, type Pool } from '../db/pool.js';
 import { AppError } from '../errors.js';
 import { createExport } from '../exports/create.js';
 import { latestBaseCandidate } from '../exports/incremental.js';
-import type { OutputFormat } from '../exports/names.js';
+import type { ExportLayout, OutputFormat } from '../exports/names.js';
 import { ExportRequestSchema } from '../exports/request.js';
 import { exportStatus, type ExportStatus } from '../exports/status.js';
 import { Queues } from '../queues/index.js';
@@ -19,6 +19,7 @@ export interface ExportOptions {
   customAttributes?: string[];
   format: OutputFormat;
   rowsPerPart?: number;
+  layout?: ExportLayout;
   changesSince?: string;
   callback?: string;
   wait?: boolean;
@@ -90,6 +91,7 @@ export async function runExportCommand(config: () => Config, opts: ExportOptions
       ...(opts.customAttributes ? { custom_attributes_to_export: opts.customAttributes } : {}),
       output_format: opts.format,
       ...(opts.rowsPerPart !== undefined ? { rows_per_part: opts.rowsPerPart } : {}),
+      ...(opts.layout !== undefined ? { layout: opts.layout } : {}),
       ...(opts.callback ? { callback_endpoint: opts.callback } : {}),
       ...(opts.changesSince && opts.changesSince !== 'last' ? { changes_since: opts.changesSince } : {}),
     });

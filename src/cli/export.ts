@@ -1,6 +1,6 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Config } from '../config.js';
-import { OUTPUT_FORMATS } from '../exports/names.js';
+import { EXPORT_LAYOUTS, OUTPUT_FORMATS } from '../exports/names.js';
 import type { ExportOptions } from './export-segment.js';
 
 /**
@@ -34,6 +34,10 @@ export function registerExportCommand(program: Command, config: () => Config): v
     .option('--rows-per-part <n>', 'lines per part (1,000 to 1,000,000; default: the spec\'s 5,000)', (v) => {
       if (!/^\d+$/.test(v)) throw new InvalidArgumentError('must be a whole number');
       return Number(v);
+    })
+    .option('--layout <layout>', "'spec' (the spec's key layout) or 'hive' (segment_id=/export_date=/export_id= partitions)", (v) => {
+      if (!(EXPORT_LAYOUTS as readonly string[]).includes(v)) throw new InvalidArgumentError("must be 'spec' or 'hive'");
+      return v;
     })
     .option('--changes-since <prefix|last>', 'an incremental export: relative to this earlier export (its object_prefix), or `last`, the latest ready export of the segment')
     .option('--callback <url>', 'callback_endpoint: called when the export is ready')

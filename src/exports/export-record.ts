@@ -12,7 +12,7 @@ import { exportLockKeys, type ExportLockKeys } from './locks.js';
 import { exportKeyPrefix, MANIFEST_FILE, type PartKind } from './names.js';
 import { REMOVED_PARQUET_COLUMNS, usersParquetColumns } from './parquet-schema.js';
 import type { PartWriterOptions, UploadedPart } from './part-writer.js';
-import type { ExportSpec } from './request.js';
+import { ExportSpecSchema, type ExportSpec } from './request.js';
 import { liveUsersSql } from './status.js';
 
 /**
@@ -81,7 +81,8 @@ export async function openStore(deps: ExportJobDeps, exp: ExportRow): Promise<Wo
  * the day the export started running (the spec names the day of the callback, which no upload can know in advance).
  */
 export async function markRunning(pool: Pool, exp: ExportRow, ws: WorkspaceStore): Promise<string | null> {
-  const candidate = exportKeyPrefix(ws.prefix, exp.segment_api_id, new Date(), exp.object_prefix);
+  const layout = ExportSpecSchema.safeParse(exp.request).data?.layout ?? 'spec';
+  const candidate = exportKeyPrefix(ws.prefix, exp.segment_api_id, new Date(), exp.object_prefix, layout);
   const { rows } = await pool.query<{ key_prefix: string }>(
     `UPDATE exports SET status = 'running', started_at = COALESCE(started_at, now()), key_prefix = COALESCE(key_prefix, $2)
       WHERE id = $1 AND status IN ('queued', 'running') RETURNING key_prefix`,
@@ -99,6 +100,7 @@ export function partWriterOptions(deps: ExportJobDeps, exp: ExportRow, spec: Exp
     parquetColumns: spec.outputFormat !== 'parquet' ? null : kind === 'users' ? usersParquetColumns(spec) : REMOVED_PARQUET_COLUMNS,
     level: Math.min(9, Math.max(1, config.EXPORT_GZIP_LEVEL)),
     nameSecret: config.DOWNLOAD_URL_SECRET,
+    layout: spec.layout,
     exportId: exp.id,
     shard,
     kind,

@@ -1,4 +1,4 @@
-import { SCHEMA_FILE, type OutputFormat, type PartKind } from './names.js';
+import { SCHEMA_FILE, type ExportLayout, type OutputFormat, type PartKind } from './names.js';
 import type { ExportSpec } from './request.js';
 
 export interface ManifestPart {
@@ -33,6 +33,8 @@ export interface ExportManifest {
   output_format: OutputFormat;
   fields_to_export: string[];
   custom_attributes_to_export?: string[];
+  /** The key layout, when not the spec's (`hive`). */
+  layout?: ExportLayout;
   /** The rows_per_part the export was requested with (absent: the spec's 5,000). */
   rows_per_part?: number;
   /**
@@ -70,6 +72,7 @@ export function buildManifest(input: {
     output_format: input.spec.outputFormat,
     fields_to_export: input.spec.fields,
     ...(input.spec.customAttributes ? { custom_attributes_to_export: input.spec.customAttributes } : {}),
+    ...(input.spec.layout === 'hive' ? { layout: 'hive' as const } : {}),
     ...(input.spec.rowsPerPart ? { rows_per_part: input.spec.rowsPerPart } : {}),
     ...(input.spec.changesSince ? { changes_since: input.spec.changesSince.objectPrefix } : {}),
     requested_at: input.createdAt.toISOString(),

@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import type { ObjectStore } from '../storage/object-store.js';
 import type { LineBatch } from './lines.js';
-import { partFileName, type OutputFormat, type PartKind } from './names.js';
+import { partFileName, type ExportLayout, type OutputFormat, type PartKind } from './names.js';
 import type { ParquetColumns } from './parquet-schema.js';
 import { makeSpoolDir } from './spool.js';
 
@@ -37,6 +37,8 @@ export interface PartWriterOptions {
   level: number;
   /** Key for the deterministic part names. */
   nameSecret: string;
+  /** The key layout: the spec's random-looking names, or hive's numbered `part-<NNNNN>`. */
+  layout?: ExportLayout;
   exportId: string;
   shard: number;
   kind: PartKind;
@@ -137,7 +139,7 @@ const CONTENT_TYPES: Record<OutputFormat, string> = { zip: 'application/zip', gz
 
 /** Turns one spooled part into the output format and streams it to the store, hashing what is stored. */
 async function uploadPart(opts: PartWriterOptions, rawPath: string, partIndex: number, users: number): Promise<UploadedPart> {
-  const name = partFileName(opts.nameSecret, opts.exportId, opts.shard, partIndex, opts.format, opts.kind);
+  const name = partFileName(opts.nameSecret, opts.exportId, opts.shard, partIndex, opts.format, opts.kind, opts.layout);
   const key = `${opts.keyPrefix}/${name}`;
   const hash = createHash('sha256');
   let bytes = 0;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isNonPublicAddress, urlHost } from '../lib/ip-address.js';
-import { OUTPUT_FORMATS } from './names.js';
+import { EXPORT_LAYOUTS, OUTPUT_FORMATS } from './names.js';
 
 /** The names the spec allows in fields_to_export. */
 export const SPEC_EXPORT_FIELDS = [
@@ -113,6 +113,12 @@ export const ExportRequestSchema = z.object({
     .describe(
       `Extension: lines per part, ${MIN_ROWS_PER_PART} to ${MAX_ROWS_PER_PART}, for warehouses that prefer fewer, larger files. Without it, parts hold the spec's 5,000 lines and only the export's last part is short; with it, the last part of each shard may be short.`,
     ),
+  layout: z
+    .enum(EXPORT_LAYOUTS, { error: "layout must be 'spec' or 'hive'" })
+    .nullish()
+    .describe(
+      "Extension: 'hive' writes the files under segment_id=<id>/export_date=<YYYY-MM-DD>/export_id=<object_prefix>/part-<NNNNN>.<ext>, so a segment's prefix reads as one partitioned table (DuckDB hive_partitioning, Spark, BigQuery external tables); 'spec' (the default) is the spec's layout (docs/export.md#where-the-files-go).",
+    ),
   changes_since: z
     .string({ error: 'changes_since must be a string: the object_prefix of an earlier ready export of this segment' })
     .min(1, 'changes_since must not be empty')
@@ -138,6 +144,8 @@ export const ExportSpecSchema = z.object({
   callbackEndpoint: z.string().nullable(),
   /** Null: the spec's 5,000-line parts (exports recorded before this was kept have none). */
   rowsPerPart: z.number().int().nullable().default(null),
+  /** The key layout; exports recorded before layouts existed have the spec's. */
+  layout: z.enum(EXPORT_LAYOUTS).default('spec'),
   /** The export this one is relative to (changes_since), resolved when requested; null for a full export. */
   changesSince: z.object({ exportId: z.string(), objectPrefix: z.string() }).nullable().default(null),
 });
@@ -150,6 +158,7 @@ export function normaliseRequest(body: ExportRequestBody): ExportSpec {
     outputFormat: body.output_format ?? 'zip',
     callbackEndpoint: body.callback_endpoint ?? null,
     rowsPerPart: body.rows_per_part ?? null,
+    layout: body.layout ?? 'spec',
     // Resolved against the database by createExport.
     changesSince: null,
   };

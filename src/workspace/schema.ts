@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { OUTPUT_FORMATS } from '../exports/names.js';
+import { EXPORT_LAYOUTS, OUTPUT_FORMATS } from '../exports/names.js';
 import { EXPORT_FIELDS, hasIncrementalKey, MAX_ROWS_PER_PART, MIN_ROWS_PER_PART } from '../exports/request.js';
 import { isPermission, PERMISSIONS } from '../auth/permissions.js';
 import { allowedStrings } from '../scim/catalog.js';
@@ -210,6 +210,8 @@ export const ScheduledExportSchema = z
     output_format: z.enum(OUTPUT_FORMATS).default('zip'),
     /** Lines per part; absent: the spec's 5,000. */
     rows_per_part: RowsPerPart.optional(),
+    /** hive: keys partitioned as segment_id=/export_date=/export_id= (docs/export.md); spec: the spec's layout. */
+    layout: z.enum(EXPORT_LAYOUTS).default('spec'),
     /** incremental: each run holds the changes since the schedule's last ready run (changes_since); the first is full. */
     mode: z.enum(['full', 'incremental']).default('full'),
     callback_endpoint: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
