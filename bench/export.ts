@@ -9,7 +9,10 @@
  *  2. exports a segment of every user with a typical field list as gzip, zip and Parquet, to the built-in store and
  *     to S3 (s3rver in its own process), with BENCH_WORKERS real `ces worker` processes; a list (`BENCH_WORKERS=1,2,4`)
  *     sweeps: every run once per worker count. `gzip-incremental` first writes to 2% of the users (an UPDATE of
- *     every 50th random_bucket), then exports the changes since the last full gzip export (changes_since);
+ *     every 50th profile id: spread over every random_bucket, as real changes are), then exports the changes since
+ *     the last full export (changes_since); `gzip-incremental-0.1` then writes to 0.1% (every 1,000th id) and exports
+ *     the changes since that incremental export, as a daily schedule's next run does. Each incremental run prints
+ *     its time as a share of the same run's full gzip export (`gzip-local`);
  *  3. times recording a full export's member lists (export_members) for every user alone, in SQL, as the share of a
  *     full export that incremental exports add to it;
  *  4. prints users/s (in all and per worker process), the workers' peak RSS (VmHWM), the CPU the workers and
@@ -44,9 +47,7 @@ const SHARD_BUCKETS = Number(process.env.BENCH_SHARD_BUCKETS ?? 1250);
 const SCHEMA = process.env.BENCH_SCHEMA ?? 'bench_export';
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/ces';
 const WORK_DIR = process.env.BENCH_DIR ?? '/tmp/ces-bench-export';
-const ONLY = (process.env.BENCH_RUNS ?? 'gzip-local,zip-local,parquet-local,gzip-incremental,gzip-s3,zip-s3,parquet-s3').split(',');
-/** The incremental run's writes: every 50th random_bucket, 2% of the users. */
-const CHANGED_BUCKETS = 'random_bucket % 50 = 0';
+const ONLY = (process.env.BENCH_RUNS ?? 'gzip-local,zip-local,parquet-local,gzip-incremental,gzip-incremental-0.1,gzip-s3,zip-s3,parquet-s3').split(',');
 const WORKSPACE = 'bench-export';
 const SEGMENT = 'all-users';
 /** identity, attributes, custom attributes, custom_events, purchases, devices. */
@@ -253,23 +254,26 @@ interface RunSpec {
   name: string;
   format: OutputFormat;
   target: 'local' | 's3';
-  incremental: boolean;
+  /** An incremental run: which profiles it writes to first (a condition over `profiles`), relative to which export. */
+  incremental?: { changed: string; base: 'last-full' | 'last' };
 }
 
 /**
- * The base and the expected users of an incremental run: writes to CHANGED_BUCKETS (not timed), relative to the last
- * ready full gzip export of this run (so gzip-local must run before it).
+ * The base and the expected users of an incremental run: writes to the run's share of the users (not timed), relative
+ * to the last ready full export of this run or to the last ready export of any kind (so a full export must run
+ * before it: BENCH_RUNS=gzip-local,gzip-incremental).
  */
-async function prepareIncremental(pool: Pool, workspaceId: string): Promise<{ changesSince: string; users: number }> {
+async function prepareIncremental(pool: Pool, workspaceId: string, run: NonNullable<RunSpec['incremental']>): Promise<{ changesSince: string; users: number }> {
   const base = (
     await pool.query<{ object_prefix: string }>(
-      `SELECT object_prefix FROM exports WHERE workspace_id = $1 AND status = 'ready' AND request->'changesSince' = 'null'::jsonb AND members_forgotten_at IS NULL
+      `SELECT object_prefix FROM exports WHERE workspace_id = $1 AND status = 'ready' AND members_forgotten_at IS NULL
+          AND ($2 OR request->'changesSince' = 'null'::jsonb)
         ORDER BY created_at DESC LIMIT 1`,
-      [workspaceId],
+      [workspaceId, run.base === 'last'],
     )
   ).rows[0];
-  if (!base) throw new Error('gzip-incremental needs a full export before it in the same run (BENCH_RUNS=gzip-local,gzip-incremental)');
-  const changed = await pool.query(`UPDATE profiles SET last_name = last_name WHERE workspace_id = $1 AND ${CHANGED_BUCKETS}`, [workspaceId]);
+  if (!base) throw new Error('an incremental run needs a full export before it in the same run (BENCH_RUNS=gzip-local,gzip-incremental)');
+  const changed = await pool.query(`UPDATE profiles SET last_name = last_name WHERE workspace_id = $1 AND ${run.changed}`, [workspaceId]);
   return { changesSince: base.object_prefix, users: changed.rowCount ?? 0 };
 }
 
@@ -298,7 +302,7 @@ async function exportRun(
   }, 250);
   try {
     const workerPids = workers.flatMap((w) => (w.pid ? [w.pid] : []));
-    const delta = incremental ? await prepareIncremental(pool, ws.workspaceId) : null;
+    const delta = incremental ? await prepareIncremental(pool, ws.workspaceId, incremental) : null;
     const workerCpuBefore = await cpuOf(workerPids);
     const postgresCpuBefore = await cpuOf(await postgresPids());
     const t = performance.now();
@@ -386,25 +390,28 @@ async function main(): Promise<void> {
 
     const results: RunResult[] = [];
     const runs: RunSpec[] = [
-      { name: 'gzip-local', format: 'gzip', target: 'local', incremental: false },
-      { name: 'zip-local', format: 'zip', target: 'local', incremental: false },
-      { name: 'parquet-local', format: 'parquet', target: 'local', incremental: false },
-      { name: 'gzip-incremental', format: 'gzip', target: 'local', incremental: true },
-      { name: 'gzip-s3', format: 'gzip', target: 's3', incremental: false },
-      { name: 'zip-s3', format: 'zip', target: 's3', incremental: false },
-      { name: 'parquet-s3', format: 'parquet', target: 's3', incremental: false },
+      { name: 'gzip-local', format: 'gzip', target: 'local' },
+      { name: 'zip-local', format: 'zip', target: 'local' },
+      { name: 'parquet-local', format: 'parquet', target: 'local' },
+      { name: 'gzip-incremental', format: 'gzip', target: 'local', incremental: { changed: 'id % 50 = 0', base: 'last-full' } },
+      { name: 'gzip-incremental-0.1', format: 'gzip', target: 'local', incremental: { changed: 'id % 1000 = 0', base: 'last' } },
+      { name: 'gzip-s3', format: 'gzip', target: 's3' },
+      { name: 'zip-s3', format: 'zip', target: 's3' },
+      { name: 'parquet-s3', format: 'parquet', target: 's3' },
     ];
     for (const workerCount of WORKER_COUNTS) {
       for (const spec of runs.filter((r) => ONLY.includes(r.name))) {
         const r = await exportRun(spec, workerCount, pool, redis, ws);
         results.push(r);
         const name = spec.name;
+        const full = results.find((x) => x.name === 'gzip-local' && x.workers === workerCount);
+        const share = spec.incremental && full ? `  ${(r.seconds / full.seconds).toFixed(3)} of gzip-local's time` : '';
         console.log(
-          `${name.padEnd(16)} x${workerCount} ${r.seconds.toFixed(1).padStart(6)} s  ${r.users.toLocaleString().padStart(9)} users ${Math.round(r.usersPerSecond).toLocaleString().padStart(8)} users/s ` +
+          `${name.padEnd(20)} x${workerCount} ${r.seconds.toFixed(1).padStart(6)} s  ${r.users.toLocaleString().padStart(9)} users ${Math.round(r.usersPerSecond).toLocaleString().padStart(8)} users/s ` +
             `(${Math.round(r.usersPerSecond / workerCount).toLocaleString()} per worker)  ` +
             `${String(r.parts).padStart(4)} parts  ${(r.bytes / 1e6).toFixed(0).padStart(5)} MB  worker peak RSS ${r.peakRssMb.toFixed(0)} MB  ` +
             `CPU: workers ${r.workerCores.toFixed(2)} cores, PostgreSQL ${r.postgresCores.toFixed(2)} cores  ` +
-            `ratio ${(r.usersPerSecond / rawRate).toFixed(2)} of stored-columns ceiling, ${(r.usersPerSecond / builtRate).toFixed(2)} of NDJSON ceiling`,
+            `ratio ${(r.usersPerSecond / rawRate).toFixed(2)} of stored-columns ceiling, ${(r.usersPerSecond / builtRate).toFixed(2)} of NDJSON ceiling${share}`,
         );
       }
     }

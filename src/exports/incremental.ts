@@ -1,6 +1,7 @@
 import { escapeLiteral } from 'pg';
 import type { Pool, PoolClient } from '../db/pool.js';
 import { badRequest } from '../errors.js';
+import { filterMovesWithTime, type SegmentFilter } from '../segments/filter.js';
 
 /**
  * Incremental exports (`changes_since`): what an export needs of the earlier export it is relative to (its base),
@@ -16,11 +17,13 @@ export interface ExportBase {
   objectPrefix: string;
 }
 
-/** One shard of the base: the random_bucket range it read and the snapshot it read in. */
+/** One shard of the base: the random_bucket range it read, the snapshot it read in and the filter it selected with. */
 export interface BaseShard {
   bucketFrom: number;
   bucketTo: number;
   snapshot: string;
+  /** The segment filter as the shard recorded it (jsonb text); null for shards from before migration 0240. */
+  segmentFilter: unknown;
 }
 
 /**
@@ -71,21 +74,29 @@ export async function latestBaseCandidate(
 
 /** The base's shards that overlap [bucketFrom, bucketTo). */
 export async function baseShards(pool: Pool, baseExportId: string, bucketFrom: number, bucketTo: number): Promise<BaseShard[]> {
-  const { rows } = await pool.query<{ bucket_from: number; bucket_to: number; snapshot: string }>(
-    `SELECT bucket_from, bucket_to, snapshot::text FROM export_shards_done
+  const { rows } = await pool.query<{ bucket_from: number; bucket_to: number; snapshot: string; segment_filter: unknown }>(
+    `SELECT bucket_from, bucket_to, snapshot::text, segment_filter FROM export_shards_done
       WHERE export_id = $1 AND snapshot IS NOT NULL AND bucket_from < $3 AND bucket_to > $2 ORDER BY bucket_from`,
     [baseExportId, bucketFrom, bucketTo],
   );
-  return rows.map((r) => ({ bucketFrom: r.bucket_from, bucketTo: r.bucket_to, snapshot: r.snapshot }));
+  return rows.map((r) => ({ bucketFrom: r.bucket_from, bucketTo: r.bucket_to, snapshot: r.snapshot, segmentFilter: r.segment_filter }));
 }
 
-/** The snapshot of the base shard that covered `p.random_bucket`, as one SQL expression (literals: COPY takes no parameters). */
-function baseSnapshotExpr(shards: BaseShard[]): string {
+/**
+ * The snapshot of the base shard that covered `<bucket>` (a random_bucket column), as one SQL expression (literals:
+ * COPY takes no parameters).
+ */
+function baseSnapshotExpr(shards: BaseShard[], bucket = 'p.random_bucket'): string {
   if (shards.length === 0) throw new Error('the base export recorded no snapshot for these buckets');
   const snap = (s: BaseShard) => `${escapeLiteral(s.snapshot)}::pg_snapshot`;
   if (shards.length === 1) return snap(shards[0]!);
-  const arms = shards.map((s) => `WHEN p.random_bucket >= ${Math.trunc(s.bucketFrom)} AND p.random_bucket < ${Math.trunc(s.bucketTo)} THEN ${snap(s)}`);
+  const arms = shards.map((s) => `WHEN ${bucket} >= ${Math.trunc(s.bucketFrom)} AND ${bucket} < ${Math.trunc(s.bucketTo)} THEN ${snap(s)}`);
   return `CASE ${arms.join(' ')} END`;
+}
+
+/** The oldest xmin of the shards' snapshots: every transaction below it is visible to all of them. */
+function oldestXmin(shards: BaseShard[]): bigint {
+  return shards.map((s) => BigInt(s.snapshot.split(':')[0]!)).reduce((a, b) => (b < a ? b : a));
 }
 
 /** The base's members in [bucketFrom, bucketTo), one row (random_bucket, id) each. */
@@ -95,17 +106,40 @@ function baseMembers(baseExportId: string, bucketFrom: number, bucketTo: number)
              AND m.random_bucket >= ${Math.trunc(bucketFrom)} AND m.random_bucket < ${Math.trunc(bucketTo)}`;
 }
 
+/**
+ * How a delta finds what changed since its base:
+ * - `changes-log`: the profiles written or deleted since the base's snapshot, from profile_changes and the tombstones
+ *   (migration 0240); the delta reads only those profiles, so its cost follows the change, not the segment.
+ * - `full-compare`: every member of the range against the base's members and snapshot (migration 0170). For bases
+ *   whose shards ended before the log existed, for a segment whose filter was edited since the base (members may have
+ *   joined or left without a write), and for filters whose membership moves with time (`within_days`).
+ */
+export type IncrementalMethod = 'changes-log' | 'full-compare';
+
 export interface IncrementalScope {
   baseExportId: string;
   shards: BaseShard[];
   bucketFrom: number;
   bucketTo: number;
+  method: IncrementalMethod;
+}
+
+/** The method for a delta over these base shards, with the reason a full comparison is needed when it is. */
+export function chooseIncrementalMethod(shards: BaseShard[], filter: SegmentFilter): { method: IncrementalMethod; reason: string } {
+  if (shards.some((s) => s.segmentFilter === null || s.segmentFilter === undefined)) {
+    return { method: 'full-compare', reason: 'the base export is older than the change log' };
+  }
+  const now = JSON.stringify(filter);
+  if (shards.some((s) => JSON.stringify(s.segmentFilter) !== now)) return { method: 'full-compare', reason: "the segment's filter changed since the base export" };
+  if (filterMovesWithTime(filter)) return { method: 'full-compare', reason: "the segment's membership moves with time (within_days)" };
+  return { method: 'changes-log', reason: 'profiles written or deleted since the base export' };
 }
 
 /**
- * For the users query over `profiles p`: a join and a condition keeping the members that changed since the base read
- * them or that the base did not hold. A write the base's snapshot could not see (committed after it, or in progress
- * when it was taken) counts as a change; rows last written before the migration (changed_xid NULL) never do.
+ * For the users query over `profiles p` (full-compare): a join and a condition keeping the members that changed since
+ * the base read them or that the base did not hold. A write the base's snapshot could not see (committed after it,
+ * or in progress when it was taken) counts as a change; rows last written before migration 0170 (changed_xid NULL)
+ * never do.
  */
 export function changedOrJoined(scope: IncrementalScope): { join: string; condition: string } {
   return {
@@ -115,28 +149,113 @@ export function changedOrJoined(scope: IncrementalScope): { join: string; condit
 }
 
 /**
- * One line `{"external_id":…,"service_id":…}` per member of the base (in this range) that is no longer a member:
- * its profile fails the segment's predicate now, or is gone (named from its tombstone; a line of nulls when even
- * that is gone). `predicate` is the compiled segment filter over `p`.
- *
- * The base's members are compared with the range's members now as one anti-join (a hash join under the shard's
- * settings: a bucket-range scan), not one profile lookup per base member (0.7 s for 125,000 members); the fence
- * (OFFSET 0) keeps the lookup of names to the few that left.
+ * (changes-log) The profiles of the range written or deleted by a transaction the base's snapshot of their bucket
+ * could not see, one row (random_bucket, id) each: the only profiles whose membership or line can differ from the
+ * base's. Entries below the oldest xmin of those snapshots are visible to all of them and are not read at all (the
+ * index range starts there). The fence (OFFSET 0) keeps the set apart: what is joined to it is looked up by key.
  */
-export function removedLineSelect(scope: IncrementalScope, workspaceId: string, predicate: string): string {
+export function changedProfilesSelect(scope: IncrementalScope, workspaceId: string): string {
+  const workspace = `${escapeLiteral(workspaceId)}::uuid`;
+  const from = Math.trunc(scope.bucketFrom);
+  const to = Math.trunc(scope.bucketTo);
+  const xmin = `'${oldestXmin(scope.shards)}'::xid8`;
+  return `SELECT c.random_bucket, c.profile_id AS id FROM profile_changes c
+             WHERE c.workspace_id = ${workspace} AND c.xid >= ${xmin} AND c.random_bucket >= ${from} AND c.random_bucket < ${to}
+               AND NOT pg_visible_in_snapshot(c.xid, ${baseSnapshotExpr(scope.shards, 'c.random_bucket')})
+           UNION
+           SELECT t.random_bucket, t.profile_id FROM profile_tombstones t
+             WHERE t.workspace_id = ${workspace} AND t.deleted_xid >= ${xmin} AND t.random_bucket >= ${from} AND t.random_bucket < ${to}
+               AND NOT pg_visible_in_snapshot(t.deleted_xid, ${baseSnapshotExpr(scope.shards, 't.random_bucket')})
+           OFFSET 0`;
+}
+
+/**
+ * (changes-log) The changed profiles with two flags: whether the base held them (`was_member`) and whether they are
+ * members now (`is_member`). Both are EXISTS in the select list, so each is a lookup by key per changed profile
+ * (a subplan the planner never turns into a join over the range or the base, whatever it estimates the set's size).
+ */
+function changedWithMembership(scope: IncrementalScope, workspaceId: string, predicate: string): string {
+  return `SELECT c.random_bucket, c.id,
+                 ${inBase(scope.baseExportId, 'c.random_bucket', 'c.id')} AS was_member,
+                 ${memberNow(workspaceId, predicate, 'c.id')} AS is_member
+            FROM (${changedProfilesSelect(scope, workspaceId)}) c
+          OFFSET 0`;
+}
+
+/** Whether the base holds `<bucket>, <id>` among its members: one lookup of the bucket's array by key. */
+function inBase(baseExportId: string, bucket: string, id: string): string {
+  return `EXISTS (SELECT 1 FROM export_members m WHERE m.export_id = ${escapeLiteral(baseExportId)}::uuid AND m.random_bucket = ${bucket} AND ${id} = ANY (m.profile_ids))`;
+}
+
+/** Whether profile `<id>` of the workspace is a member now. */
+function memberNow(workspaceId: string, predicate: string, id: string): string {
+  return `EXISTS (SELECT 1 FROM profiles p WHERE p.id = ${id} AND p.workspace_id = ${escapeLiteral(workspaceId)}::uuid AND (${predicate}))`;
+}
+
+/** One removed line: the profile's names, from its row or its tombstone (a line of nulls when even that is gone). */
+function removedLine(workspaceId: string, ids: string): string {
   const workspace = `${escapeLiteral(workspaceId)}::uuid`;
   return `SELECT '{"external_id":' || COALESCE(to_json(n.external_id)::text, 'null') || ',"service_id":' || COALESCE(to_json(n.service_id)::text, 'null') || '}'
-    FROM (SELECT b.random_bucket, b.id FROM (${baseMembers(scope.baseExportId, scope.bucketFrom, scope.bucketTo)}) b
-           WHERE NOT EXISTS (SELECT 1 FROM profiles p
-                              WHERE p.id = b.id AND p.workspace_id = ${workspace}
-                                AND p.random_bucket >= ${Math.trunc(scope.bucketFrom)} AND p.random_bucket < ${Math.trunc(scope.bucketTo)}
-                                AND (${predicate}))
-          OFFSET 0) gone
+    FROM (${ids}) gone
     LEFT JOIN LATERAL (SELECT p.external_id, p.service_id FROM profiles p WHERE p.id = gone.id AND p.workspace_id = ${workspace}
                        UNION ALL
                        SELECT t.external_id, t.service_id FROM profile_tombstones t WHERE t.profile_id = gone.id AND t.workspace_id = ${workspace}
                        LIMIT 1) n ON true
    ORDER BY gone.random_bucket, gone.id`;
+}
+
+/**
+ * One line `{"external_id":…,"service_id":…}` per member of the base (in this range) that is no longer a member:
+ * its profile fails the segment's predicate now, or is gone. `predicate` is the compiled segment filter over `p`.
+ *
+ * changes-log: only the changed profiles can have left; each is checked against its bucket's base array and its row.
+ * full-compare: the base's members are compared with the range's members now as one anti-join (a hash join under the
+ * shard's settings: a bucket-range scan), not one profile lookup per base member (0.7 s for 125,000 members); the
+ * fence (OFFSET 0) keeps the lookup of names to the few that left.
+ */
+export function removedLineSelect(scope: IncrementalScope, workspaceId: string, predicate: string): string {
+  if (scope.method === 'changes-log') {
+    return removedLine(
+      workspaceId,
+      `SELECT ch.random_bucket, ch.id FROM (${changedWithMembership(scope, workspaceId, predicate)}) ch WHERE ch.was_member AND NOT ch.is_member`,
+    );
+  }
+  const workspace = `${escapeLiteral(workspaceId)}::uuid`;
+  return removedLine(
+    workspaceId,
+    `SELECT b.random_bucket, b.id FROM (${baseMembers(scope.baseExportId, scope.bucketFrom, scope.bucketTo)}) b
+      WHERE NOT EXISTS (SELECT 1 FROM profiles p
+                         WHERE p.id = b.id AND p.workspace_id = ${workspace}
+                           AND p.random_bucket >= ${Math.trunc(scope.bucketFrom)} AND p.random_bucket < ${Math.trunc(scope.bucketTo)}
+                           AND (${predicate}))
+     OFFSET 0`,
+  );
+}
+
+/**
+ * (changes-log) The members in [bucketFrom, bucketTo) as rows (export_id, random_bucket, sorted ids), for `COPY
+ * export_members`, derived from the base's: a bucket no changed profile is in keeps the base's array as it is; a
+ * bucket with changes keeps the base's members that did not change and adds the changed profiles that are members
+ * now. Reads the changed profiles and the base's arrays, not the segment. Its joins are between those two sets and
+ * want hashing: the shard runs it with nested loops off (the profile lookups are subplans, unaffected).
+ */
+export function membersFromBaseSelect(exportId: string, scope: IncrementalScope, workspaceId: string, predicate: string): string {
+  const base = escapeLiteral(scope.baseExportId);
+  const range = `m.random_bucket >= ${Math.trunc(scope.bucketFrom)} AND m.random_bucket < ${Math.trunc(scope.bucketTo)}`;
+  return `WITH changed AS MATERIALIZED (${changedWithMembership(scope, workspaceId, predicate)})
+  SELECT ${escapeLiteral(exportId)}::uuid, m.random_bucket, m.profile_ids FROM export_members m
+   WHERE m.export_id = ${base}::uuid AND ${range}
+     AND NOT EXISTS (SELECT 1 FROM changed c WHERE c.random_bucket = m.random_bucket)
+  UNION ALL
+  SELECT ${escapeLiteral(exportId)}::uuid, k.random_bucket, array_agg(k.id ORDER BY k.id) FROM (
+    SELECT m.random_bucket, x.id FROM export_members m CROSS JOIN LATERAL unnest(m.profile_ids) x(id)
+     WHERE m.export_id = ${base}::uuid AND ${range}
+       AND m.random_bucket IN (SELECT c.random_bucket FROM changed c)
+       AND NOT EXISTS (SELECT 1 FROM changed c WHERE c.id = x.id)
+    UNION ALL
+    SELECT c.random_bucket, c.id FROM changed c WHERE c.is_member
+  ) k
+  GROUP BY k.random_bucket`;
 }
 
 /** The members in [bucketFrom, bucketTo) as rows (export_id, random_bucket, sorted ids), for `COPY export_members`. */
@@ -153,9 +272,12 @@ export function membersSelect(exportId: string, workspaceId: string, predicate: 
  * Forgets what only bases need once no export can be a base any more: the member lists of failed exports, and of ready
  * exports finished more than `retentionDays` ago that a newer ready export of their segment supersedes and no
  * unfinished export is relative to; then the tombstones older than every export of their workspace still kept (with
- * a day's margin for deletions that began before an export was requested and committed after it read).
+ * a day's margin for deletions that began before an export was requested and committed after it read); then the
+ * change log (migration 0240) below what any export of the workspace may still compare with: the oldest xmin of the
+ * snapshots of its kept exports, of the snapshots its unfinished exports may yet take (their created_xmin), and of
+ * the running transactions. An entry below that is visible to every such snapshot, so no delta reads it.
  */
-export async function forgetExportBases(pool: Pool | PoolClient, retentionDays: number): Promise<{ exports: number; tombstones: number }> {
+export async function forgetExportBases(pool: Pool | PoolClient, retentionDays: number): Promise<{ exports: number; tombstones: number; changes: number }> {
   const forgotten = await pool.query(
     `WITH forgotten AS (
        UPDATE exports e SET members_forgotten_at = now()
@@ -176,5 +298,17 @@ export async function forgetExportBases(pool: Pool | PoolClient, retentionDays: 
                                       WHERE e.workspace_id = t.workspace_id AND e.status <> 'failed' AND e.members_forgotten_at IS NULL),
                                     now()) - interval '1 day'`,
   );
-  return { exports: (forgotten.rows[0] as { n: number }).n, tombstones: tombstones.rowCount ?? 0 };
+  // Per workspace, so that one workspace's long-kept base does not keep every other workspace's log. (Workspaces are
+  // never deleted by the service; rows of one deleted by hand stay until deleted the same way.)
+  const changes = await pool.query(
+    `WITH bounds AS (
+       SELECT w.id AS workspace_id,
+              LEAST((SELECT min(pg_snapshot_xmin(d.snapshot)) FROM exports e JOIN export_shards_done d ON d.export_id = e.id
+                      WHERE e.workspace_id = w.id AND e.status <> 'failed' AND e.members_forgotten_at IS NULL AND d.snapshot IS NOT NULL),
+                    (SELECT min(e.created_xmin) FROM exports e WHERE e.workspace_id = w.id AND e.status IN ('queued', 'running')),
+                    pg_snapshot_xmin(pg_current_snapshot())) AS bound
+         FROM workspaces w)
+     DELETE FROM profile_changes c USING bounds b WHERE c.workspace_id = b.workspace_id AND c.xid < b.bound`,
+  );
+  return { exports: (forgotten.rows[0] as { n: number }).n, tombstones: tombstones.rowCount ?? 0, changes: changes.rowCount ?? 0 };
 }

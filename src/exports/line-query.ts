@@ -89,8 +89,12 @@ export interface ShardQuery {
   bucketTo: number;
   /** Start of the 90-day window. */
   since: string;
-  /** For an incremental export: keeps only the members that changed or joined since its base (./incremental.ts). */
-  changes?: { join: string; condition: string };
+  /**
+   * For an incremental export (./incremental.ts): keeps only the members that changed or joined since its base, by a
+   * join and a condition over the range (full-compare), or by looking up the changed profiles `(random_bucket, id)`
+   * one by one (changes-log).
+   */
+  changes?: { join: string; condition: string } | { changedIds: string };
 }
 
 /** The segment's predicate over `p`, with its values inlined (for COPY). */
@@ -115,6 +119,13 @@ export function exportLineText(spec: Pick<ExportSpec, 'fields' | 'customAttribut
  */
 export function exportLineSelect(q: ShardQuery): string {
   const predicate = segmentPredicate(q.filter);
+  if (q.changes && 'changedIds' in q.changes) {
+    // A lookup by key per changed profile: the fence (OFFSET 0) keeps the planner from joining the range instead.
+    return `SELECT l.line FROM (${q.changes.changedIds}) ch
+     CROSS JOIN LATERAL (SELECT ${exportLineText(q.spec, q.since)} AS line FROM profiles p
+                          WHERE p.id = ch.id AND p.workspace_id = ${escapeLiteral(q.workspaceId)}::uuid AND (${predicate}) OFFSET 0) l
+     ORDER BY ch.random_bucket, ch.id`;
+  }
   return `SELECT ${exportLineText(q.spec, q.since)}
     FROM profiles p ${q.changes?.join ?? ''}
    WHERE p.workspace_id = ${escapeLiteral(q.workspaceId)}::uuid

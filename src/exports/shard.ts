@@ -1,17 +1,26 @@
 import { pipeline } from 'node:stream/promises';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
-import { SegmentFilterSchema } from '../segments/filter.js';
+import { SegmentFilterSchema, type SegmentFilter } from '../segments/filter.js';
 import type { WorkspaceStore } from '../storage/stores.js';
 import { advisoryLock, advisoryUnlock, loadExport, lockKeys, markRunning, openStore, partWriterOptions, type ExportJobDeps } from './export-record.js';
 import { CopyBinaryLines, type LineBatch } from './lines.js';
 import { renewExportLock, withLeaseRenewal } from './locks.js';
 import { failExport } from './finish.js';
-import { baseShards, changedOrJoined, membersSelect, removedLineSelect, type IncrementalScope } from './incremental.js';
+import {
+  baseShards,
+  changedOrJoined,
+  changedProfilesSelect,
+  chooseIncrementalMethod,
+  membersFromBaseSelect,
+  membersSelect,
+  removedLineSelect,
+  type IncrementalScope,
+} from './incremental.js';
 import type { PartKind } from './names.js';
 import { PART_LINES, writeParts, type PartWriterOptions, type PartWriterResult } from './part-writer.js';
 import { ExportSpecSchema, type ExportSpec } from './request.js';
-import { exportLineSelect, segmentPredicate, windowStart } from './line-query.js';
+import { exportLineSelect, segmentPredicate, windowStart, type ShardQuery } from './line-query.js';
 import { openReadSource, type ReadSource } from './read-source.js';
 
 export interface ShardWork {
@@ -60,13 +69,26 @@ async function storeMembers(source: ReadSource, primary: PoolClient, membersSql:
  * The incremental export's view of its base over this shard's buckets; null for a full export; 'forgotten' when the
  * base's member list went after the export was requested (it cannot be compared with any more).
  */
-async function incrementalScope(pool: Pool, spec: ExportSpec, work: ShardWork): Promise<IncrementalScope | null | 'forgotten'> {
+async function incrementalScope(
+  { pool, log }: ExportJobDeps,
+  exportId: string,
+  spec: ExportSpec,
+  filter: SegmentFilter,
+  work: ShardWork,
+): Promise<IncrementalScope | null | 'forgotten'> {
   if (!spec.changesSince) return null;
   const base = spec.changesSince;
   const { rows } = await pool.query<{ forgotten: boolean }>(`SELECT members_forgotten_at IS NOT NULL AS forgotten FROM exports WHERE id = $1`, [base.exportId]);
   if (!rows[0] || rows[0].forgotten) return 'forgotten';
   const shards = await baseShards(pool, base.exportId, work.bucketFrom, work.bucketTo);
-  return { baseExportId: base.exportId, shards, bucketFrom: work.bucketFrom, bucketTo: work.bucketTo };
+  const { method, reason } = chooseIncrementalMethod(shards, filter);
+  log.info({ exportId, shard: work.shard, baseExportId: base.exportId, method, reason }, 'incremental export shard method chosen');
+  return { baseExportId: base.exportId, shards, bucketFrom: work.bucketFrom, bucketTo: work.bucketTo, method };
+}
+
+/** The users query's restriction to what changed since the base, by the scope's method. */
+function changesOf(scope: IncrementalScope, workspaceId: string): NonNullable<ShardQuery['changes']> {
+  return scope.method === 'changes-log' ? { changedIds: changedProfilesSelect(scope, workspaceId) } : changedOrJoined(scope);
 }
 
 /**
@@ -99,7 +121,7 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
     }
     const keyPrefix = await markRunning(pool, exp, ws);
     if (!keyPrefix) return { users: 0, parts: 0 };
-    const scope = await incrementalScope(pool, spec, work);
+    const scope = await incrementalScope(deps, exp.id, spec, filter, work);
     if (scope === 'forgotten') {
       await failExport(deps, exp.id, `the export named by changes_since (${spec.changesSince!.objectPrefix}) no longer keeps its member list; take a full export`);
       return { users: 0, parts: 0 };
@@ -120,7 +142,7 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
           bucketFrom: work.bucketFrom,
           bucketTo: work.bucketTo,
           since: windowStart(exp.created_at),
-          ...(scope ? { changes: changedOrJoined(scope) } : {}),
+          ...(scope ? { changes: changesOf(scope, exp.workspace_id) } : {}),
         });
         // The lock stays on the primary's connection; the members may be read from a replica.
         const source = await openReadSource(deps, exp, client, work.shard);
@@ -136,16 +158,26 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
           const lines = spec.rowsPerPart ?? PART_LINES;
           const rest = spec.rowsPerPart ? 'upload' : 'tail';
           const writer = (kind: PartKind) => ({ ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard, kind), rest }) as const;
-          // The users and removed queries of an incremental shard join the range's profiles with the base's members.
-          // Without statistics (a table not yet analysed, e.g. just after a bulk import) the planner takes the
-          // members for a tiny set and picks a nested loop that unnests every one of them again for each profile:
-          // quadratic in the shard, 20 s for 15,000 members where a hash join takes 20 ms. Their only other join
-          // (the removed members' names, LATERAL) is a nested loop whatever the setting.
+          // The users and removed queries of an incremental shard join the range's profiles with the base's members
+          // (full-compare). Without statistics (a table not yet analysed, e.g. just after a bulk import) the planner
+          // takes the members for a tiny set and picks a nested loop that unnests every one of them again for each
+          // profile: quadratic in the shard, 20 s for 15,000 members where a hash join takes 20 ms. Their only other
+          // join (the removed members' names, LATERAL) is a nested loop whatever the setting.
+          // changes-log looks each changed profile up by key (LATERAL and subplans, nested loops whatever the setting)
+          // and joins the changed set with the base's arrays to derive the member list: the same estimate problem
+          // (the set's size is unknown before it is read), so nested loops are off for the whole read. JIT is off
+          // too: the disabled plans' nominal cost would set it compiling (0.28 s a query) for a few thousand rows.
+          const compare = scope?.method === 'full-compare';
           if (scope) await source.client.query('SET LOCAL enable_nestloop = off');
+          if (scope?.method === 'changes-log') await source.client.query('SET LOCAL jit = off');
           const users = await copyParts(source.client, usersSql, lines, writer('users'));
           const removed = scope ? await copyParts(source.client, removedLineSelect(scope, exp.workspace_id, predicate), lines, writer('removed')) : null;
-          if (scope) await source.client.query('SET LOCAL enable_nestloop TO DEFAULT');
-          await storeMembers(source, client, membersSelect(exp.id, exp.workspace_id, predicate, work.bucketFrom, work.bucketTo));
+          if (compare) await source.client.query('SET LOCAL enable_nestloop TO DEFAULT');
+          const members =
+            scope?.method === 'changes-log'
+              ? membersFromBaseSelect(exp.id, scope, exp.workspace_id, predicate)
+              : membersSelect(exp.id, exp.workspace_id, predicate, work.bucketFrom, work.bucketTo);
+          await storeMembers(source, client, members);
           await source.client.query('COMMIT');
           return { users, removed, snapshot: rows[0]!.snapshot, source };
         } catch (err) {
@@ -166,11 +198,12 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
         );
       }
       await tx.query(
-        `INSERT INTO export_shards_done (export_id, shard, users, removed, read_from, replay_lsn, replay_at, bucket_from, bucket_to, snapshot)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        `INSERT INTO export_shards_done (export_id, shard, users, removed, read_from, replay_lsn, replay_at, bucket_from, bucket_to, snapshot, segment_filter)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          ON CONFLICT (export_id, shard) DO UPDATE
            SET users = excluded.users, removed = excluded.removed, done_at = now(), read_from = excluded.read_from, replay_lsn = excluded.replay_lsn,
-               replay_at = excluded.replay_at, bucket_from = excluded.bucket_from, bucket_to = excluded.bucket_to, snapshot = excluded.snapshot`,
+               replay_at = excluded.replay_at, bucket_from = excluded.bucket_from, bucket_to = excluded.bucket_to, snapshot = excluded.snapshot,
+               segment_filter = excluded.segment_filter`,
         [
           exp.id,
           work.shard,
@@ -182,6 +215,7 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
           work.bucketFrom,
           work.bucketTo,
           result.snapshot,
+          JSON.stringify(filter),
         ],
       );
     });

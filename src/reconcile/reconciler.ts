@@ -146,7 +146,7 @@ export class Reconciler {
       ['expired idempotency keys', () => forgetExpiredKeys(deps.pool)],
       ['export bases past retention', async () => {
         const forgotten = await forgetExportBases(deps.pool, deps.config.EXPORT_INCREMENTAL_RETENTION_DAYS);
-        return forgotten.exports + forgotten.tombstones;
+        return forgotten.exports + forgotten.tombstones + forgotten.changes;
       }],
     ];
     const repaired: Repaired = {};

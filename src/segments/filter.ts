@@ -75,6 +75,18 @@ export interface CompiledFilter {
   params: unknown[];
 }
 
+/**
+ * Whether a profile's membership can change with time alone, with no write to it: a `within_days` window moves every
+ * day. Incremental exports of such a segment compare every member with the base (src/exports/incremental.ts).
+ */
+export function filterMovesWithTime(f: SegmentFilter): boolean {
+  if ('all' in f) return f.all.some(filterMovesWithTime);
+  if ('any' in f) return f.any.some(filterMovesWithTime);
+  if ('not' in f) return filterMovesWithTime(f.not);
+  if ('custom_event' in f || 'purchase' in f) return f.within_days !== undefined;
+  return false;
+}
+
 const SQL_OPS = { eq: '=', neq: '<>', gt: '>', gte: '>=', lt: '<', lte: '<=' } as const;
 const PATH_OPS = { eq: '==', neq: '!=', gt: '>', gte: '>=', lt: '<', lte: '<=' } as const;
 

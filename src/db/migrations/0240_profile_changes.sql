@@ -1,0 +1,50 @@
+-- Incremental exports that cost what changed (docs/export.md#incremental-exports, BENCHMARKS.md "Recording changes").
+--
+-- 0170 finds a delta's members by reading every member of the segment and comparing its changed_xid with the base's
+-- snapshot: the cost follows the segment's size. This log names the profiles each transaction inserted or updated, by
+-- workspace and transaction id, so a delta reads the entries its base's snapshot could not see (an index range from
+-- the snapshot's xmin) and looks up only those profiles. changed_xid stays: the full comparison remains the way for
+-- bases from before this log and for segments whose membership moves with time (src/exports/incremental.ts).
+--
+-- One row per profile per writing statement: a profile written by many transactions has many rows until they are
+-- pruned (src/exports/incremental.ts forgetExportBases: below the oldest snapshot a kept base holds, per workspace).
+-- No primary key and one narrow index keep the insert cheap; the profiles' own updates stay HOT (no indexed column
+-- of theirs changes). Statement-level triggers write the log in one INSERT per statement, not one per row: the
+-- cheapest of the candidates measured (BENCHMARKS.md).
+CREATE TABLE profile_changes (
+  workspace_id  uuid NOT NULL,
+  xid           xid8 NOT NULL,
+  profile_id    bigint NOT NULL,
+  random_bucket integer NOT NULL
+);
+CREATE INDEX profile_changes_workspace_xid ON profile_changes (workspace_id, xid);
+
+CREATE FUNCTION profiles_log_changes() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  INSERT INTO profile_changes (workspace_id, xid, profile_id, random_bucket)
+  SELECT c.workspace_id, pg_current_xact_id(), c.id, c.random_bucket FROM changed c;
+  RETURN NULL;
+END
+$$;
+-- Two triggers: a trigger with a transition table fires for one kind of event only. INSERT ... ON CONFLICT DO UPDATE
+-- fires both, each with its own rows.
+CREATE TRIGGER profiles_log_inserts AFTER INSERT ON profiles REFERENCING NEW TABLE AS changed
+  FOR EACH STATEMENT EXECUTE FUNCTION profiles_log_changes();
+CREATE TRIGGER profiles_log_updates AFTER UPDATE ON profiles REFERENCING NEW TABLE AS changed
+  FOR EACH STATEMENT EXECUTE FUNCTION profiles_log_changes();
+
+-- Deleted profiles since a snapshot, by the same rule.
+CREATE INDEX profile_tombstones_workspace_xid ON profile_tombstones (workspace_id, deleted_xid);
+
+-- The segment filter a shard selected its members with. A delta reads the log only where every base shard it
+-- compares with recorded the filter it runs with now (an edited segment is compared in full), so shards that ended
+-- before this log existed (NULL) are compared in full too: the log holds none of the changes made before it.
+ALTER TABLE export_shards_done ADD COLUMN segment_filter jsonb;
+
+-- The oldest transaction running when an export was recorded: every snapshot its shards take has an xmin at or above
+-- it (on a replica too, which reads only once it has replayed past the export's primary_lsn). Pruning the log keeps
+-- what an unfinished export's shards may still need, before they record their snapshots. Exports unfinished at this
+-- migration get the migration's.
+ALTER TABLE exports ADD COLUMN created_xmin xid8;
+UPDATE exports SET created_xmin = pg_snapshot_xmin(pg_current_snapshot()) WHERE status IN ('queued', 'running');
+ALTER TABLE exports ALTER COLUMN created_xmin SET DEFAULT pg_snapshot_xmin(pg_current_snapshot());
