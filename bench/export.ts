@@ -29,7 +29,7 @@ import { createPool, type Pool } from '../src/db/pool.js';
 import { migrate } from '../src/db/migrate.js';
 import { createExport } from '../src/exports/create.js';
 import { EXPORT_SHARD_QUEUE } from '../src/queues/export-shard.js';
-import { membersSelect } from '../src/exports/incremental.js';
+import { wholeMembersSelect } from '../src/exports/member-layers.js';
 import type { OutputFormat } from '../src/exports/names.js';
 import { ExportSpecSchema } from '../src/exports/request.js';
 import { exportLineSelect, windowStart } from '../src/exports/line-query.js';
@@ -349,7 +349,7 @@ async function memberListCost(pool: Pool, workspaceId: string): Promise<{ second
     const exportId = (await client.query<{ id: string }>(`SELECT gen_random_uuid() AS id`)).rows[0]!.id;
     await client.query(`SET LOCAL session_replication_role = replica`); // no foreign key to an exports row
     const t = performance.now();
-    await client.query(`INSERT INTO export_members (export_id, random_bucket, profile_ids) ${membersSelect(exportId, workspaceId, 'true', 0, 10_000)}`);
+    await client.query(`INSERT INTO export_members (export_id, random_bucket, profile_ids) ${wholeMembersSelect(exportId, workspaceId, 'true', 0, 10_000)}`);
     const seconds = (performance.now() - t) / 1000;
     const size = await client.query<{ bytes: string }>(`SELECT sum(pg_column_size(m.*))::bigint AS bytes FROM export_members m WHERE export_id = $1`, [exportId]);
     return { seconds, bytesPerMember: Number(size.rows[0]!.bytes) / USERS };

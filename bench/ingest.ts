@@ -15,7 +15,8 @@
  * in set-based statements of BENCH_CEILING_ROWS (50,000) random profiles (`UPDATE ... SET updated_at = now()`, rolled
  * back). Applying an event to a profile is at least such a rewrite, so `applied / ceiling` is the share of this
  * machine's bare row-rewrite rate that ingestion reaches end to end. The same rewrite is then timed with and without
- * the trigger that stamps profile writes for incremental exports, alternating, to price that stamp.
+ * the triggers that record profile writes for incremental exports (the changed_xid stamp, the change log),
+ * alternating, to price each.
  * Nothing here is a test: figures depend on the machine and on what else runs on it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -117,7 +118,7 @@ async function eventsVisible(pool: Pool): Promise<number> {
  * the trigger that stamps each write for incremental exports (profiles_stamp_change) disabled in that transaction,
  * to price it.
  */
-async function rewriteCeiling(pool: Pool, stamp = true): Promise<number> {
+async function rewriteCeiling(pool: Pool, { stamp = true, changeLog = true } = {}): Promise<number> {
   const { rows } = await pool.query<{ lo: number; hi: number }>('SELECT min(id) AS lo, max(id) AS hi FROM profiles');
   const { lo, hi } = rows[0]!;
   const rates: number[] = [];
@@ -128,6 +129,10 @@ async function rewriteCeiling(pool: Pool, stamp = true): Promise<number> {
       await client.query('BEGIN');
       await client.query('SET LOCAL synchronous_commit = off');
       if (!stamp) await client.query('ALTER TABLE profiles DISABLE TRIGGER profiles_stamp_change');
+      if (!changeLog) {
+        await client.query('ALTER TABLE profiles DISABLE TRIGGER profiles_log_inserts');
+        await client.query('ALTER TABLE profiles DISABLE TRIGGER profiles_log_updates');
+      }
       const started = performance.now();
       const result = await client.query('UPDATE profiles SET updated_at = now() WHERE id = ANY($1::bigint[])', [ids]);
       rates.push((result.rowCount ?? 0) / ((performance.now() - started) / 1000));
@@ -497,24 +502,32 @@ async function importPhase(pool: Pool): Promise<Figures> {
 }
 
 /**
- * What stamping every profile write (changed_xid, for incremental exports) costs the rewrite ceiling: rewrites with
- * the trigger and without it, alternating (BENCH_STAMP_ROUNDS, default 2, of three statements each), medians compared.
+ * What recording profile writes for incremental exports costs the rewrite ceiling: rewrites with and without the
+ * trigger that stamps changed_xid (migration 0170), and with and without the triggers that write the change log
+ * (profile_changes, migration 0240), alternating (BENCH_STAMP_ROUNDS, default 2, of three statements each), medians
+ * compared. The end-to-end price is bench:ingest run against the commit before, alternating (BENCHMARKS.md).
  */
 async function priceWriteStamp(pool: Pool): Promise<void> {
   const rounds = Number(process.env.BENCH_STAMP_ROUNDS ?? 2);
   if (rounds <= 0) return;
-  const withStamp: number[] = [];
-  const without: number[] = [];
+  const variants = {
+    all: { stamp: true, changeLog: true },
+    noStamp: { stamp: false, changeLog: true },
+    noLog: { stamp: true, changeLog: false },
+  };
+  const rates: Record<keyof typeof variants, number[]> = { all: [], noStamp: [], noLog: [] };
   for (let r = 0; r < rounds; r++) {
-    without.push(await rewriteCeiling(pool, false));
-    withStamp.push(await rewriteCeiling(pool, true));
+    for (const [name, options] of Object.entries(variants) as Array<[keyof typeof variants, (typeof variants)['all']]>) rates[name].push(await rewriteCeiling(pool, options));
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  const [a, b] = [median(withStamp), median(without)];
-  log(
-    `write stamp: ${Math.round(a).toLocaleString('en-US')} rows/s with the changed_xid trigger, ${Math.round(b).toLocaleString('en-US')} without ` +
-      `(ratio ${(a / b).toFixed(2)}; medians of ${rounds} alternating rounds; with: ${withStamp.map(Math.round).join(', ')}; without: ${without.map(Math.round).join(', ')})`,
-  );
+  const line = (what: string, without: keyof typeof variants) =>
+    log(
+      `${what}: ${Math.round(median(rates.all)).toLocaleString('en-US')} rows/s with it, ${Math.round(median(rates[without])).toLocaleString('en-US')} without ` +
+        `(ratio ${(median(rates.all) / median(rates[without])).toFixed(2)}; medians of ${rounds} alternating rounds; with: ${rates.all.map(Math.round).join(', ')}; ` +
+        `without: ${rates[without].map(Math.round).join(', ')})`,
+    );
+  line('write stamp (changed_xid trigger)', 'noStamp');
+  line('change log (profile_changes triggers)', 'noLog');
 }
 
 async function main() {

@@ -55,8 +55,13 @@ async function addMembers(count: number): Promise<void> {
   next += count;
 }
 
-async function exportNow(): Promise<{ ids: string[]; manifest: ExportManifest }> {
-  const res = await requestExport(env, ws.apiKey, { segment_id: 'us-users', fields_to_export: ['external_id', 'first_name'], output_format: 'gzip' });
+async function exportNow(changesSince?: string): Promise<{ ids: string[]; manifest: ExportManifest }> {
+  const res = await requestExport(env, ws.apiKey, {
+    segment_id: 'us-users',
+    fields_to_export: ['external_id', 'first_name'],
+    output_format: 'gzip',
+    ...(changesSince ? { changes_since: changesSince } : {}),
+  });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   const status = await waitForExport(env, ws.apiKey, String(res.body.object_prefix), 90_000);
   expect(status.status).toBe('ready');
@@ -145,5 +150,41 @@ describe('segment export with EXPORT_DATABASE_URL on a streaming replica', () =>
     const { ids, manifest } = await exportNow();
     expect(ids.sort()).toEqual(expectedIds());
     expect(manifest.read_from?.source).toBe('replica');
+  });
+
+  it('reads an incremental export from the replica: the changes from the log, its member changes written to the primary', async () => {
+    await replicaCaughtUp();
+    const base = await exportNow();
+    const db = env.ctx.pool;
+    await db.query(`UPDATE profiles SET first_name = 'on-replica' WHERE workspace_id = $1 AND external_id = ANY($2)`, [ws.workspaceId, ['ext-1', 'ext-2', 'ext-3']]);
+    await db.query(`UPDATE profiles SET country = 'CA' WHERE workspace_id = $1 AND external_id = ANY($2)`, [ws.workspaceId, ['ext-4', 'ext-5']]);
+    const joined = next;
+    await addMembers(2);
+    await replicaCaughtUp();
+    const copiesBefore = await copiesOnReplica();
+    const delta = await exportNow(base.manifest.object_prefix);
+    expect(delta.manifest.read_from?.source).toBe('replica');
+    // The ids of every line: the changed and joined users, and the two removed ones.
+    expect(delta.ids.sort()).toEqual(['ext-1', 'ext-2', 'ext-3', 'ext-4', 'ext-5', `ext-${joined}`, `ext-${joined + 1}`].sort());
+    expect(delta.manifest.users).toBe(5);
+    expect(delta.manifest.removed).toBe(2);
+    // One shard (a small delta is cut into fewer shards), three COPYs there: lines, removed lines, member changes.
+    expect(await copiesOnReplica()).toBe(copiesBefore + 3);
+    const { rows } = await db.query<{ profile_id: string; is_member: boolean }>(
+      `SELECT p.external_id, c.is_member FROM export_member_changes c JOIN exports e ON e.id = c.export_id JOIN profiles p ON p.id = c.profile_id
+        WHERE e.object_prefix = $1 ORDER BY p.external_id`,
+      [delta.manifest.object_prefix],
+    );
+    expect(rows).toEqual([
+      { external_id: 'ext-4', is_member: false },
+      { external_id: 'ext-5', is_member: false },
+      { external_id: `ext-${joined}`, is_member: true },
+      { external_id: `ext-${joined + 1}`, is_member: true },
+    ].sort((a, b) => (a.external_id < b.external_id ? -1 : 1)));
+    // Relative to it, read through its layers on the replica: nothing changed.
+    await replicaCaughtUp();
+    const none = await exportNow(delta.manifest.object_prefix);
+    expect(none.ids).toEqual([]);
+    expect(none.manifest.removed).toBe(0);
   });
 });

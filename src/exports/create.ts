@@ -8,7 +8,8 @@ import { enqueueExportFlow } from '../queues/segment-export.js';
 import type { Queues } from '../queues/index.js';
 import { exportShards, shardRanges } from './shards.js';
 import { acquireExportLock, exportLockKeys, releaseExportLock, type AcquireResult, type ExportLockKeys } from './locks.js';
-import { resolveExportBase } from './incremental.js';
+import { deltaShardBuckets, resolveExportBase } from './incremental.js';
+import { newMemberLayers } from './member-layers.js';
 import { newObjectPrefix } from './names.js';
 import { callbackPolicy, callbackRefusal, hasIncrementalKey, normaliseRequest, type ExportRequestBody } from './request.js';
 
@@ -79,19 +80,22 @@ export async function createExport(
     if (refusal) throw badRequest(refusal);
   }
 
-  const { rows } = await pool.query<{ id: string; archived: boolean }>(`SELECT id, archived FROM segments WHERE workspace_id = $1 AND api_id = $2`, [
+  const { rows } = await pool.query<{ id: string; archived: boolean; filter: unknown }>(`SELECT id, archived, filter FROM segments WHERE workspace_id = $1 AND api_id = $2`, [
     who.workspaceId,
     body.segment_id,
   ]);
   const segment = rows[0];
   if (!segment) throw badRequest(`segment_id ${JSON.stringify(body.segment_id)} does not name a segment of this workspace`);
   if (segment.archived) throw badRequest(`segment ${JSON.stringify(body.segment_id)} is archived and cannot be exported`);
+  let baseLayers: string[] | null = null;
   if (body.changes_since) {
     // Applying an incremental export means matching its lines to rows loaded before: it needs a key.
     if (!hasIncrementalKey(spec.fields)) {
       throw badRequest('an incremental export (changes_since) must export external_id or service_id, so that its lines can be matched to the rows loaded before');
     }
-    spec.changesSince = await resolveExportBase(pool, who.workspaceId, segment.id, body.changes_since);
+    const resolved = await resolveExportBase(pool, who.workspaceId, segment.id, body.changes_since);
+    spec.changesSince = resolved.base;
+    baseLayers = resolved.memberLayers;
   }
 
   let destination;
@@ -100,6 +104,11 @@ export async function createExport(
   } catch (err) {
     throw new AppError('internal', 'The workspace export destination is misconfigured; ask the operator to fix the workspace file', { cause: err });
   }
+
+  // Before the holds are taken: nothing to release if this fails.
+  const shardBuckets = spec.changesSince
+    ? await deltaShardBuckets(pool, who.workspaceId, spec.changesSince.exportId, segment.filter, config.EXPORT_SHARD_BUCKETS)
+    : config.EXPORT_SHARD_BUCKETS;
 
   const now = options.now ?? new Date();
   const { exportId, objectPrefix } = newObjectPrefix(now);
@@ -115,7 +124,7 @@ export async function createExport(
   const lock = await acquireHolds(pool, redis, keys, exportId, config);
   if (!lock.ok) throw refuse(lock.limit);
 
-  const row = { id: exportId, shard_buckets: config.EXPORT_SHARD_BUCKETS, shard_count: shardRanges(config.EXPORT_SHARD_BUCKETS).length };
+  const row = { id: exportId, shard_buckets: shardBuckets, shard_count: shardRanges(shardBuckets).length };
   const created: CreatedExport = {
     exportId,
     objectPrefix,
@@ -134,8 +143,8 @@ export async function createExport(
       await client
         .query(
           `INSERT INTO exports (id, object_prefix, company_id, workspace_id, segment_id, request, destination, shard_count, shard_buckets, scheduled_by,
-                                public_base_url, created_at, primary_lsn, changes_since)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, pg_current_wal_lsn(), $13)`,
+                                public_base_url, created_at, primary_lsn, changes_since, member_layers)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, pg_current_wal_lsn(), $13, $14)`,
           [
             exportId,
             objectPrefix,
@@ -150,6 +159,7 @@ export async function createExport(
             publicBaseUrl(config),
             now,
             spec.changesSince?.exportId ?? null,
+            newMemberLayers(exportId, baseLayers),
           ],
         )
         .catch((err: unknown) => {

@@ -52,6 +52,8 @@ export interface ExportRow {
   public_base_url: string | null;
   /** The primary's WAL position when the export was requested (null: recorded before this was kept). */
   primary_lsn: string | null;
+  /** The exports whose member records make up this one's (./member-layers.ts); null: recorded before they were. */
+  member_layers: string[] | null;
   created_at: Date;
 }
 
@@ -59,7 +61,7 @@ export async function loadExport(pool: Pool, exportId: string): Promise<ExportRo
   const { rows } = await pool.query<ExportRow>(
     `SELECT e.id, e.object_prefix, e.company_id, e.workspace_id, e.segment_id, s.api_id AS segment_api_id, s.filter, e.status, e.request,
             e.destination, e.key_prefix, COALESCE(e.shard_count, 1) AS shard_count, e.local_shared_root, e.shard_buckets,
-            e.public_base_url, e.primary_lsn::text, e.created_at
+            e.public_base_url, e.primary_lsn::text, e.member_layers, e.created_at
        FROM exports e JOIN segments s ON s.id = e.segment_id
       WHERE e.id = $1`,
     [exportId],

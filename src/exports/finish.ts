@@ -271,7 +271,8 @@ export async function failExport(deps: ExportJobDeps, exportId: string, reason: 
   await pool.query(`DELETE FROM export_tails WHERE export_id = $1`, [exportId]);
   // A failed export is never a base: its member list goes now.
   await pool.query(
-    `WITH dropped AS (DELETE FROM export_members WHERE export_id = $1) UPDATE exports SET members_forgotten_at = now() WHERE id = $1`,
+    `WITH dropped AS (DELETE FROM export_members WHERE export_id = $1), dropped_changes AS (DELETE FROM export_member_changes WHERE export_id = $1)
+     UPDATE exports SET members_forgotten_at = now() WHERE id = $1`,
     [exportId],
   );
   await enqueueCallback(deps, exp, { success: false, error: reason });

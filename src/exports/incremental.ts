@@ -1,7 +1,8 @@
 import { escapeLiteral } from 'pg';
 import type { Pool, PoolClient } from '../db/pool.js';
 import { badRequest } from '../errors.js';
-import { filterMovesWithTime, type SegmentFilter } from '../segments/filter.js';
+import { filterMovesWithTime, SegmentFilterSchema, type SegmentFilter } from '../segments/filter.js';
+import { heldBy, heldMembers, MAX_MEMBER_LAYERS, memberLayers } from './member-layers.js';
 
 /**
  * Incremental exports (`changes_since`): what an export needs of the earlier export it is relative to (its base),
@@ -28,12 +29,26 @@ export interface BaseShard {
 
 /**
  * Resolves `changes_since` to the base export: a ready export of the same segment in the same workspace whose shards
- * all recorded their snapshot and whose members are still kept. Anything else is a 400 naming the prefix.
+ * all recorded their snapshot and whose members are still kept. Anything else is a 400 naming the prefix. With the
+ * base's member layers (./member-layers.ts), which the new export's are laid on.
  */
-export async function resolveExportBase(pool: Pool, workspaceId: string, segmentId: string, objectPrefix: string): Promise<ExportBase> {
+export async function resolveExportBase(
+  pool: Pool,
+  workspaceId: string,
+  segmentId: string,
+  objectPrefix: string,
+): Promise<{ base: ExportBase; memberLayers: string[] }> {
   const named = `changes_since ${JSON.stringify(objectPrefix)}`;
-  const { rows } = await pool.query<{ id: string; segment_id: string; status: string; shard_count: number; snapshots: number; kept: boolean }>(
-    `SELECT e.id, e.segment_id, e.status, COALESCE(e.shard_count, 1) AS shard_count,
+  const { rows } = await pool.query<{
+    id: string;
+    segment_id: string;
+    status: string;
+    shard_count: number;
+    snapshots: number;
+    kept: boolean;
+    member_layers: string[] | null;
+  }>(
+    `SELECT e.id, e.segment_id, e.status, COALESCE(e.shard_count, 1) AS shard_count, e.member_layers,
             (SELECT count(*)::int FROM export_shards_done d WHERE d.export_id = e.id AND d.snapshot IS NOT NULL) AS snapshots,
             e.members_forgotten_at IS NULL AS kept
        FROM exports e WHERE e.workspace_id = $1 AND e.object_prefix = $2`,
@@ -49,7 +64,7 @@ export async function resolveExportBase(pool: Pool, workspaceId: string, segment
   if (!base.kept) {
     throw badRequest(`${named} names an export whose member list is no longer kept (EXPORT_INCREMENTAL_RETENTION_DAYS); take a full export first`);
   }
-  return { exportId: base.id, objectPrefix };
+  return { base: { exportId: base.id, objectPrefix }, memberLayers: memberLayers(base) };
 }
 
 /**
@@ -99,13 +114,6 @@ function oldestXmin(shards: BaseShard[]): bigint {
   return shards.map((s) => BigInt(s.snapshot.split(':')[0]!)).reduce((a, b) => (b < a ? b : a));
 }
 
-/** The base's members in [bucketFrom, bucketTo), one row (random_bucket, id) each. */
-function baseMembers(baseExportId: string, bucketFrom: number, bucketTo: number): string {
-  return `SELECT m.random_bucket, unnest(m.profile_ids) AS id FROM export_members m
-           WHERE m.export_id = ${escapeLiteral(baseExportId)}::uuid
-             AND m.random_bucket >= ${Math.trunc(bucketFrom)} AND m.random_bucket < ${Math.trunc(bucketTo)}`;
-}
-
 /**
  * How a delta finds what changed since its base:
  * - `changes-log`: the profiles written or deleted since the base's snapshot, from profile_changes and the tombstones
@@ -118,10 +126,46 @@ export type IncrementalMethod = 'changes-log' | 'full-compare';
 
 export interface IncrementalScope {
   baseExportId: string;
+  /** The base's member layers (./member-layers.ts), newest first. */
+  baseLayers: string[];
   shards: BaseShard[];
   bucketFrom: number;
   bucketTo: number;
   method: IncrementalMethod;
+}
+
+/** JSON text with every object's keys sorted: a filter read back from jsonb and one parsed by zod compare equal. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+  );
+}
+
+/**
+ * Changed profiles one shard of a changes-log delta is sized for. A delta's work follows its changes, not its
+ * buckets: cut into the configured number of shards, 20,000 changes make eight shards of 2,500 lines, each too
+ * short for a part of its own, and the finishing job merges all of them alone (0.4 s of a 1.3 s delta). Cut by this
+ * size, shards fill whole parts in parallel.
+ */
+export const DELTA_CHANGES_PER_SHARD = 10_000;
+
+/**
+ * random_bucket values per shard for a delta relative to `base`: fewer, larger shards than configured when the
+ * delta reads the log (never more), from the number of log entries since the base (counted up to what the
+ * configured shards would hold, so the count costs at most that).
+ */
+export async function deltaShardBuckets(pool: Pool, workspaceId: string, baseExportId: string, filter: unknown, configured: number): Promise<number> {
+  const configuredShards = Math.ceil(10_000 / Math.min(Math.max(configured, 1), 10_000));
+  const shards = await baseShards(pool, baseExportId, 0, 10_000);
+  const parsed = SegmentFilterSchema.safeParse(filter);
+  if (shards.length === 0 || !parsed.success || chooseIncrementalMethod(shards, parsed.data).method !== 'changes-log') return configured;
+  const cap = configuredShards * DELTA_CHANGES_PER_SHARD;
+  const { rows } = await pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM (SELECT 1 FROM profile_changes WHERE workspace_id = $1 AND xid >= $2::xid8 LIMIT $3) c`,
+    [workspaceId, oldestXmin(shards).toString(), cap],
+  );
+  const wanted = Math.min(configuredShards, Math.max(1, Math.ceil(rows[0]!.n / DELTA_CHANGES_PER_SHARD)));
+  return Math.max(configured, Math.ceil(10_000 / wanted));
 }
 
 /** The method for a delta over these base shards, with the reason a full comparison is needed when it is. */
@@ -129,8 +173,8 @@ export function chooseIncrementalMethod(shards: BaseShard[], filter: SegmentFilt
   if (shards.some((s) => s.segmentFilter === null || s.segmentFilter === undefined)) {
     return { method: 'full-compare', reason: 'the base export is older than the change log' };
   }
-  const now = JSON.stringify(filter);
-  if (shards.some((s) => JSON.stringify(s.segmentFilter) !== now)) return { method: 'full-compare', reason: "the segment's filter changed since the base export" };
+  const now = canonicalJson(filter);
+  if (shards.some((s) => canonicalJson(s.segmentFilter) !== now)) return { method: 'full-compare', reason: "the segment's filter changed since the base export" };
   if (filterMovesWithTime(filter)) return { method: 'full-compare', reason: "the segment's membership moves with time (within_days)" };
   return { method: 'changes-log', reason: 'profiles written or deleted since the base export' };
 }
@@ -143,7 +187,7 @@ export function chooseIncrementalMethod(shards: BaseShard[], filter: SegmentFilt
  */
 export function changedOrJoined(scope: IncrementalScope): { join: string; condition: string } {
   return {
-    join: `LEFT JOIN (${baseMembers(scope.baseExportId, scope.bucketFrom, scope.bucketTo)}) base ON base.id = p.id`,
+    join: `LEFT JOIN (${heldMembers(scope.baseLayers, scope.bucketFrom, scope.bucketTo)}) base ON base.id = p.id`,
     condition: `(base.id IS NULL OR (p.changed_xid IS NOT NULL AND NOT pg_visible_in_snapshot(p.changed_xid, ${baseSnapshotExpr(scope.shards)})))`,
   };
 }
@@ -176,15 +220,10 @@ export function changedProfilesSelect(scope: IncrementalScope, workspaceId: stri
  */
 function changedWithMembership(scope: IncrementalScope, workspaceId: string, predicate: string): string {
   return `SELECT c.random_bucket, c.id,
-                 ${inBase(scope.baseExportId, 'c.random_bucket', 'c.id')} AS was_member,
+                 ${heldBy(scope.baseLayers, 'c.random_bucket', 'c.id')} AS was_member,
                  ${memberNow(workspaceId, predicate, 'c.id')} AS is_member
             FROM (${changedProfilesSelect(scope, workspaceId)}) c
           OFFSET 0`;
-}
-
-/** Whether the base holds `<bucket>, <id>` among its members: one lookup of the bucket's array by key. */
-function inBase(baseExportId: string, bucket: string, id: string): string {
-  return `EXISTS (SELECT 1 FROM export_members m WHERE m.export_id = ${escapeLiteral(baseExportId)}::uuid AND m.random_bucket = ${bucket} AND ${id} = ANY (m.profile_ids))`;
 }
 
 /** Whether profile `<id>` of the workspace is a member now. */
@@ -223,7 +262,7 @@ export function removedLineSelect(scope: IncrementalScope, workspaceId: string, 
   const workspace = `${escapeLiteral(workspaceId)}::uuid`;
   return removedLine(
     workspaceId,
-    `SELECT b.random_bucket, b.id FROM (${baseMembers(scope.baseExportId, scope.bucketFrom, scope.bucketTo)}) b
+    `SELECT b.random_bucket, b.id FROM (${heldMembers(scope.baseLayers, scope.bucketFrom, scope.bucketTo)}) b
       WHERE NOT EXISTS (SELECT 1 FROM profiles p
                          WHERE p.id = b.id AND p.workspace_id = ${workspace}
                            AND p.random_bucket >= ${Math.trunc(scope.bucketFrom)} AND p.random_bucket < ${Math.trunc(scope.bucketTo)}
@@ -233,65 +272,51 @@ export function removedLineSelect(scope: IncrementalScope, workspaceId: string, 
 }
 
 /**
- * (changes-log) The members in [bucketFrom, bucketTo) as rows (export_id, random_bucket, sorted ids), for `COPY
- * export_members`, derived from the base's: a bucket no changed profile is in keeps the base's array as it is; a
- * bucket with changes keeps the base's members that did not change and adds the changed profiles that are members
- * now. Reads the changed profiles and the base's arrays, not the segment. Its joins are between those two sets and
- * want hashing: the shard runs it with nested loops off (the profile lookups are subplans, unaffected).
+ * (changes-log) This export's membership changes in [bucketFrom, bucketTo) relative to its base, for
+ * `export_member_changes` (./member-layers.ts): the changed profiles whose membership differs from the base's, rows
+ * (export_id, profile_id, random_bucket, is_member). Reads the changed profiles, not the segment.
  */
-export function membersFromBaseSelect(exportId: string, scope: IncrementalScope, workspaceId: string, predicate: string): string {
-  const base = escapeLiteral(scope.baseExportId);
-  const range = `m.random_bucket >= ${Math.trunc(scope.bucketFrom)} AND m.random_bucket < ${Math.trunc(scope.bucketTo)}`;
-  return `WITH changed AS MATERIALIZED (${changedWithMembership(scope, workspaceId, predicate)})
-  SELECT ${escapeLiteral(exportId)}::uuid, m.random_bucket, m.profile_ids FROM export_members m
-   WHERE m.export_id = ${base}::uuid AND ${range}
-     AND NOT EXISTS (SELECT 1 FROM changed c WHERE c.random_bucket = m.random_bucket)
-  UNION ALL
-  SELECT ${escapeLiteral(exportId)}::uuid, k.random_bucket, array_agg(k.id ORDER BY k.id) FROM (
-    SELECT m.random_bucket, x.id FROM export_members m CROSS JOIN LATERAL unnest(m.profile_ids) x(id)
-     WHERE m.export_id = ${base}::uuid AND ${range}
-       AND m.random_bucket IN (SELECT c.random_bucket FROM changed c)
-       AND NOT EXISTS (SELECT 1 FROM changed c WHERE c.id = x.id)
-    UNION ALL
-    SELECT c.random_bucket, c.id FROM changed c WHERE c.is_member
-  ) k
-  GROUP BY k.random_bucket`;
-}
-
-/** The members in [bucketFrom, bucketTo) as rows (export_id, random_bucket, sorted ids), for `COPY export_members`. */
-export function membersSelect(exportId: string, workspaceId: string, predicate: string, bucketFrom: number, bucketTo: number): string {
-  return `SELECT ${escapeLiteral(exportId)}::uuid, p.random_bucket, array_agg(p.id ORDER BY p.id)
-    FROM profiles p
-   WHERE p.workspace_id = ${escapeLiteral(workspaceId)}::uuid
-     AND p.random_bucket >= ${Math.trunc(bucketFrom)} AND p.random_bucket < ${Math.trunc(bucketTo)}
-     AND (${predicate})
-   GROUP BY p.random_bucket`;
+export function loggedMembershipChangesSelect(exportId: string, scope: IncrementalScope, workspaceId: string, predicate: string): string {
+  return `SELECT ${escapeLiteral(exportId)}::uuid, c.id, c.random_bucket, c.is_member
+            FROM (${changedWithMembership(scope, workspaceId, predicate)}) c
+           WHERE c.is_member <> c.was_member`;
 }
 
 /**
  * Forgets what only bases need once no export can be a base any more: the member lists of failed exports, and of ready
- * exports finished more than `retentionDays` ago that a newer ready export of their segment supersedes and no
- * unfinished export is relative to; then the tombstones older than every export of their workspace still kept (with
+ * exports finished more than `retentionDays` ago that a newer ready export of their segment supersedes, no unfinished
+ * export is relative to and no kept export's members are layered on (./member-layers.ts); then the tombstones older than every export of their workspace still kept (with
  * a day's margin for deletions that began before an export was requested and committed after it read); then the
  * change log (migration 0240) below what any export of the workspace may still compare with: the oldest xmin of the
  * snapshots of its kept exports, of the snapshots its unfinished exports may yet take (their created_xmin), and of
  * the running transactions. An entry below that is visible to every such snapshot, so no delta reads it.
  */
 export async function forgetExportBases(pool: Pool | PoolClient, retentionDays: number): Promise<{ exports: number; tombstones: number; changes: number }> {
-  const forgotten = await pool.query(
-    `WITH forgotten AS (
-       UPDATE exports e SET members_forgotten_at = now()
-        WHERE e.members_forgotten_at IS NULL
-          AND (e.status = 'failed'
-               OR (e.status = 'ready'
-                   AND e.finished_at < now() - make_interval(days => $1)
-                   AND EXISTS (SELECT 1 FROM exports n WHERE n.segment_id = e.segment_id AND n.status = 'ready' AND n.created_at > e.created_at)
-                   AND NOT EXISTS (SELECT 1 FROM exports u WHERE u.changes_since = e.id AND u.status IN ('queued', 'running'))))
-       RETURNING e.id),
-     dropped AS (DELETE FROM export_members m USING forgotten f WHERE m.export_id = f.id)
-     SELECT count(*)::int AS n FROM forgotten`,
-    [retentionDays],
-  );
+  // An export a kept one's members are layered on goes once that one has gone: a chain goes one layer a statement.
+  let exportsForgotten = 0;
+  for (let layer = 0; layer <= MAX_MEMBER_LAYERS; layer++) {
+    const pass = await pool.query(
+      `WITH forgotten AS (
+         UPDATE exports e SET members_forgotten_at = now()
+          WHERE e.members_forgotten_at IS NULL
+            AND (e.status = 'failed'
+                 OR (e.status = 'ready'
+                     AND e.finished_at < now() - make_interval(days => $1)
+                     AND EXISTS (SELECT 1 FROM exports n WHERE n.segment_id = e.segment_id AND n.status = 'ready' AND n.created_at > e.created_at)
+                     AND NOT EXISTS (SELECT 1 FROM exports u WHERE u.changes_since = e.id AND u.status IN ('queued', 'running'))
+                     -- A layer of a kept export's members goes only after it (the next statement).
+                     AND NOT EXISTS (SELECT 1 FROM exports k WHERE k.id <> e.id AND k.members_forgotten_at IS NULL AND k.status <> 'failed'
+                                                               AND e.id = ANY (k.member_layers))))
+         RETURNING e.id),
+       dropped AS (DELETE FROM export_members m USING forgotten f WHERE m.export_id = f.id),
+       dropped_changes AS (DELETE FROM export_member_changes c USING forgotten f WHERE c.export_id = f.id)
+       SELECT count(*)::int AS n FROM forgotten`,
+      [retentionDays],
+    );
+    const n = (pass.rows[0] as { n: number }).n;
+    exportsForgotten += n;
+    if (n === 0) break;
+  }
   const tombstones = await pool.query(
     `DELETE FROM profile_tombstones t
       WHERE t.deleted_at < COALESCE((SELECT min(e.created_at) FROM exports e
@@ -310,5 +335,5 @@ export async function forgetExportBases(pool: Pool | PoolClient, retentionDays: 
          FROM workspaces w)
      DELETE FROM profile_changes c USING bounds b WHERE c.workspace_id = b.workspace_id AND c.xid < b.bound`,
   );
-  return { exports: (forgotten.rows[0] as { n: number }).n, tombstones: tombstones.rowCount ?? 0, changes: changes.rowCount ?? 0 };
+  return { exports: exportsForgotten, tombstones: tombstones.rowCount ?? 0, changes: changes.rowCount ?? 0 };
 }

@@ -3,7 +3,7 @@ import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { SegmentFilterSchema, type SegmentFilter } from '../segments/filter.js';
 import type { WorkspaceStore } from '../storage/stores.js';
-import { advisoryLock, advisoryUnlock, loadExport, lockKeys, markRunning, openStore, partWriterOptions, type ExportJobDeps } from './export-record.js';
+import { advisoryLock, advisoryUnlock, loadExport, lockKeys, markRunning, openStore, partWriterOptions, type ExportJobDeps, type ExportRow } from './export-record.js';
 import { CopyBinaryLines, type LineBatch } from './lines.js';
 import { renewExportLock, withLeaseRenewal } from './locks.js';
 import { failExport } from './finish.js';
@@ -12,11 +12,11 @@ import {
   changedOrJoined,
   changedProfilesSelect,
   chooseIncrementalMethod,
-  membersFromBaseSelect,
-  membersSelect,
+  loggedMembershipChangesSelect,
   removedLineSelect,
   type IncrementalScope,
 } from './incremental.js';
+import { comparedMembershipChangesSelect, memberLayers, recordsWholeMembers, wholeMembersSelect } from './member-layers.js';
 import type { PartKind } from './names.js';
 import { PART_LINES, writeParts, type PartWriterOptions, type PartWriterResult } from './part-writer.js';
 import { ExportSpecSchema, type ExportSpec } from './request.js';
@@ -37,6 +37,7 @@ async function clearShard(pool: Pool, ws: WorkspaceStore, exportId: string, work
   await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exportId, work.shard]);
   await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard = $2`, [exportId, work.shard]);
   await pool.query(`DELETE FROM export_members WHERE export_id = $1 AND random_bucket >= $2 AND random_bucket < $3`, [exportId, work.bucketFrom, work.bucketTo]);
+  await pool.query(`DELETE FROM export_member_changes WHERE export_id = $1 AND random_bucket >= $2 AND random_bucket < $3`, [exportId, work.bucketFrom, work.bucketTo]);
   await pool.query(`DELETE FROM export_shards_done WHERE export_id = $1 AND shard = $2`, [exportId, work.shard]);
 }
 
@@ -50,19 +51,42 @@ async function copyParts(client: PoolClient, sql: string, partLines: number, opt
   return out!;
 }
 
+/** Where a shard's member records go (./member-layers.ts), and the SELECT that yields them. */
+interface MemberRecords {
+  target: 'export_members (export_id, random_bucket, profile_ids)' | 'export_member_changes (export_id, profile_id, random_bucket, is_member)';
+  select: string;
+}
+
 /**
- * Records the shard's members (per random_bucket, from the read transaction's snapshot) on the primary: by one
- * INSERT when the shard reads from the primary, by piping the replica's COPY into the primary's otherwise.
+ * The shard's member records: whole lists for a full export and for the delta that ends a chain of layers; otherwise
+ * its membership changes relative to its base, from the log or from the comparison.
  */
-async function storeMembers(source: ReadSource, primary: PoolClient, membersSql: string): Promise<void> {
+function memberRecords(exp: ExportRow, scope: IncrementalScope | null, predicate: string, work: ShardWork): MemberRecords {
+  if (!scope || recordsWholeMembers(memberLayers(exp))) {
+    return {
+      target: 'export_members (export_id, random_bucket, profile_ids)',
+      select: wholeMembersSelect(exp.id, exp.workspace_id, predicate, work.bucketFrom, work.bucketTo),
+    };
+  }
+  return {
+    target: 'export_member_changes (export_id, profile_id, random_bucket, is_member)',
+    select:
+      scope.method === 'changes-log'
+        ? loggedMembershipChangesSelect(exp.id, scope, exp.workspace_id, predicate)
+        : comparedMembershipChangesSelect(exp.id, scope.baseLayers, exp.workspace_id, predicate, work.bucketFrom, work.bucketTo),
+  };
+}
+
+/**
+ * Records the shard's members (from the read transaction's snapshot) on the primary: by one INSERT when the shard
+ * reads from the primary, by piping the replica's COPY into the primary's otherwise.
+ */
+async function storeMembers(source: ReadSource, primary: PoolClient, records: MemberRecords): Promise<void> {
   if (source.client === primary) {
-    await primary.query(`INSERT INTO export_members (export_id, random_bucket, profile_ids) ${membersSql}`);
+    await primary.query(`INSERT INTO ${records.target} ${records.select}`);
     return;
   }
-  await pipeline(
-    source.client.query(copyTo(`COPY (${membersSql}) TO STDOUT`)),
-    primary.query(copyFrom('COPY export_members (export_id, random_bucket, profile_ids) FROM STDIN')),
-  );
+  await pipeline(source.client.query(copyTo(`COPY (${records.select}) TO STDOUT`)), primary.query(copyFrom(`COPY ${records.target} FROM STDIN`)));
 }
 
 /**
@@ -78,12 +102,15 @@ async function incrementalScope(
 ): Promise<IncrementalScope | null | 'forgotten'> {
   if (!spec.changesSince) return null;
   const base = spec.changesSince;
-  const { rows } = await pool.query<{ forgotten: boolean }>(`SELECT members_forgotten_at IS NOT NULL AS forgotten FROM exports WHERE id = $1`, [base.exportId]);
+  const { rows } = await pool.query<{ id: string; forgotten: boolean; member_layers: string[] | null }>(
+    `SELECT id, members_forgotten_at IS NOT NULL AS forgotten, member_layers FROM exports WHERE id = $1`,
+    [base.exportId],
+  );
   if (!rows[0] || rows[0].forgotten) return 'forgotten';
   const shards = await baseShards(pool, base.exportId, work.bucketFrom, work.bucketTo);
   const { method, reason } = chooseIncrementalMethod(shards, filter);
   log.info({ exportId, shard: work.shard, baseExportId: base.exportId, method, reason }, 'incremental export shard method chosen');
-  return { baseExportId: base.exportId, shards, bucketFrom: work.bucketFrom, bucketTo: work.bucketTo, method };
+  return { baseExportId: base.exportId, baseLayers: memberLayers(rows[0]), shards, bucketFrom: work.bucketFrom, bucketTo: work.bucketTo, method };
 }
 
 /** The users query's restriction to what changed since the base, by the scope's method. */
@@ -163,20 +190,15 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
           // takes the members for a tiny set and picks a nested loop that unnests every one of them again for each
           // profile: quadratic in the shard, 20 s for 15,000 members where a hash join takes 20 ms. Their only other
           // join (the removed members' names, LATERAL) is a nested loop whatever the setting.
-          // changes-log looks each changed profile up by key (LATERAL and subplans, nested loops whatever the setting)
-          // and joins the changed set with the base's arrays to derive the member list: the same estimate problem
-          // (the set's size is unknown before it is read), so nested loops are off for the whole read. JIT is off
-          // too: the disabled plans' nominal cost would set it compiling (0.28 s a query) for a few thousand rows.
-          const compare = scope?.method === 'full-compare';
+          // changes-log looks each changed profile up by key (LATERAL and subplans: nested loops whatever the
+          // setting) and the comparison of a delta's member changes joins sets of unknown size too: nested loops stay
+          // off for the whole read. JIT is off for changes-log: the disabled plans' nominal cost would set it
+          // compiling (0.28 s a query) for a few thousand rows.
           if (scope) await source.client.query('SET LOCAL enable_nestloop = off');
           if (scope?.method === 'changes-log') await source.client.query('SET LOCAL jit = off');
           const users = await copyParts(source.client, usersSql, lines, writer('users'));
           const removed = scope ? await copyParts(source.client, removedLineSelect(scope, exp.workspace_id, predicate), lines, writer('removed')) : null;
-          if (compare) await source.client.query('SET LOCAL enable_nestloop TO DEFAULT');
-          const members =
-            scope?.method === 'changes-log'
-              ? membersFromBaseSelect(exp.id, scope, exp.workspace_id, predicate)
-              : membersSelect(exp.id, exp.workspace_id, predicate, work.bucketFrom, work.bucketTo);
+          const members = memberRecords(exp, scope, predicate, work);
           await storeMembers(source, client, members);
           await source.client.query('COMMIT');
           return { users, removed, snapshot: rows[0]!.snapshot, source };

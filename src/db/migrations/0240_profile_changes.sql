@@ -48,3 +48,22 @@ ALTER TABLE export_shards_done ADD COLUMN segment_filter jsonb;
 ALTER TABLE exports ADD COLUMN created_xmin xid8;
 UPDATE exports SET created_xmin = pg_snapshot_xmin(pg_current_snapshot()) WHERE status IN ('queued', 'running');
 ALTER TABLE exports ALTER COLUMN created_xmin SET DEFAULT pg_snapshot_xmin(pg_current_snapshot());
+
+-- Member lists in layers, so that a delta's cost does not grow with the segment to record its own. A full export
+-- (and every MAX_MEMBER_LAYERS-th delta of a chain) records its members whole, per random_bucket (export_members); a
+-- delta records only the profiles whose membership it changed relative to its base (export_member_changes: joined,
+-- is_member true; left or deleted, false). An export's members are its member_layers, newest first: the newest
+-- layer that names a profile says whether it is a member; a profile no diff layer names is a member when the last
+-- (whole) layer holds it. src/exports/member-layers.ts reads them.
+CREATE TABLE export_member_changes (
+  export_id     uuid NOT NULL REFERENCES exports(id) ON DELETE CASCADE,
+  profile_id    bigint NOT NULL,
+  random_bucket integer NOT NULL,
+  is_member     boolean NOT NULL,
+  PRIMARY KEY (export_id, profile_id)
+);
+CREATE INDEX export_member_changes_profile ON export_member_changes (profile_id);
+
+-- The exports whose member records make up this export's members, newest first, itself included; the last holds
+-- whole lists. NULL (exports from before this migration) is the export alone.
+ALTER TABLE exports ADD COLUMN member_layers uuid[];
