@@ -19,6 +19,7 @@ export interface ExportOptions {
   customAttributes?: string[];
   format: OutputFormat;
   rowsPerPart?: number;
+  partTargetMb?: number;
   layout?: ExportLayout;
   changesSince?: string;
   callback?: string;
@@ -91,6 +92,7 @@ export async function runExportCommand(config: () => Config, opts: ExportOptions
       ...(opts.customAttributes ? { custom_attributes_to_export: opts.customAttributes } : {}),
       output_format: opts.format,
       ...(opts.rowsPerPart !== undefined ? { rows_per_part: opts.rowsPerPart } : {}),
+      ...(opts.partTargetMb !== undefined ? { part_target_mb: opts.partTargetMb } : {}),
       ...(opts.layout !== undefined ? { layout: opts.layout } : {}),
       ...(opts.callback ? { callback_endpoint: opts.callback } : {}),
       ...(opts.changesSince && opts.changesSince !== 'last' ? { changes_since: opts.changesSince } : {}),

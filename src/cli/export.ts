@@ -35,6 +35,10 @@ export function registerExportCommand(program: Command, config: () => Config): v
       if (!/^\d+$/.test(v)) throw new InvalidArgumentError('must be a whole number');
       return Number(v);
     })
+    .option('--part-target-mb <n>', 'parts cut by size: about this many MiB compressed each (16 to 1,024; gzip and zip), instead of by lines', (v) => {
+      if (!/^\d+$/.test(v)) throw new InvalidArgumentError('must be a whole number');
+      return Number(v);
+    })
     .option('--layout <layout>', "'spec' (the spec's key layout) or 'hive' (segment_id=/export_date=/export_id= partitions)", (v) => {
       if (!(EXPORT_LAYOUTS as readonly string[]).includes(v)) throw new InvalidArgumentError("must be 'spec' or 'hive'");
       return v;

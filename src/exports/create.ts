@@ -11,7 +11,7 @@ import { acquireExportLock, exportLockKeys, releaseExportLock, type AcquireResul
 import { deltaShardBuckets, resolveExportBase } from './incremental.js';
 import { newMemberLayers } from './member-layers.js';
 import { newObjectPrefix } from './names.js';
-import { callbackPolicy, callbackRefusal, hasIncrementalKey, normaliseRequest, type ExportRequestBody } from './request.js';
+import { callbackPolicy, callbackRefusal, hasIncrementalKey, normaliseRequest, partSizingRefusal, type ExportRequestBody } from './request.js';
 
 export interface CreateExportDeps {
   config: Config;
@@ -74,6 +74,8 @@ export async function createExport(
   options: CreateExportOptions = {},
 ): Promise<CreatedExport> {
   const { config, pool, redis } = deps;
+  const sizing = partSizingRefusal(body);
+  if (sizing) throw badRequest(sizing);
   const spec = normaliseRequest(body);
   if (spec.callbackEndpoint) {
     const refusal = callbackRefusal(spec.callbackEndpoint, callbackPolicy(config));

@@ -37,6 +37,8 @@ export interface ExportManifest {
   layout?: ExportLayout;
   /** The rows_per_part the export was requested with (absent: the spec's 5,000). */
   rows_per_part?: number;
+  /** The part_target_mb the export was requested with (parts cut by compressed size). */
+  part_target_mb?: number;
   /**
    * For an incremental export: the object_prefix of the export it is relative to. Its `users` parts hold the members
    * that changed or joined since, its `removed` parts one {"external_id","service_id"} line per profile that left.
@@ -74,6 +76,7 @@ export function buildManifest(input: {
     ...(input.spec.customAttributes ? { custom_attributes_to_export: input.spec.customAttributes } : {}),
     ...(input.spec.layout === 'hive' ? { layout: 'hive' as const } : {}),
     ...(input.spec.rowsPerPart ? { rows_per_part: input.spec.rowsPerPart } : {}),
+    ...(input.spec.partTargetMb ? { part_target_mb: input.spec.partTargetMb } : {}),
     ...(input.spec.changesSince ? { changes_since: input.spec.changesSince.objectPrefix } : {}),
     requested_at: input.createdAt.toISOString(),
     finished_at: input.finishedAt.toISOString(),

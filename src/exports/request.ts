@@ -56,6 +56,9 @@ export const MAX_CUSTOM_ATTRIBUTES_TO_EXPORT = 500;
 /** Bounds of the rows_per_part extension: below the lower one a large segment makes a flood of tiny files. */
 export const MIN_ROWS_PER_PART = 1_000;
 export const MAX_ROWS_PER_PART = 1_000_000;
+/** Bounds of the part_target_mb extension, in MiB of the compressed part (Snowflake advises files of 100-250 MB). */
+export const MIN_PART_TARGET_MB = 16;
+export const MAX_PART_TARGET_MB = 1_024;
 
 function httpUrl(value: string): URL | null {
   try {
@@ -113,6 +116,15 @@ export const ExportRequestSchema = z.object({
     .describe(
       `Extension: lines per part, ${MIN_ROWS_PER_PART} to ${MAX_ROWS_PER_PART}, for warehouses that prefer fewer, larger files. Without it, parts hold the spec's 5,000 lines and only the export's last part is short; with it, the last part of each shard may be short.`,
     ),
+  part_target_mb: z
+    .number({ error: `part_target_mb must be a whole number from ${MIN_PART_TARGET_MB} to ${MAX_PART_TARGET_MB}` })
+    .int(`part_target_mb must be a whole number from ${MIN_PART_TARGET_MB} to ${MAX_PART_TARGET_MB}`)
+    .min(MIN_PART_TARGET_MB, `part_target_mb must be at least ${MIN_PART_TARGET_MB}`)
+    .max(MAX_PART_TARGET_MB, `part_target_mb must be at most ${MAX_PART_TARGET_MB}`)
+    .nullish()
+    .describe(
+      `Extension, the alternative to rows_per_part: parts cut by size, each about this many MiB compressed (${MIN_PART_TARGET_MB} to ${MAX_PART_TARGET_MB}; within 10%, but the last part of each shard), for loaders that want files of a given size (Snowflake: 100-250 MB). gzip and zip only.`,
+    ),
   layout: z
     .enum(EXPORT_LAYOUTS, { error: "layout must be 'spec' or 'hive'" })
     .nullish()
@@ -136,6 +148,17 @@ export type ExportRequestBody = z.infer<typeof ExportRequestSchema>;
  */
 export const hasIncrementalKey = (fields: readonly string[]) => fields.includes('external_id') || fields.includes('service_id');
 
+/**
+ * Why these part settings cannot go together, or null: rows_per_part and part_target_mb are alternatives, and a
+ * Parquet part's size is known only once DuckDB has written it, so it cannot be cut by size while it is read.
+ */
+export function partSizingRefusal(s: { rows_per_part?: number | null; part_target_mb?: number | null; output_format?: string | null }): string | null {
+  if (s.part_target_mb == null) return null;
+  if (s.rows_per_part != null) return 'rows_per_part and part_target_mb are alternatives: give at most one';
+  if (s.output_format === 'parquet') return 'part_target_mb applies to gzip and zip exports: a Parquet part is cut by rows_per_part';
+  return null;
+}
+
 /** What an export job needs of the request, normalised (stored in exports.request). */
 export const ExportSpecSchema = z.object({
   fields: z.array(z.enum(EXPORT_FIELDS)).min(1),
@@ -144,6 +167,8 @@ export const ExportSpecSchema = z.object({
   callbackEndpoint: z.string().nullable(),
   /** Null: the spec's 5,000-line parts (exports recorded before this was kept have none). */
   rowsPerPart: z.number().int().nullable().default(null),
+  /** Parts cut by compressed size instead (MiB); null: by lines. */
+  partTargetMb: z.number().int().nullable().default(null),
   /** The key layout; exports recorded before layouts existed have the spec's. */
   layout: z.enum(EXPORT_LAYOUTS).default('spec'),
   /** The export this one is relative to (changes_since), resolved when requested; null for a full export. */
@@ -158,6 +183,7 @@ export function normaliseRequest(body: ExportRequestBody): ExportSpec {
     outputFormat: body.output_format ?? 'zip',
     callbackEndpoint: body.callback_endpoint ?? null,
     rowsPerPart: body.rows_per_part ?? null,
+    partTargetMb: body.part_target_mb ?? null,
     layout: body.layout ?? 'spec',
     // Resolved against the database by createExport.
     changesSince: null,

@@ -40,6 +40,7 @@ interface ScheduleRow {
   custom_attributes_to_export: string[] | null;
   output_format: string;
   rows_per_part: number | null;
+  part_target_mb: number | null;
   layout: 'spec' | 'hive';
   mode: 'full' | 'incremental';
   callback_endpoint: string | null;
@@ -76,7 +77,7 @@ export async function runScheduledExport(
 ): Promise<{ objectPrefix?: string; changesSince?: string; skipped?: string }> {
   const { rows } = await deps.pool.query<ScheduleRow>(
     `SELECT se.name, se.workspace_id, w.company_id, s.api_id AS segment_api_id, se.fields_to_export,
-            se.custom_attributes_to_export, se.output_format, se.rows_per_part, se.layout, se.mode, se.callback_endpoint
+            se.custom_attributes_to_export, se.output_format, se.rows_per_part, se.part_target_mb, se.layout, se.mode, se.callback_endpoint
        FROM scheduled_exports se JOIN workspaces w ON w.id = se.workspace_id JOIN segments s ON s.id = se.segment_id
       WHERE se.id = $1 AND se.enabled`,
     [scheduledExportId],
@@ -89,6 +90,7 @@ export async function runScheduledExport(
     custom_attributes_to_export: row.custom_attributes_to_export,
     output_format: row.output_format,
     rows_per_part: row.rows_per_part,
+    part_target_mb: row.part_target_mb,
     layout: row.layout,
     callback_endpoint: row.callback_endpoint,
   });

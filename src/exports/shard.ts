@@ -23,6 +23,8 @@ import { ExportSpecSchema, type ExportSpec } from './request.js';
 import { exportLineSelect, segmentPredicate, windowStart, type ShardQuery } from './line-query.js';
 import { openReadSource, type ReadSource } from './read-source.js';
 
+const MIB = 1024 * 1024;
+
 export interface ShardWork {
   exportId: string;
   shard: number;
@@ -180,11 +182,12 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
           await source.client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
           const { rows } = await source.client.query<{ snapshot: string }>('SELECT pg_current_snapshot()::text AS snapshot');
           // The spec's parts are exactly 5,000 lines but the last: each shard leaves its short rest to the finishing job,
-          // which merges them. With rows_per_part a shard uploads its own short last part (large tails in PostgreSQL
-          // would cost more than a few short files).
-          const lines = spec.rowsPerPart ?? PART_LINES;
-          const rest = spec.rowsPerPart ? 'upload' : 'tail';
-          const writer = (kind: PartKind) => ({ ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard, kind), rest }) as const;
+          // which merges them. With rows_per_part or part_target_mb a shard uploads its own short last part (large
+          // tails in PostgreSQL would cost more than a few short files); by size, the writer cuts the parts itself.
+          const bySize = spec.partTargetMb ? spec.partTargetMb * MIB : undefined;
+          const lines = bySize ? Number.MAX_SAFE_INTEGER : (spec.rowsPerPart ?? PART_LINES);
+          const rest = spec.rowsPerPart || bySize ? 'upload' : 'tail';
+          const writer = (kind: PartKind) => ({ ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard, kind), rest, partBytes: bySize }) as const;
           // The users and removed queries of an incremental shard join the range's profiles with the base's members
           // (full-compare). Without statistics (a table not yet analysed, e.g. just after a bulk import) the planner
           // takes the members for a tiny set and picks a nested loop that unnests every one of them again for each

@@ -1,4 +1,5 @@
 import type { PoolClient } from '../db/pool.js';
+import { writeProfilesLogged } from './change-log.js';
 import type { Identity } from '../ingest/types.js';
 
 /** Resolving a batch's objects to profiles by identifier, creating those that may be created. */
@@ -110,12 +111,13 @@ export async function resolveIdentities(client: PoolClient, wanted: Identities, 
     }
   };
   // service_id: 24 hex digits of a random (v4) UUID; random_bucket uniform over 0..9999.
-  const created = await client.query<CurrentRow & { workspace_id: string; external_id: string }>(
+  const created = await writeProfilesLogged<CurrentRow & { workspace_id: string; external_id: string }>(
+    client,
     `INSERT INTO profiles (workspace_id, service_id, external_id, random_bucket)
      SELECT i.ws, left(replace(gen_random_uuid()::text, '-', ''), 24), i.v, floor(random() * 10000)::int
        FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
      ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
-     RETURNING id, workspace_id, external_id, NULL AS email, '{}'::jsonb AS times`,
+     RETURNING id, workspace_id, external_id, random_bucket, NULL AS email, '{}'::jsonb AS times`,
     [toCreate.map((w) => w.ws), toCreate.map(ext)],
   );
   claim(created.rows);

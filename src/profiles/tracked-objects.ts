@@ -1,4 +1,5 @@
 import type { PoolClient } from '../db/pool.js';
+import { writeProfilesLogged } from './change-log.js';
 import { yieldToEventLoop } from '../ingest/apply-transaction.js';
 import { Identities, resolveIdentities, type CurrentRow, type Wanted } from './identities.js';
 import type { TrackAttributes, TrackObjects } from '../ingest/types.js';
@@ -146,7 +147,8 @@ function updateSql(shape: UpdateShape): string {
   sql = `UPDATE profiles p SET
   ${sets.join(',\n  ')}
 FROM jsonb_to_recordset($1::jsonb) AS u(id bigint, ev jsonb, pu jsonb, rev float8, std jsonb, cset jsonb, cdel text[], times jsonb)
-WHERE p.id = u.id`;
+WHERE p.id = u.id
+RETURNING p.workspace_id, p.id, p.random_bucket`;
   updateStatements.set(key, sql);
   return sql;
 }
@@ -291,7 +293,7 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
     if (row.std) for (const col of Object.keys(row.std)) standardSeen.add(col);
   }
   shape.standard = Object.keys(STANDARD_COLUMNS).filter((col) => standardSeen.has(col));
-  if (parts.length > 0) await client.query(updateSql(shape), [`[${parts.join(',')}]`]);
+  if (parts.length > 0) await writeProfilesLogged(client, updateSql(shape), [`[${parts.join(',')}]`], 'SELECT count(*) FROM written');
   if (tied.ids.length > 0) {
     // Only where the address was written: a newer address from another partition's batch keeps its own state.
     await client.query(

@@ -63,6 +63,7 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
         custom_attributes_to_export: e.custom_attributes_to_export,
         output_format: e.output_format,
         rows_per_part: e.rows_per_part,
+        part_target_mb: e.part_target_mb,
         layout: e.layout,
         mode: e.mode,
         callback_endpoint: e.callback_endpoint,

@@ -150,6 +150,7 @@ export const SPECS = {
       custom_attributes_to_export: 'text[]',
       output_format: 'text',
       rows_per_part: 'integer',
+      part_target_mb: 'integer',
       layout: 'text',
       mode: 'text',
       callback_endpoint: 'text',

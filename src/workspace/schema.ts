@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { EXPORT_LAYOUTS, OUTPUT_FORMATS } from '../exports/names.js';
-import { EXPORT_FIELDS, hasIncrementalKey, MAX_ROWS_PER_PART, MIN_ROWS_PER_PART } from '../exports/request.js';
+import { EXPORT_FIELDS, hasIncrementalKey, MAX_PART_TARGET_MB, MAX_ROWS_PER_PART, MIN_PART_TARGET_MB, MIN_ROWS_PER_PART, partSizingRefusal } from '../exports/request.js';
 import { isPermission, PERMISSIONS } from '../auth/permissions.js';
 import { allowedStrings } from '../scim/catalog.js';
 import { Permissions as ScimPermissionsBody } from '../scim/schemas.js';
@@ -198,6 +198,12 @@ const RowsPerPart = z
   .min(MIN_ROWS_PER_PART, `must be at least ${MIN_ROWS_PER_PART}`)
   .max(MAX_ROWS_PER_PART, `must be at most ${MAX_ROWS_PER_PART}`);
 
+const PartTargetMb = z
+  .number({ error: `must be a whole number from ${MIN_PART_TARGET_MB} to ${MAX_PART_TARGET_MB}` })
+  .int(`must be a whole number from ${MIN_PART_TARGET_MB} to ${MAX_PART_TARGET_MB}`)
+  .min(MIN_PART_TARGET_MB, `must be at least ${MIN_PART_TARGET_MB}`)
+  .max(MAX_PART_TARGET_MB, `must be at most ${MAX_PART_TARGET_MB}`);
+
 export const ScheduledExportSchema = z
   .strictObject({
     name: Name,
@@ -210,6 +216,8 @@ export const ScheduledExportSchema = z
     output_format: z.enum(OUTPUT_FORMATS).default('zip'),
     /** Lines per part; absent: the spec's 5,000. */
     rows_per_part: RowsPerPart.optional(),
+    /** Parts cut by compressed size (MiB), the alternative to rows_per_part; gzip and zip. */
+    part_target_mb: PartTargetMb.optional(),
     /** hive: keys partitioned as segment_id=/export_date=/export_id= (docs/export.md); spec: the spec's layout. */
     layout: z.enum(EXPORT_LAYOUTS).default('spec'),
     /** incremental: each run holds the changes since the schedule's last ready run (changes_since); the first is full. */
@@ -218,6 +226,9 @@ export const ScheduledExportSchema = z
     enabled: z.boolean().default(true),
   })
   .superRefine((s, ctx) => {
+    // The API would refuse every run of these; refuse the declaration instead.
+    const sizing = partSizingRefusal(s);
+    if (sizing) ctx.addIssue({ code: 'custom', path: ['part_target_mb'], message: sizing });
     // The API refuses such a run (changes_since without a key); refuse the declaration rather than every run.
     if (s.mode === 'incremental' && !hasIncrementalKey(s.fields_to_export)) {
       ctx.addIssue({
