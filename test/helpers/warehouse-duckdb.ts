@@ -39,7 +39,8 @@ export function docExamples(markdown: string, heading: string): DocExample[] {
 export function forExport(example: DocExample, dir?: string): string {
   if (!example.code.includes(EXPORT_PLACEHOLDER)) return example.code;
   if (dir === undefined) throw new Error(`example ${example.name} names an export: give its directory`);
-  if (!/^[\w./-]+$/.test(dir)) throw new Error(`directory ${dir} would need quoting in the examples`);
+  // `=`: the hive layout's directories (segment_id=…); the examples quote every path.
+  if (!/^[\w./=-]+$/.test(dir)) throw new Error(`directory ${dir} would need quoting in the examples`);
   return example.code.replaceAll(EXPORT_PLACEHOLDER, dir);
 }
 
