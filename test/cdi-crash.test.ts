@@ -108,15 +108,17 @@ describe('a CDI sync and its faults', () => {
     worker.child.kill('SIGKILL');
     expect(await exited).toBe('SIGKILL');
     child = undefined;
-    // The job is still Redis's, taken by a dead worker: BullMQ's stalled-job check gives it to the next one.
+    // The job is still Redis's, taken by a dead worker: BullMQ's stalled-job check gives it to the next one, once the
+    // dead worker's lock (30 s) has lapsed and a check (every 30 s) has run: up to a minute before the rest of the
+    // sync even starts, which on a machine busy with the whole suite then took more than the 30 s left of 90.
     const workers = env.startWorkers([cdiSyncJob]);
     try {
-      await waitFor(async () => (await job(integration))?.status !== 'running', 90_000, 200);
+      await waitFor(async () => (await job(integration))?.status !== 'running', 150_000, 200);
     } finally {
       await workers.close(5_000);
     }
     await expectExact(integration, 'killed');
-  }, 180_000);
+  }, 240_000);
 
   for (const mode of ['fast', 'immediate'] as const) {
     it(`PostgreSQL stopped (${mode}) mid-run: the worker lives on and finishes it`, async () => {

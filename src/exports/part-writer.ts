@@ -65,14 +65,48 @@ export interface PartWriterResult {
 }
 
 /**
+ * Finished parts uploading while the next is read: at most PARTS_IN_FLIGHT at once. Each upload is recorded
+ * (`onPart`) and its spool file removed whatever happens; the first failure is kept and thrown to the reader.
+ */
+class UploadQueue {
+  private readonly inFlight: Promise<void>[] = [];
+  private failure: unknown;
+
+  constructor(private readonly onPart: PartWriterOptions['onPart']) {}
+
+  /** Queues an upload; waits while too many are in flight. */
+  async add(upload: Promise<UploadedPart>, spoolFile: string): Promise<void> {
+    this.inFlight.push(
+      upload
+        .then((part) => this.onPart(part))
+        .finally(() => rm(spoolFile, { force: true }))
+        .catch((err: unknown) => {
+          this.failure ??= err;
+        }),
+    );
+    if (this.inFlight.length >= PARTS_IN_FLIGHT) await this.inFlight.shift();
+    this.throwIfFailed();
+  }
+
+  throwIfFailed(): void {
+    if (this.failure) throw this.failure;
+  }
+
+  /** Waits for every upload; `settle` only waits (for the cleanup after another error). */
+  async finish(settle = false): Promise<void> {
+    await Promise.all(this.inFlight);
+    if (!settle) this.throwIfFailed();
+  }
+}
+
+/**
  * Spools each part's NDJSON to a temporary file (bounded memory whatever the profile size), then compresses and
  * uploads it while the next part is read. Parts hold exactly PART_LINES lines because the batches are cut there.
  */
 export async function writeParts(batches: AsyncIterable<LineBatch>, opts: PartWriterOptions): Promise<PartWriterResult> {
   if (opts.partBytes) return writePartsBySize(batches, opts, opts.partBytes);
   const dir = await makeSpoolDir();
-  let failure: unknown;
-  const inFlight: Promise<void>[] = [];
+  const uploads = new UploadQueue(opts.onPart);
   let partIndex = 0;
   let users = 0;
   let file: FileHandle | undefined;
@@ -87,25 +121,14 @@ export async function writeParts(batches: AsyncIterable<LineBatch>, opts: PartWr
   const shipPart = async () => {
     await file!.close();
     file = undefined;
-    const index = partIndex++;
-    const raw = filePath;
-    const count = lines;
-    users += count;
-    const upload = uploadPart(opts, raw, index, count)
-      .then((part) => opts.onPart(part))
-      .finally(() => rm(raw, { force: true }))
-      .catch((err: unknown) => {
-        failure ??= err;
-      });
-    inFlight.push(upload);
-    if (inFlight.length >= PARTS_IN_FLIGHT) await inFlight.shift();
-    if (failure) throw failure;
+    users += lines;
+    await uploads.add(uploadPart(opts, filePath, partIndex++, lines), filePath);
   };
 
   try {
     await startPart();
     for await (const batch of batches) {
-      if (failure) throw failure;
+      uploads.throwIfFailed();
       await file!.write(batch.data);
       lines += batch.lines;
       if (batch.endsPart) {
@@ -124,12 +147,11 @@ export async function writeParts(batches: AsyncIterable<LineBatch>, opts: PartWr
         users += lines;
       }
     }
-    await Promise.all(inFlight);
-    if (failure) throw failure;
+    await uploads.finish();
     return { parts: partIndex, users, tail };
   } finally {
     await file?.close().catch(() => {});
-    await Promise.all(inFlight);
+    await uploads.finish(true);
     await rm(dir, { recursive: true, force: true });
   }
 }
@@ -217,8 +239,7 @@ async function writePartsBySize(batches: AsyncIterable<LineBatch>, opts: PartWri
   if (opts.format === 'parquet') throw new Error('parts cut by size are gzip or zip');
   const format = opts.format;
   const dir = await makeSpoolDir();
-  let failure: unknown;
-  const inFlight: Promise<void>[] = [];
+  const uploads = new UploadQueue(opts.onPart);
   let parts = 0;
   let users = 0;
   let current: SizedPart | undefined;
@@ -243,20 +264,17 @@ async function writePartsBySize(batches: AsyncIterable<LineBatch>, opts: PartWri
     part.input.end();
     await part.written;
     users += part.lines;
-    const upload = putMetered(opts.store, `${opts.keyPrefix}/${part.name}`, createReadStream(part.file, { highWaterMark: READ_CHUNK }), CONTENT_TYPES[format])
-      .then((stored) => opts.onPart({ kind: opts.kind, shard: opts.shard, partIndex: part.index, key: `${opts.keyPrefix}/${part.name}`, users: part.lines, ...stored }))
-      .finally(() => rm(part.file, { force: true }))
-      .catch((err: unknown) => {
-        failure ??= err;
-      });
-    inFlight.push(upload);
-    if (inFlight.length >= PARTS_IN_FLIGHT) await inFlight.shift();
-    if (failure) throw failure;
+    const key = `${opts.keyPrefix}/${part.name}`;
+    const stored = putMetered(opts.store, key, createReadStream(part.file, { highWaterMark: READ_CHUNK }), CONTENT_TYPES[format]);
+    await uploads.add(
+      stored.then((s) => ({ kind: opts.kind, shard: opts.shard, partIndex: part.index, key, users: part.lines, ...s })),
+      part.file,
+    );
   };
 
   try {
     for await (const batch of batches) {
-      if (failure) throw failure;
+      uploads.throwIfFailed();
       const part = (current ??= start());
       if (!part.input.write(batch.data)) await Promise.race([once(part.input, 'drain'), part.written]);
       part.lines += batch.lines;
@@ -270,13 +288,12 @@ async function writePartsBySize(batches: AsyncIterable<LineBatch>, opts: PartWri
       current = undefined;
       await ship(last);
     }
-    await Promise.all(inFlight);
-    if (failure) throw failure;
+    await uploads.finish();
     return { parts, users, tail: null };
   } finally {
     current?.input.destroy();
     await current?.written.catch(() => {});
-    await Promise.all(inFlight);
+    await uploads.finish(true);
     await rm(dir, { recursive: true, force: true });
   }
 }
