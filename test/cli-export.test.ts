@@ -39,6 +39,8 @@ describe('ces export', () => {
     expect(manifestKey).toMatch(/^segment-export\/us\/\d{4}-\d{2}-\d{2}\/\S+\/manifest\.json$/);
     const dir = path.dirname(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), manifestKey!));
     expect(existsSync(path.join(dir, 'manifest.json'))).toBe(true);
+    // The built-in store's files, by their path on this machine.
+    expect(r.stdout).toContain(`files: ${dir} (the built-in store)`);
     const manifest = JSON.parse(await import('node:fs/promises').then((fs) => fs.readFile(path.join(dir, 'manifest.json'), 'utf8')));
     const counts = await exportedIdCounts(dir, manifest.parts);
     expect(counts.size).toBe(MEMBERS);
@@ -53,6 +55,8 @@ describe('ces export', () => {
     const dir = path.dirname(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), manifestKey!));
     const manifest = JSON.parse(await import('node:fs/promises').then((fs) => fs.readFile(path.join(dir, 'manifest.json'), 'utf8')));
     expect(manifest.changes_since).toMatch(/^[0-9a-f-]{36}-\d+$/);
+    // It says which export it took as the base.
+    expect(r.stdout).toContain(`incremental: the changes since export ${manifest.changes_since} (--changes-since last: the segment's latest ready export)`);
     expect([...(await exportedIdCounts(dir, manifest.parts)).keys()].sort()).toEqual(['ext-5', 'ext-6']);
     const none = await runCli(['export', '--workspace', env.broken.workspaceId, '--segment', 'us', '--fields', 'external_id', '--changes-since', 'last'], cliEnv());
     expect(none.code).toBe(1);

@@ -225,6 +225,11 @@ describe('ces import', () => {
     const missing = await runCli(['import', 'imports/none.ndjson', '--workspace', name], cliEnv);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/No object "imports\/none\.ndjson"/);
+    // A path that is no file here (and could not be a key): said as such, not as the key rules' complaint.
+    const noFile = await runCli(['import', './no-such-events.ndjson', '--workspace', name], cliEnv);
+    expect(noFile.code).toBe(1);
+    expect(noFile.stderr).toMatch(/no file \S*no-such-events\.ndjson on this machine, and "\.\/no-such-events\.ndjson" is not a key of the workspace's built-in store/);
+    expect(noFile.stderr).not.toMatch(/segments/);
     // A wrong argument records no import: no hint to resume one.
     const noWorkspace = await runCli(['import', 'imports/cli.ndjson'], cliEnv);
     expect(noWorkspace.code).toBe(1);

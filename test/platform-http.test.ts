@@ -137,6 +137,10 @@ describe('operations', () => {
     const params = doc.paths['/segments/list'].get.parameters.map((p: { name: string }) => p.name);
     expect(params).toEqual(expect.arrayContaining(['page', 'sort_direction']));
     expect(doc.paths['/healthz']).toBeUndefined();
+    // Every operation needs the API key but the signed download link, which carries its own credential.
+    expect(doc.security).toEqual([{ apiKey: [] }]);
+    expect(doc.paths['/downloads/segment-export/{file}'].get.security).toEqual([]);
+    expect(doc.paths['/segments/list'].get.security).toBeUndefined();
   });
 
   it('declares the error answers of every operation, with the body its family writes', async () => {

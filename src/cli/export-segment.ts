@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../config.js';
 import { createPool, type Pool } from '../db/pool.js';
@@ -10,6 +11,7 @@ import { exportStatus, type ExportStatus } from '../exports/status.js';
 import { Queues } from '../queues/index.js';
 import { EXPORT_SHARD_QUEUE } from '../queues/export-shard.js';
 import { closeRedis, createRedis, redisKeyPrefix } from '../redis.js';
+import { localWorkspaceDir } from '../storage/local-store.js';
 import { findWorkspace } from './workspace-lookup.js';
 
 export interface ExportOptions {
@@ -101,7 +103,10 @@ export async function runExportCommand(config: () => Config, opts: ExportOptions
     const ws = await findWorkspace(pool, opts.workspace);
     if (opts.changesSince === 'last') body.data.changes_since = await lastReadyExport(pool, ws.id, opts.segment);
     const created = await createExport({ config: cfg, pool, redis, queues }, { workspaceId: ws.id, companyId: ws.companyId }, body.data);
-    console.log(`export ${created.objectPrefix} of segment ${opts.segment} in workspace ${ws.name}: queued`);
+    const relative = body.data.changes_since
+      ? `, incremental: the changes since export ${body.data.changes_since}${opts.changesSince === 'last' ? " (--changes-since last: the segment's latest ready export)" : ''}`
+      : '';
+    console.log(`export ${created.objectPrefix} of segment ${opts.segment} in workspace ${ws.name}: queued${relative}`);
     const listening = await queues
       .get(EXPORT_SHARD_QUEUE)
       .getWorkers()
@@ -120,6 +125,11 @@ export async function runExportCommand(config: () => Config, opts: ExportOptions
     }
     console.log(`ready: ${end.users_done.toLocaleString('en-US')} users in ${end.parts_done} part(s)`);
     console.log(`manifest: ${end.manifest_key}`);
+    // The built-in store (an export with a download URL has no bucket): where its files are on this machine.
+    if (end.url && end.manifest_key) {
+      const dir = path.dirname(path.join(localWorkspaceDir(cfg.LOCAL_STORE_DIR, { companyId: ws.companyId, workspaceId: ws.id }), end.manifest_key));
+      console.log(`files: ${dir} (the built-in store)`);
+    }
     if (end.url) console.log(`download url: ${end.url}`);
   } catch (err) {
     console.error(`export failed: ${err instanceof AppError || err instanceof Error ? err.message : String(err)}`);

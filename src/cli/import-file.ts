@@ -11,7 +11,7 @@ import { createLogger } from '../logger.js';
 import { Metrics } from '../metrics.js';
 import { Queues } from '../queues/index.js';
 import { createRedis, redisKeyPrefix } from '../redis.js';
-import { localWorkspaceDir } from '../storage/local-store.js';
+import { localKeyProblem, localWorkspaceDir } from '../storage/local-store.js';
 import { findWorkspace, type FoundWorkspace } from './workspace-lookup.js';
 
 /**
@@ -23,7 +23,12 @@ async function localFileAsKey(cfg: Config, workspace: FoundWorkspace, given: str
   const storeDir = localWorkspaceDir(cfg.LOCAL_STORE_DIR, { companyId: workspace.companyId, workspaceId: workspace.id });
   if (await isFile(path.join(storeDir, given))) return given;
   const file = path.resolve(given);
-  if (!(await isFile(file))) return given;
+  if (!(await isFile(file))) {
+    // Not a file here, and not a key the store could hold either (./events.ndjson, /tmp/x): say so, rather than
+    // what the key's rules say of it.
+    if (localKeyProblem(given)) throw new Error(`no file ${file} on this machine, and ${JSON.stringify(given)} is not a key of the workspace's built-in store`);
+    return given;
+  }
   const safeName = path.basename(file).replace(/[^A-Za-z0-9._-]/g, '_');
   const key = `imports/cli/${new Date().toISOString().replace(/[:.]/g, '-')}-${safeName}`;
   await mkdir(path.dirname(path.join(storeDir, key)), { recursive: true });
@@ -43,6 +48,8 @@ export interface ImportOptions {
 }
 
 const mb = (n: number) => (n / 1e6).toFixed(1);
+/** `1 record`, `3 records`. */
+const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
 
 /**
  * A bar on a terminal; a line every 10% (or every batch when the size is unknown) otherwise. `appliedBefore` is what
@@ -79,7 +86,7 @@ function progressReporter(appliedBefore?: number): { update(p: ImportProgress): 
       const tenth = p.bytesTotal ? Math.floor((10 * p.bytesRead) / p.bytesTotal) : lastTenth + 1;
       if (tenth === lastTenth) return;
       lastTenth = tenth;
-      console.log(`import: ${p.recordsHandled} records, ${p.eventsApplied} applied, ${p.rejected} rejected, ${mb(p.bytesRead)} MB read, ${rate(p)} events/s`);
+      console.log(`import: ${count(p.recordsHandled, 'record')}, ${p.eventsApplied} applied, ${p.rejected} rejected, ${mb(p.bytesRead)} MB read, ${rate(p)} events/s`);
     },
     stop: () => {},
   };

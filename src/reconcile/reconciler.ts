@@ -50,7 +50,7 @@ export interface PassResult {
 }
 
 /** Kinds whose counts are not lost work queued again (registrations, clean-up): not in the pass's log line. */
-const QUIET_KINDS = new Set(['schedules', 'expired idempotency keys']);
+const QUIET_KINDS = new Set(['schedules', 'expired idempotency keys', 'export bases past retention']);
 
 /** Every this many passes, canvas schedules are re-armed in full even when Redis kept its marker. */
 const FULL_EVERY_PASSES = 10;
@@ -130,7 +130,6 @@ export class Reconciler {
     const { redis, log } = this.deps;
     const redisLost = (await redis.exists(this.markerKey)) === 0;
     this.passes++;
-    if (redisLost) log.warn('Redis holds none of this install\'s work (it was restarted without persistence, flushed, or is new): rebuilding it from PostgreSQL');
     const deps: RepairDeps = this.deps;
     const full = redisLost || this.passes % FULL_EVERY_PASSES === 1;
     const kinds: Array<[string, () => Promise<number>]> = [
@@ -162,7 +161,14 @@ export class Reconciler {
     // Only a pass that rebuilt everything may say Redis holds this install's work again.
     if (failed.length === 0) await redis.set(this.markerKey, new Date().toISOString());
     const queued = Object.entries(repaired).filter(([kind, n]) => !QUIET_KINDS.has(kind) && n > 0);
-    if (queued.length > 0) log.info({ repaired: Object.fromEntries(queued), redisLost }, 'reconciler queued lost work again');
+    // A brand-new install (or one restarted with nothing pending) has nothing to rebuild: no warning for that.
+    if (redisLost && queued.length > 0) {
+      log.warn({ repaired: Object.fromEntries(queued) }, "Redis had lost this install's work (restarted without persistence, or flushed): queued it again from PostgreSQL");
+    } else if (redisLost) {
+      log.info('Redis holds no work of this install (new, or restarted or flushed with nothing pending): nothing to rebuild');
+    } else if (queued.length > 0) {
+      log.info({ repaired: Object.fromEntries(queued) }, 'reconciler queued lost work again');
+    }
     return { ran: true, redisLost, repaired, failed };
   }
 }
