@@ -1,7 +1,11 @@
 import tseslint from 'typescript-eslint';
 
 /** What each layer may not import: the arrows of the house run routes -> domain -> db/storage/queues, never back. */
-const BULLMQ = { name: 'bullmq', message: 'Only src/queues/, src/queue-processors.ts and jobs/ use BullMQ: add or read jobs through a src/queues/<queue>.ts function.' };
+const BULLMQ = {
+  name: 'bullmq',
+  message:
+    'Only src/queues/, src/queue-processors.ts and jobs/ use BullMQ: add or read jobs through a src/queues/<queue>.ts function.',
+};
 const HTTP = ['fastify', 'fastify-type-provider-zod', '@fastify/*', '@bull-board/*'];
 const PG = ['pg', 'pg-*'];
 
@@ -21,9 +25,28 @@ export default tseslint.config(
   {
     // Domain modules know nothing of HTTP nor of the queue library.
     files: ['src/**/*.ts'],
-    ignores: ['src/queues/**', 'src/queue-processors.ts', 'src/app.ts', 'src/runtime.ts', 'src/http/**', 'src/routes/**'],
+    ignores: [
+      'src/queues/**',
+      'src/queue-processors.ts',
+      'src/app.ts',
+      'src/runtime.ts',
+      'src/http/**',
+      'src/routes/**',
+    ],
     rules: {
-      'no-restricted-imports': ['error', { paths: [BULLMQ], patterns: [{ group: HTTP, message: 'Domain modules know nothing of HTTP: only src/app.ts, src/runtime.ts, src/http/ and src/routes/ use Fastify.' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [BULLMQ],
+          patterns: [
+            {
+              group: HTTP,
+              message:
+                'Domain modules know nothing of HTTP: only src/app.ts, src/runtime.ts, src/http/ and src/routes/ use Fastify.',
+            },
+          ],
+        },
+      ],
     },
   },
   {
@@ -34,7 +57,15 @@ export default tseslint.config(
     // Routes parse, call a domain function and answer: no SQL client, no queue library.
     files: ['src/routes/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { paths: [BULLMQ], patterns: [{ group: PG, message: 'Routes call domain modules; SQL lives beside the module that owns the table.' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [BULLMQ],
+          patterns: [
+            { group: PG, message: 'Routes call domain modules; SQL lives beside the module that owns the table.' },
+          ],
+        },
+      ],
     },
   },
 );

@@ -41,8 +41,14 @@ async function prepare(pool: Pool): Promise<string> {
   if (!ws || existing.rows[0]!.n !== USERS) {
     await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
     await migrate(pool, SCHEMA);
-    const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') RETURNING id`)).rows[0]!.id;
-    ws = (await pool.query<{ id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, 'bench-cdi') RETURNING id`, [company])).rows[0]!.id;
+    const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') RETURNING id`))
+      .rows[0]!.id;
+    ws = (
+      await pool.query<{ id: string }>(
+        `INSERT INTO workspaces (company_id, name) VALUES ($1, 'bench-cdi') RETURNING id`,
+        [company],
+      )
+    ).rows[0]!.id;
     const started = Date.now();
     await generateUsers(pool, { workspaceId: ws, count: USERS, seed: 1 });
     await pool.query('ANALYZE profiles');
@@ -71,7 +77,9 @@ async function prepare(pool: Pool): Promise<string> {
     ws,
     JSON.stringify({ type: 'postgres', url_env: 'BENCH_CDI_SOURCE_URL', table: `${SOURCE}.user_updates_view` }),
   ]);
-  log(`source table of ${USERS.toLocaleString('en-US')} rows written in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  log(
+    `source table of ${USERS.toLocaleString('en-US')} rows written in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
   return ws;
 }
 
@@ -101,11 +109,21 @@ async function rewriteCeiling(pool: Pool): Promise<number> {
 /** Runs `ces cdi sync --wait` in a process of its own, reading its peak RSS from /proc while it runs. */
 function syncProcess(): Promise<{ code: number | null; output: string; peakMb: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli.ts'), 'cdi', 'sync', INTEGRATION, '--wait'], {
-      cwd: ROOT,
-      env: { ...process.env, DATABASE_URL, DATABASE_SCHEMA: SCHEMA, LOG_LEVEL: 'warn', BENCH_CDI_SOURCE_URL: DATABASE_URL },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', path.join(ROOT, 'src/cli.ts'), 'cdi', 'sync', INTEGRATION, '--wait'],
+      {
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          DATABASE_URL,
+          DATABASE_SCHEMA: SCHEMA,
+          LOG_LEVEL: 'warn',
+          BENCH_CDI_SOURCE_URL: DATABASE_URL,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let output = '';
     let peakKb = 0;
     child.stdout.on('data', (d) => (output += d));
@@ -136,7 +154,9 @@ async function main(): Promise<void> {
   try {
     await prepare(pool);
     const ceiling = await rewriteCeiling(pool);
-    log(`ceiling: PostgreSQL alone rewrites ${Math.round(ceiling).toLocaleString('en-US')} profile rows/s (set-based UPDATE of ${CEILING_ROWS.toLocaleString('en-US')} random profiles, median of 3)`);
+    log(
+      `ceiling: PostgreSQL alone rewrites ${Math.round(ceiling).toLocaleString('en-US')} profile rows/s (set-based UPDATE of ${CEILING_ROWS.toLocaleString('en-US')} random profiles, median of 3)`,
+    );
     await pool.query('CHECKPOINT').catch(() => {});
     const results: Record<string, unknown>[] = [];
     // The first part of the table through a view, then the whole table through it: the second run starts past the
@@ -145,13 +165,25 @@ async function main(): Promise<void> {
       ['small', SMALL],
       ['rest', USERS],
     ] as const) {
-      await pool.query(`CREATE OR REPLACE VIEW ${SOURCE}.user_updates_view AS SELECT * FROM ${SOURCE}.user_updates ORDER BY "UPDATED_AT" LIMIT ${rows}`);
+      await pool.query(
+        `CREATE OR REPLACE VIEW ${SOURCE}.user_updates_view AS SELECT * FROM ${SOURCE}.user_updates ORDER BY "UPDATED_AT" LIMIT ${rows}`,
+      );
       const run = await syncProcess();
       if (run.code !== 0) throw new Error(`ces cdi sync failed:\n${run.output}`);
       const last = await lastRun(pool);
       const rate = last.rows / last.seconds;
-      results.push({ run: name, rows: last.rows, status: last.status, seconds: Number(last.seconds.toFixed(1)), 'rows/s': Math.round(rate), 'rows/s / ceiling': Number((rate / ceiling).toFixed(2)), 'peak RSS MB': run.peakMb });
-      log(`${name}: ${last.rows.toLocaleString('en-US')} rows in ${last.seconds.toFixed(1)} s: ${Math.round(rate).toLocaleString('en-US')} rows/s, ${(rate / ceiling).toFixed(2)} of the ceiling, peak RSS ${run.peakMb} MB (${last.status})`);
+      results.push({
+        run: name,
+        rows: last.rows,
+        status: last.status,
+        seconds: Number(last.seconds.toFixed(1)),
+        'rows/s': Math.round(rate),
+        'rows/s / ceiling': Number((rate / ceiling).toFixed(2)),
+        'peak RSS MB': run.peakMb,
+      });
+      log(
+        `${name}: ${last.rows.toLocaleString('en-US')} rows in ${last.seconds.toFixed(1)} s: ${Math.round(rate).toLocaleString('en-US')} rows/s, ${(rate / ceiling).toFixed(2)} of the ceiling, peak RSS ${run.peakMb} MB (${last.status})`,
+      );
     }
     console.log(JSON.stringify({ users: USERS, ceilingRowsPerSecond: Math.round(ceiling), runs: results }));
   } finally {

@@ -68,9 +68,16 @@ const CANDIDATES: Record<string, string[] | { setup: string[]; statement: string
   },
 };
 
-async function rewriteRate(client: pg.Client, candidate: string[] | { setup: string[]; statement: string }, lo: number, hi: number): Promise<number> {
+async function rewriteRate(
+  client: pg.Client,
+  candidate: string[] | { setup: string[]; statement: string },
+  lo: number,
+  hi: number,
+): Promise<number> {
   const { setup, statement } = Array.isArray(candidate) ? { setup: candidate, statement: UPDATE } : candidate;
-  const ids = [...new Set(Array.from({ length: ROWS }, () => lo + Math.floor(Math.random() * Math.min(SPAN, hi - lo + 1))))];
+  const ids = [
+    ...new Set(Array.from({ length: ROWS }, () => lo + Math.floor(Math.random() * Math.min(SPAN, hi - lo + 1)))),
+  ];
   await client.query('BEGIN');
   try {
     await client.query('SET LOCAL synchronous_commit = off');
@@ -90,13 +97,18 @@ async function main(): Promise<void> {
   await client.connect();
   try {
     await client.query(`SET search_path = ${SCHEMA}, public`);
-    const { rows } = await client.query<{ lo: number; hi: number; n: number }>('SELECT min(id)::int AS lo, max(id)::int AS hi, count(*)::int AS n FROM profiles');
+    const { rows } = await client.query<{ lo: number; hi: number; n: number }>(
+      'SELECT min(id)::int AS lo, max(id)::int AS hi, count(*)::int AS n FROM profiles',
+    );
     const { lo, hi, n } = rows[0]!;
     if (!n) throw new Error(`no profiles in schema ${SCHEMA}: run npm run bench:export once first`);
-    console.log(`${n.toLocaleString('en-US')} profiles in ${SCHEMA}; rewriting ${ROWS.toLocaleString('en-US')} random ones per statement, ${ROUNDS} alternating rounds`);
+    console.log(
+      `${n.toLocaleString('en-US')} profiles in ${SCHEMA}; rewriting ${ROWS.toLocaleString('en-US')} random ones per statement, ${ROUNDS} alternating rounds`,
+    );
     const rates = new Map<string, number[]>(Object.keys(CANDIDATES).map((k) => [k, []]));
     for (let round = 0; round < ROUNDS; round++) {
-      for (const [name, setup] of Object.entries(CANDIDATES)) rates.get(name)!.push(await rewriteRate(client, setup, lo, hi));
+      for (const [name, setup] of Object.entries(CANDIDATES))
+        rates.get(name)!.push(await rewriteRate(client, setup, lo, hi));
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     const base = median(rates.get('stamp only')!);

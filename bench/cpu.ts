@@ -65,7 +65,9 @@ export function cpuMeter(pids: Record<string, number | undefined>) {
   const machine = machineCpuSeconds();
   return {
     stop() {
-      const used = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, pid ? processCpuSeconds(pid) - start[name]! : 0]));
+      const used = Object.fromEntries(
+        Object.entries(pids).map(([name, pid]) => [name, pid ? processCpuSeconds(pid) - start[name]! : 0]),
+      );
       const now = machineCpuSeconds();
       return { used, machineBusy: (now.busy - machine.busy) / (now.total - machine.total) };
     },

@@ -47,7 +47,10 @@ const SHARD_BUCKETS = Number(process.env.BENCH_SHARD_BUCKETS ?? 1250);
 const SCHEMA = process.env.BENCH_SCHEMA ?? 'bench_export';
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/ces';
 const WORK_DIR = process.env.BENCH_DIR ?? '/tmp/ces-bench-export';
-const ONLY = (process.env.BENCH_RUNS ?? 'gzip-local,zip-local,parquet-local,gzip-incremental,gzip-incremental-0.1,gzip-s3,zip-s3,parquet-s3').split(',');
+const ONLY = (
+  process.env.BENCH_RUNS ??
+  'gzip-local,zip-local,parquet-local,gzip-incremental,gzip-incremental-0.1,gzip-s3,zip-s3,parquet-s3'
+).split(',');
 const WORKSPACE = 'bench-export';
 const SEGMENT = 'all-users';
 /** identity, attributes, custom attributes, custom_events, purchases, devices. */
@@ -88,13 +91,31 @@ function benchConfig(extra: Record<string, string> = {}): Config {
 
 async function ensureUsers(pool: Pool): Promise<{ workspaceId: string; companyId: string }> {
   await migrate(pool, SCHEMA);
-  let ws = (await pool.query<{ id: string; company_id: string }>(`SELECT id, company_id FROM workspaces WHERE name = $1`, [WORKSPACE])).rows[0];
+  let ws = (
+    await pool.query<{ id: string; company_id: string }>(`SELECT id, company_id FROM workspaces WHERE name = $1`, [
+      WORKSPACE,
+    ])
+  ).rows[0];
   if (!ws) {
-    const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`)).rows[0]!.id;
-    ws = (await pool.query<{ id: string; company_id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, $2) RETURNING id, company_id`, [company, WORKSPACE])).rows[0]!;
+    const company = (
+      await pool.query<{ id: string }>(
+        `INSERT INTO companies (name) VALUES ('bench') ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`,
+      )
+    ).rows[0]!.id;
+    ws = (
+      await pool.query<{ id: string; company_id: string }>(
+        `INSERT INTO workspaces (company_id, name) VALUES ($1, $2) RETURNING id, company_id`,
+        [company, WORKSPACE],
+      )
+    ).rows[0]!;
   }
-  await pool.query(`INSERT INTO segments (workspace_id, api_id, name) VALUES ($1, $2, 'Everyone') ON CONFLICT (workspace_id, api_id) DO NOTHING`, [ws.id, SEGMENT]);
-  const have = Number((await pool.query(`SELECT count(*) AS n FROM profiles WHERE workspace_id = $1`, [ws.id])).rows[0].n);
+  await pool.query(
+    `INSERT INTO segments (workspace_id, api_id, name) VALUES ($1, $2, 'Everyone') ON CONFLICT (workspace_id, api_id) DO NOTHING`,
+    [ws.id, SEGMENT],
+  );
+  const have = Number(
+    (await pool.query(`SELECT count(*) AS n FROM profiles WHERE workspace_id = $1`, [ws.id])).rows[0].n,
+  );
   if (have !== USERS || process.env.BENCH_REGENERATE === '1') {
     console.log(`generating ${USERS.toLocaleString()} users into schema ${SCHEMA} (once; later runs reuse them)...`);
     await pool.query(`DELETE FROM profiles WHERE workspace_id = $1`, [ws.id]);
@@ -123,7 +144,9 @@ async function ceiling(select: string, file: string): Promise<{ seconds: number;
   });
   const gzip = spawn('gzip', ['-1'], { stdio: [psql.stdout!, out.fd, 'inherit'] });
   const exited = (c: ChildProcess, what: string) =>
-    new Promise<void>((resolve, reject) => c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${what} exited with ${code}`)))));
+    new Promise<void>((resolve, reject) =>
+      c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${what} exited with ${code}`)))),
+    );
   await Promise.all([exited(psql, 'psql'), exited(gzip, 'gzip')]);
   const seconds = (performance.now() - t) / 1000;
   await out.close();
@@ -147,9 +170,13 @@ async function startS3rver(): Promise<{ endpoint: string; child: ChildProcess; d
   const dir = path.join(WORK_DIR, 's3rver');
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
-  const child = spawn(path.join(ROOT, 'node_modules/.bin/s3rver'), ['-d', dir, '-a', '127.0.0.1', '-p', String(port), '--silent', '--configure-bucket', 'bench'], {
-    stdio: 'ignore',
-  });
+  const child = spawn(
+    path.join(ROOT, 'node_modules/.bin/s3rver'),
+    ['-d', dir, '-a', '127.0.0.1', '-p', String(port), '--silent', '--configure-bucket', 'bench'],
+    {
+      stdio: 'ignore',
+    },
+  );
   await new Promise((r) => setTimeout(r, 1500));
   return { endpoint: `http://127.0.0.1:${port}`, child, dir };
 }
@@ -189,7 +216,8 @@ async function postgresPids(): Promise<number[]> {
 async function cpuOf(pids: number[]): Promise<Map<number, number>> {
   return new Map(await Promise.all(pids.map(async (pid) => [pid, await cpuSeconds(pid)] as [number, number])));
 }
-const cpuDelta = (before: Map<number, number>, after: Map<number, number>) => [...after].reduce((sum, [pid, s]) => sum + s - (before.get(pid) ?? 0), 0);
+const cpuDelta = (before: Map<number, number>, after: Map<number, number>) =>
+  [...after].reduce((sum, [pid, s]) => sum + s - (before.get(pid) ?? 0), 0);
 
 async function startWorkers(config: Config, redis: Redis, count: number): Promise<ChildProcess[]> {
   const children = Array.from({ length: count }, () =>
@@ -263,7 +291,11 @@ interface RunSpec {
  * to the last ready full export of this run or to the last ready export of any kind (so a full export must run
  * before it: BENCH_RUNS=gzip-local,gzip-incremental).
  */
-async function prepareIncremental(pool: Pool, workspaceId: string, run: NonNullable<RunSpec['incremental']>): Promise<{ changesSince: string; users: number }> {
+async function prepareIncremental(
+  pool: Pool,
+  workspaceId: string,
+  run: NonNullable<RunSpec['incremental']>,
+): Promise<{ changesSince: string; users: number }> {
   const base = (
     await pool.query<{ object_prefix: string }>(
       `SELECT object_prefix FROM exports WHERE workspace_id = $1 AND status = 'ready' AND members_forgotten_at IS NULL
@@ -272,8 +304,14 @@ async function prepareIncremental(pool: Pool, workspaceId: string, run: NonNulla
       [workspaceId, run.base === 'last'],
     )
   ).rows[0];
-  if (!base) throw new Error('an incremental run needs a full export before it in the same run (BENCH_RUNS=gzip-local,gzip-incremental)');
-  const changed = await pool.query(`UPDATE profiles SET last_name = last_name WHERE workspace_id = $1 AND ${run.changed}`, [workspaceId]);
+  if (!base)
+    throw new Error(
+      'an incremental run needs a full export before it in the same run (BENCH_RUNS=gzip-local,gzip-incremental)',
+    );
+  const changed = await pool.query(
+    `UPDATE profiles SET last_name = last_name WHERE workspace_id = $1 AND ${run.changed}`,
+    [workspaceId],
+  );
   return { changesSince: base.object_prefix, users: changed.rowCount ?? 0 };
 }
 
@@ -287,8 +325,17 @@ async function exportRun(
   let s3: Awaited<ReturnType<typeof startS3rver>> | undefined;
   if (target === 's3') {
     s3 = await startS3rver();
-    const destination = { provider: 's3', bucket: 'bench', region: 'us-east-1', endpoint: s3.endpoint, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } };
-    await pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [ws.workspaceId, JSON.stringify(destination)]);
+    const destination = {
+      provider: 's3',
+      bucket: 'bench',
+      region: 'us-east-1',
+      endpoint: s3.endpoint,
+      credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+    };
+    await pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [
+      ws.workspaceId,
+      JSON.stringify(destination),
+    ]);
   } else {
     await pool.query(`UPDATE workspaces SET export_destination = NULL WHERE id = $1`, [ws.workspaceId]);
   }
@@ -298,7 +345,8 @@ async function exportRun(
   const queues = new Queues(redis, config.REDIS_PREFIX);
   const peaks = new Map<number, number>();
   const sampler = setInterval(() => {
-    for (const w of workers) if (w.pid) void peakRssMb(w.pid).then((mb) => peaks.set(w.pid!, Math.max(peaks.get(w.pid!) ?? 0, mb)));
+    for (const w of workers)
+      if (w.pid) void peakRssMb(w.pid).then((mb) => peaks.set(w.pid!, Math.max(peaks.get(w.pid!) ?? 0, mb)));
   }, 250);
   try {
     const workerPids = workers.flatMap((w) => (w.pid ? [w.pid] : []));
@@ -322,10 +370,26 @@ async function exportRun(
     const workerCores = cpuDelta(workerCpuBefore, await cpuOf(workerPids)) / seconds;
     const postgresCores = cpuDelta(postgresCpuBefore, await cpuOf(await postgresPids())) / seconds;
     for (const w of workers) if (w.pid) peaks.set(w.pid, Math.max(peaks.get(w.pid) ?? 0, await peakRssMb(w.pid)));
-    const stats = (await pool.query(`SELECT count(*) AS parts, sum(users) AS users, sum(bytes) AS bytes FROM export_parts WHERE export_id = $1`, [created.exportId])).rows[0];
+    const stats = (
+      await pool.query(
+        `SELECT count(*) AS parts, sum(users) AS users, sum(bytes) AS bytes FROM export_parts WHERE export_id = $1`,
+        [created.exportId],
+      )
+    ).rows[0];
     const users = delta?.users ?? USERS;
     if (Number(stats.users) !== users) throw new Error(`exported ${stats.users} users, expected ${users}`);
-    return { name, users, workers: workerCount, seconds, usersPerSecond: users / seconds, workerCores, postgresCores, parts: Number(stats.parts), bytes: Number(stats.bytes), peakRssMb: Math.max(...peaks.values()) };
+    return {
+      name,
+      users,
+      workers: workerCount,
+      seconds,
+      usersPerSecond: users / seconds,
+      workerCores,
+      postgresCores,
+      parts: Number(stats.parts),
+      bytes: Number(stats.bytes),
+      peakRssMb: Math.max(...peaks.values()),
+    };
   } finally {
     clearInterval(sampler);
     await queues.close();
@@ -349,9 +413,14 @@ async function memberListCost(pool: Pool, workspaceId: string): Promise<{ second
     const exportId = (await client.query<{ id: string }>(`SELECT gen_random_uuid() AS id`)).rows[0]!.id;
     await client.query(`SET LOCAL session_replication_role = replica`); // no foreign key to an exports row
     const t = performance.now();
-    await client.query(`INSERT INTO export_members (export_id, random_bucket, profile_ids) ${wholeMembersSelect(exportId, workspaceId, 'true', 0, 10_000)}`);
+    await client.query(
+      `INSERT INTO export_members (export_id, random_bucket, profile_ids) ${wholeMembersSelect(exportId, workspaceId, 'true', 0, 10_000)}`,
+    );
     const seconds = (performance.now() - t) / 1000;
-    const size = await client.query<{ bytes: string }>(`SELECT sum(pg_column_size(m.*))::bigint AS bytes FROM export_members m WHERE export_id = $1`, [exportId]);
+    const size = await client.query<{ bytes: string }>(
+      `SELECT sum(pg_column_size(m.*))::bigint AS bytes FROM export_members m WHERE export_id = $1`,
+      [exportId],
+    );
     return { seconds, bytesPerMember: Number(size.rows[0]!.bytes) / USERS };
   } finally {
     await client.query('ROLLBACK').catch(() => {});
@@ -372,29 +441,62 @@ async function main(): Promise<void> {
     await pool.query(`DELETE FROM exports WHERE workspace_id = $1`, [ws.workspaceId]);
 
     const cpus = (await run('nproc')).stdout.trim();
-    console.log(`\nmachine: ${cpus} cores; ${WORKER_COUNTS.join(', ')} worker process(es) x concurrency ${CONCURRENCY}; shards of ${SHARD_BUCKETS} buckets; gzip level 1`);
+    console.log(
+      `\nmachine: ${cpus} cores; ${WORKER_COUNTS.join(', ')} worker process(es) x concurrency ${CONCURRENCY}; shards of ${SHARD_BUCKETS} buckets; gzip level 1`,
+    );
     console.log(`fields: ${FIELDS.join(', ')}\n`);
 
     const columns = FIELDS.map((f) => `p.${f}`).join(', ');
-    const raw = await ceiling(`SELECT ${columns} FROM profiles p WHERE p.workspace_id = '${ws.workspaceId}'`, path.join(WORK_DIR, 'ceiling-raw.gz'));
-    const spec = ExportSpecSchema.parse({ fields: FIELDS, customAttributes: null, outputFormat: 'gzip', callbackEndpoint: null });
-    const lines = exportLineSelect({ workspaceId: ws.workspaceId, filter: { all: [] }, spec, bucketFrom: 0, bucketTo: 10_000, since: windowStart(new Date()) });
+    const raw = await ceiling(
+      `SELECT ${columns} FROM profiles p WHERE p.workspace_id = '${ws.workspaceId}'`,
+      path.join(WORK_DIR, 'ceiling-raw.gz'),
+    );
+    const spec = ExportSpecSchema.parse({
+      fields: FIELDS,
+      customAttributes: null,
+      outputFormat: 'gzip',
+      callbackEndpoint: null,
+    });
+    const lines = exportLineSelect({
+      workspaceId: ws.workspaceId,
+      filter: { all: [] },
+      spec,
+      bucketFrom: 0,
+      bucketTo: 10_000,
+      since: windowStart(new Date()),
+    });
     const built = await ceiling(lines, path.join(WORK_DIR, 'ceiling-lines.gz'));
     const rawRate = USERS / raw.seconds;
     const builtRate = USERS / built.seconds;
-    console.log(`ceiling, stored columns:  psql COPY | gzip -1 > file   ${raw.seconds.toFixed(1)} s  ${Math.round(rawRate).toLocaleString()} users/s  (${(raw.bytes / 1e6).toFixed(0)} MB)`);
-    console.log(`ceiling, NDJSON lines:    psql COPY | gzip -1 > file   ${built.seconds.toFixed(1)} s  ${Math.round(builtRate).toLocaleString()} users/s  (${(built.bytes / 1e6).toFixed(0)} MB)\n`);
+    console.log(
+      `ceiling, stored columns:  psql COPY | gzip -1 > file   ${raw.seconds.toFixed(1)} s  ${Math.round(rawRate).toLocaleString()} users/s  (${(raw.bytes / 1e6).toFixed(0)} MB)`,
+    );
+    console.log(
+      `ceiling, NDJSON lines:    psql COPY | gzip -1 > file   ${built.seconds.toFixed(1)} s  ${Math.round(builtRate).toLocaleString()} users/s  (${(built.bytes / 1e6).toFixed(0)} MB)\n`,
+    );
 
     const members = await memberListCost(pool, ws.workspaceId);
-    console.log(`member lists of a full export (export_members, every user, alone in SQL): ${members.seconds.toFixed(2)} s, ${members.bytesPerMember.toFixed(1)} bytes a member\n`);
+    console.log(
+      `member lists of a full export (export_members, every user, alone in SQL): ${members.seconds.toFixed(2)} s, ${members.bytesPerMember.toFixed(1)} bytes a member\n`,
+    );
 
     const results: RunResult[] = [];
     const runs: RunSpec[] = [
       { name: 'gzip-local', format: 'gzip', target: 'local' },
       { name: 'zip-local', format: 'zip', target: 'local' },
       { name: 'parquet-local', format: 'parquet', target: 'local' },
-      { name: 'gzip-incremental', format: 'gzip', target: 'local', incremental: { changed: 'id % 50 = 0', base: 'last-full' } },
-      { name: 'gzip-incremental-0.1', format: 'gzip', target: 'local', incremental: { changed: 'id % 1000 = 0', base: 'last' } },
+      {
+        name: 'gzip-incremental',
+        format: 'gzip',
+        target: 'local',
+        incremental: { changed: 'id % 50 = 0', base: 'last-full' },
+      },
+      {
+        name: 'gzip-incremental-0.1',
+        format: 'gzip',
+        target: 'local',
+        incremental: { changed: 'id % 1000 = 0', base: 'last' },
+      },
       { name: 'gzip-s3', format: 'gzip', target: 's3' },
       { name: 'zip-s3', format: 'zip', target: 's3' },
       { name: 'parquet-s3', format: 'parquet', target: 's3' },

@@ -73,7 +73,9 @@ const USERS = Number(process.env.BENCH_USERS ?? 1_000_000);
 const RATE = Number(process.env.BENCH_RATE ?? 40);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
 const WARM_UP_SECONDS = Number(process.env.BENCH_WARM_UP_SECONDS ?? 5);
-const PHASES = (process.env.BENCH_PHASES ?? 'sql,domain,floor,endpoint').split(',').filter((p) => ['sql', 'domain', 'floor', 'endpoint'].includes(p));
+const PHASES = (process.env.BENCH_PHASES ?? 'sql,domain,floor,endpoint')
+  .split(',')
+  .filter((p) => ['sql', 'domain', 'floor', 'endpoint'].includes(p));
 /** The phases take turns in blocks of this length, so that whatever else the machine does falls on all of them. */
 const BLOCK_SECONDS = Number(process.env.BENCH_BLOCK_SECONDS ?? 5);
 const SCHEMA = process.env.BENCH_SCHEMA ?? 'bench_ids';
@@ -118,19 +120,31 @@ async function prepare(pool: Pool): Promise<string> {
   await migrate(pool, SCHEMA);
   let ws = (await pool.query<{ id: string }>(`SELECT id FROM workspaces WHERE name = $1`, [WORKSPACE])).rows[0];
   if (!ws) {
-    const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`)).rows[0]!.id;
-    ws = (await pool.query<{ id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, $2) RETURNING id`, [company, WORKSPACE])).rows[0]!;
+    const company = (
+      await pool.query<{ id: string }>(
+        `INSERT INTO companies (name) VALUES ('bench') ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`,
+      )
+    ).rows[0]!.id;
+    ws = (
+      await pool.query<{ id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, $2) RETURNING id`, [
+        company,
+        WORKSPACE,
+      ])
+    ).rows[0]!;
   }
   await pool.query(`DELETE FROM api_keys WHERE workspace_id = $1 AND name = 'bench'`, [ws.id]);
-  await pool.query(`INSERT INTO api_keys (workspace_id, name, key_hash, key_prefix, permissions) VALUES ($1, 'bench', $2, $3, $4)`, [
-    ws.id,
-    hashSecret(API_KEY),
-    secretPrefix(API_KEY),
-    ['users.export.ids', 'segments.list'],
-  ]);
+  await pool.query(
+    `INSERT INTO api_keys (workspace_id, name, key_hash, key_prefix, permissions) VALUES ($1, 'bench', $2, $3, $4)`,
+    [ws.id, hashSecret(API_KEY), secretPrefix(API_KEY), ['users.export.ids', 'segments.list']],
+  );
   // Something for the floor's GET /segments/list to find.
-  await pool.query(`INSERT INTO segments (workspace_id, api_id, name) VALUES ($1, 'all-users', 'Everyone') ON CONFLICT (workspace_id, api_id) DO NOTHING`, [ws.id]);
-  const have = Number((await pool.query(`SELECT count(*) AS n FROM profiles WHERE workspace_id = $1`, [ws.id])).rows[0].n);
+  await pool.query(
+    `INSERT INTO segments (workspace_id, api_id, name) VALUES ($1, 'all-users', 'Everyone') ON CONFLICT (workspace_id, api_id) DO NOTHING`,
+    [ws.id],
+  );
+  const have = Number(
+    (await pool.query(`SELECT count(*) AS n FROM profiles WHERE workspace_id = $1`, [ws.id])).rows[0].n,
+  );
   if (have !== USERS || process.env.BENCH_REGENERATE === '1') {
     log(`generating ${USERS.toLocaleString('en-US')} users into schema ${SCHEMA} (once; later runs reuse them)...`);
     await pool.query(`DELETE FROM profiles WHERE workspace_id = $1`, [ws.id]);
@@ -139,7 +153,8 @@ async function prepare(pool: Pool): Promise<string> {
       workspaceId: ws.id,
       count: USERS,
       seed: 1,
-      onProgress: (done, total) => process.stdout.write(`\r  ${done.toLocaleString('en-US')} / ${total.toLocaleString('en-US')}`),
+      onProgress: (done, total) =>
+        process.stdout.write(`\r  ${done.toLocaleString('en-US')} / ${total.toLocaleString('en-US')}`),
     });
     console.log('');
     log(`generated in ${((Date.now() - t) / 1000).toFixed(1)} s`);
@@ -160,10 +175,15 @@ async function warmTable(pool: Pool, workspaceId: string): Promise<void> {
     `SELECT (sum(length(p::text)) / 1e6)::int AS mb, avg(pg_column_size(p.*))::int AS avg FROM profiles p WHERE p.workspace_id = $1`,
     [workspaceId],
   );
-  await pool.query(`SELECT count(*) FROM profiles WHERE workspace_id = $1 AND external_id IS NOT NULL AND external_id > ''`, [workspaceId]);
-  const size = (await pool.query<{ heap: number; toast: number }>(
-    `SELECT (pg_relation_size('profiles') / 1e6)::int AS heap, (coalesce(pg_total_relation_size(reltoastrelid), 0) / 1e6)::int AS toast FROM pg_class WHERE oid = 'profiles'::regclass`,
-  )).rows[0]!;
+  await pool.query(
+    `SELECT count(*) FROM profiles WHERE workspace_id = $1 AND external_id IS NOT NULL AND external_id > ''`,
+    [workspaceId],
+  );
+  const size = (
+    await pool.query<{ heap: number; toast: number }>(
+      `SELECT (pg_relation_size('profiles') / 1e6)::int AS heap, (coalesce(pg_total_relation_size(reltoastrelid), 0) / 1e6)::int AS toast FROM pg_class WHERE oid = 'profiles'::regclass`,
+    )
+  ).rows[0]!;
   log(
     `read every profile once in ${((Date.now() - t) / 1000).toFixed(1)} s (${rows[0]!.mb} MB as text; ${rows[0]!.avg} bytes a stored row on average; ` +
       `heap ${size.heap} MB, TOAST ${size.toast} MB)`,
@@ -172,7 +192,10 @@ async function warmTable(pool: Pool, workspaceId: string): Promise<void> {
 
 /** Every external_id stored, to draw requests from. */
 async function externalIds(pool: Pool, workspaceId: string): Promise<string[]> {
-  const { rows } = await pool.query<{ e: string }>(`SELECT external_id AS e FROM profiles WHERE workspace_id = $1 AND external_id IS NOT NULL`, [workspaceId]);
+  const { rows } = await pool.query<{ e: string }>(
+    `SELECT external_id AS e FROM profiles WHERE workspace_id = $1 AND external_id IS NOT NULL`,
+    [workspaceId],
+  );
   return rows.map((r) => r.e);
 }
 
@@ -215,7 +238,21 @@ interface Phase {
 
 function phase(name: string, send: Phase['send'], service?: { route: string; status: number }): Phase {
   const counts = service ? { ...service, count: 0, within: 0 } : undefined;
-  return { name, send, service: counts, sent: 0, latencies: [], blockP99: [], failures: 0, bytes: 0, lateMs: 0, sendSeconds: 0, apiCpu: 0, benchCpu: 0, machineBusy: [] };
+  return {
+    name,
+    send,
+    service: counts,
+    sent: 0,
+    latencies: [],
+    blockP99: [],
+    failures: 0,
+    bytes: 0,
+    lateMs: 0,
+    sendSeconds: 0,
+    apiCpu: 0,
+    benchCpu: 0,
+    machineBusy: [],
+  };
 }
 
 interface Figures {
@@ -269,7 +306,12 @@ async function openLoop(p: Phase, first: number, n: number, record: boolean): Pr
   p.benchCpu += used.bench ?? 0;
   p.machineBusy.push(machineBusy);
   p.latencies.push(...latencies);
-  p.blockP99.push(percentile(latencies.sort((a, b) => a - b), 99));
+  p.blockP99.push(
+    percentile(
+      latencies.sort((a, b) => a - b),
+      99,
+    ),
+  );
   if (before && p.service) {
     const after = await serviceCounts(p.service.route, p.service.status);
     p.service.count += after.count - before.count;
@@ -294,8 +336,17 @@ function figures(p: Phase): Figures {
     'latest send after due ms': p.lateMs.toFixed(1),
     ...(pids.api && p.apiCpu > 0 ? { 'API CPU ms/request': ((p.apiCpu * 1000) / requests).toFixed(2) } : {}),
     'load process CPU ms/request': ((p.benchCpu * 1000) / requests).toFixed(2),
-    'machine CPU busy %': Math.round((p.machineBusy.reduce((a, b) => a + b, 0) / Math.max(1, p.machineBusy.length)) * 100),
-    ...(p.service ? { [`service-side within ${TARGET_P99_MS} ms %`]: ((p.service.within / Math.max(1, p.service.count)) * 100).toFixed(2) } : {}),
+    'machine CPU busy %': Math.round(
+      (p.machineBusy.reduce((a, b) => a + b, 0) / Math.max(1, p.machineBusy.length)) * 100,
+    ),
+    ...(p.service
+      ? {
+          [`service-side within ${TARGET_P99_MS} ms %`]: (
+            (p.service.within / Math.max(1, p.service.count)) *
+            100
+          ).toFixed(2),
+        }
+      : {}),
   };
 }
 
@@ -308,7 +359,12 @@ async function serviceCounts(route: string, status: number): Promise<{ count: nu
   const text = await fetch(`http://127.0.0.1:${PORT}/metrics`).then((r) => r.text());
   const counts = { count: 0, within: 0 };
   for (const line of text.split('\n')) {
-    if (!line.startsWith('ces_http_request_duration_seconds_bucket{') || !line.includes(`route="${route}"`) || !line.includes(`status="${status}"`)) continue;
+    if (
+      !line.startsWith('ces_http_request_duration_seconds_bucket{') ||
+      !line.includes(`route="${route}"`) ||
+      !line.includes(`status="${status}"`)
+    )
+      continue;
     const value = Number(line.slice(line.lastIndexOf(' ') + 1));
     if (line.includes('le="+Inf"')) counts.count += value;
     else if (line.includes(`le="${TARGET_P99_MS / 1000}"`)) counts.within += value;
@@ -389,7 +445,11 @@ async function main() {
       phases.push(
         phase('sql', async (i) => {
           const t = performance.now();
-          const { rows } = await pool.query<{ line: string }>({ name: 'bench-ids-lines', text, values: [workspaceId, sets[i]] });
+          const { rows } = await pool.query<{ line: string }>({
+            name: 'bench-ids-lines',
+            text,
+            values: [workspaceId, sets[i]],
+          });
           const ms = performance.now() - t;
           return { ok: rows.length === IDS_PER_REQUEST, ms, bytes: rows.reduce((n, r) => n + r.line.length, 0) };
         }),
@@ -400,7 +460,10 @@ async function main() {
       phases.push(
         phase('domain', async (i) => {
           const t = performance.now();
-          const answer = await exportByIdentifiers(pool, workspaceId, { external_ids: sets[i], fields_to_export: FIELDS });
+          const answer = await exportByIdentifiers(pool, workspaceId, {
+            external_ids: sets[i],
+            fields_to_export: FIELDS,
+          });
           const ms = performance.now() - t;
           return { ok: !answer.includes('"invalid_user_ids"'), ms, bytes: answer.length };
         }),
@@ -409,7 +472,11 @@ async function main() {
     const authorization = { authorization: `Bearer ${API_KEY}` };
     const http = async (request: Buffer, status: number): Promise<Outcome> => {
       const reply: Reply = await load.send(request);
-      return { ok: reply.status === status && !reply.body.includes('"invalid_user_ids"'), ms: reply.ms, bytes: reply.body.length };
+      return {
+        ok: reply.status === status && !reply.body.includes('"invalid_user_ids"'),
+        ms: reply.ms,
+        bytes: reply.body.length,
+      };
     };
     let endpointRequests: Buffer[] = [];
     if (PHASES.includes('floor')) {
@@ -417,15 +484,26 @@ async function main() {
       phases.push(phase('floor', () => http(request, 200)));
     }
     if (PHASES.includes('endpoint')) {
-      endpointRequests = drawAll().map((set) => requestBytes('POST', '/users/export/ids', authorization, JSON.stringify({ external_ids: set, fields_to_export: FIELDS })));
-      phases.push(phase('endpoint', (i) => http(endpointRequests[i]!, 201), { route: '/users/export/ids', status: 201 }));
+      endpointRequests = drawAll().map((set) =>
+        requestBytes(
+          'POST',
+          '/users/export/ids',
+          authorization,
+          JSON.stringify({ external_ids: set, fields_to_export: FIELDS }),
+        ),
+      );
+      phases.push(
+        phase('endpoint', (i) => http(endpointRequests[i]!, 201), { route: '/users/export/ids', status: 201 }),
+      );
     }
 
     if (PHASES.includes('floor') || PHASES.includes('endpoint')) {
       server = startServer();
       const ready = Date.now() + 60_000;
       for (;;) {
-        const ok = await fetch(`http://127.0.0.1:${PORT}/readyz`).then((r) => r.ok).catch(() => false);
+        const ok = await fetch(`http://127.0.0.1:${PORT}/readyz`)
+          .then((r) => r.ok)
+          .catch(() => false);
         if (ok) break;
         if (server.exitCode !== null) throw new Error(`ces serve exited with ${server.exitCode}`);
         if (Date.now() > ready) throw new Error('ces serve did not become ready');
@@ -455,7 +533,15 @@ async function main() {
     const results = Object.fromEntries(
       phases.map((p) => {
         const sorted = [...p.latencies].sort((a, b) => a - b);
-        return [p.name, { p50: percentile(sorted, 50), p99: percentile(sorted, 99), failures: p.failures, rate: p.sent / p.sendSeconds }];
+        return [
+          p.name,
+          {
+            p50: percentile(sorted, 50),
+            p99: percentile(sorted, 99),
+            failures: p.failures,
+            rate: p.sent / p.sendSeconds,
+          },
+        ];
       }),
     );
     for (const p of phases) {

@@ -46,7 +46,9 @@ const USERS_PER_REQUEST = Math.min(75, Math.max(1, Number(process.env.BENCH_USER
  * BENCH_FILLFACTOR, when set, replaces the profiles' fillfactor (80, migration 0020) before they are loaded: a tuning
  * docs/ingestion.md describes for batches that rewrite a large share of a small set of profiles, as this bench's do.
  */
-const FILLFACTOR = process.env.BENCH_FILLFACTOR ? Math.min(100, Math.max(10, Number(process.env.BENCH_FILLFACTOR))) : undefined;
+const FILLFACTOR = process.env.BENCH_FILLFACTOR
+  ? Math.min(100, Math.max(10, Number(process.env.BENCH_FILLFACTOR)))
+  : undefined;
 const IMPORT_EVENTS = Number(process.env.BENCH_IMPORT_EVENTS ?? 1_000_000);
 /** `start` (the default), or `serve` to run `ces serve` and `ces worker` apart. */
 const COMMAND = process.env.BENCH_COMMAND ?? 'start';
@@ -72,14 +74,18 @@ async function prepare(pool: Pool): Promise<string> {
   await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
   await migrate(pool, SCHEMA);
   if (FILLFACTOR !== undefined) await pool.query(`ALTER TABLE profiles SET (fillfactor = ${FILLFACTOR})`);
-  const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') RETURNING id`)).rows[0]!.id;
-  const ws = (await pool.query<{ id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, 'bench-ingest') RETURNING id`, [company])).rows[0]!.id;
-  await pool.query(`INSERT INTO api_keys (workspace_id, name, key_hash, key_prefix, permissions) VALUES ($1, 'bench', $2, $3, $4)`, [
-    ws,
-    hashSecret(API_KEY),
-    secretPrefix(API_KEY),
-    ['users.track', 'users.import'],
-  ]);
+  const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') RETURNING id`))
+    .rows[0]!.id;
+  const ws = (
+    await pool.query<{ id: string }>(
+      `INSERT INTO workspaces (company_id, name) VALUES ($1, 'bench-ingest') RETURNING id`,
+      [company],
+    )
+  ).rows[0]!.id;
+  await pool.query(
+    `INSERT INTO api_keys (workspace_id, name, key_hash, key_prefix, permissions) VALUES ($1, 'bench', $2, $3, $4)`,
+    [ws, hashSecret(API_KEY), secretPrefix(API_KEY), ['users.track', 'users.import']],
+  );
   const started = Date.now();
   // Realistic rows: standard attributes, a few custom attributes, ten event aggregates (about 1.5 KB each).
   await pool.query(
@@ -98,7 +104,9 @@ async function prepare(pool: Pool): Promise<string> {
   );
   await pool.query('VACUUM ANALYZE profiles');
   const { s: size, mb } = (
-    await pool.query<{ s: number; mb: number }>(`SELECT avg(pg_column_size(p.*))::int AS s, (pg_relation_size('profiles') / 1e6)::int AS mb FROM profiles p`)
+    await pool.query<{ s: number; mb: number }>(
+      `SELECT avg(pg_column_size(p.*))::int AS s, (pg_relation_size('profiles') / 1e6)::int AS mb FROM profiles p`,
+    )
   ).rows[0]!;
   log(
     `loaded ${USERS.toLocaleString('en-US')} profiles of ${size} bytes on average in ${((Date.now() - started) / 1000).toFixed(1)} s ` +
@@ -108,7 +116,9 @@ async function prepare(pool: Pool): Promise<string> {
 }
 
 async function eventsVisible(pool: Pool): Promise<number> {
-  const { rows } = await pool.query<{ n: number }>(`SELECT coalesce(sum((e->>'count')::bigint), 0)::bigint AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e)`);
+  const { rows } = await pool.query<{ n: number }>(
+    `SELECT coalesce(sum((e->>'count')::bigint), 0)::bigint AS n FROM profiles p, jsonb_each(p.custom_events) AS c(name, e)`,
+  );
   return rows[0]!.n;
 }
 
@@ -154,7 +164,9 @@ async function checkpointBeforePhases(pool: Pool): Promise<void> {
     await pool.query('CHECKPOINT');
     log(`CHECKPOINT before the phases took ${((Date.now() - started) / 1000).toFixed(1)} s`);
   } catch (err) {
-    log(`no CHECKPOINT before the phases (${(err as Error).message}): the first phase also writes back the bench's preparation`);
+    log(
+      `no CHECKPOINT before the phases (${(err as Error).message}): the first phase also writes back the bench's preparation`,
+    );
   }
 }
 
@@ -166,7 +178,9 @@ const pids: { api?: number; worker?: number; bench?: number } = { bench: process
 function cpuFigures(meter: ReturnType<typeof cpuMeter>, requests?: number): Figures {
   const { used, machineBusy } = meter.stop();
   return {
-    ...(requests === undefined ? { 'API CPU s': used.api!.toFixed(1) } : { 'API CPU ms/request': ((used.api! * 1000) / Math.max(1, requests)).toFixed(2) }),
+    ...(requests === undefined
+      ? { 'API CPU s': used.api!.toFixed(1) }
+      : { 'API CPU ms/request': ((used.api! * 1000) / Math.max(1, requests)).toFixed(2) }),
     'worker CPU s': used.worker!.toFixed(1),
     // This process sends the load from the same two cores; its share of the machine is not the service's.
     'load generator CPU s': used.bench!.toFixed(1),
@@ -218,7 +232,9 @@ function writeBackMeter(pool: Pool) {
  * workers forked for each sample, several times a second, and took the cores from the service being measured.
  */
 async function oldestStagedAge(pool: Pool): Promise<number | null> {
-  const { rows } = await pool.query<{ lag: number }>(`SELECT extract(epoch FROM now() - accepted_at)::float8 AS lag FROM ingest_staging ORDER BY id LIMIT 1`);
+  const { rows } = await pool.query<{ lag: number }>(
+    `SELECT extract(epoch FROM now() - accepted_at)::float8 AS lag FROM ingest_staging ORDER BY id LIMIT 1`,
+  );
   return rows[0]?.lag ?? null;
 }
 
@@ -255,7 +271,9 @@ async function post(pathname: string, body: string): Promise<{ status: number; m
 }
 
 async function get(pathname: string): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`http://127.0.0.1:${PORT}${pathname}`, { headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' } });
+  const res = await fetch(`http://127.0.0.1:${PORT}${pathname}`, {
+    headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+  });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
@@ -294,7 +312,12 @@ async function serviceAcks(): Promise<{ count: number; within50: number }> {
   const text = await fetch(`http://127.0.0.1:${PORT}/metrics`).then((r) => r.text());
   const acks = { count: 0, within50: 0 };
   for (const line of text.split('\n')) {
-    if (!line.startsWith('ces_http_request_duration_seconds_bucket{') || !line.includes('route="/users/track"') || !line.includes('status="201"')) continue;
+    if (
+      !line.startsWith('ces_http_request_duration_seconds_bucket{') ||
+      !line.includes('route="/users/track"') ||
+      !line.includes('status="201"')
+    )
+      continue;
     const value = Number(line.slice(line.lastIndexOf(' ') + 1));
     if (line.includes('le="+Inf"')) acks.count += value;
     else if (line.includes('le="0.05"')) acks.within50 += value;
@@ -399,7 +422,14 @@ async function latencyPhase(pool: Pool): Promise<Figures> {
     'ack max ms': percentile(latencies, 100).toFixed(1),
     // 99.0% or more: the service's own p99 is under 50 ms.
     'service-side acks within 50 ms %': (serviceWithin50 * 100).toFixed(2),
-    'ack p99 ms by 10 s': windows.map((w) => percentile(w.sort((a, b) => a - b), 99).toFixed(0)).join(' / '),
+    'ack p99 ms by 10 s': windows
+      .map((w) =>
+        percentile(
+          w.sort((a, b) => a - b),
+          99,
+        ).toFixed(0),
+      )
+      .join(' / '),
     'max queue lag s': maxLag.toFixed(2),
     'events accepted': latencies.length * 75,
     'events visible': after - before,
@@ -456,8 +486,15 @@ async function throughputPhase(pool: Pool): Promise<Figures> {
 }
 
 async function importPhase(pool: Pool): Promise<Figures> {
-  const ns = (await pool.query<{ company_id: string; id: string }>(`SELECT company_id, id FROM workspaces WHERE name = 'bench-ingest'`)).rows[0]!;
-  const dir = path.join(localWorkspaceDir(path.join(WORK_DIR, 'bucket'), { companyId: ns.company_id, workspaceId: ns.id }), 'imports');
+  const ns = (
+    await pool.query<{ company_id: string; id: string }>(
+      `SELECT company_id, id FROM workspaces WHERE name = 'bench-ingest'`,
+    )
+  ).rows[0]!;
+  const dir = path.join(
+    localWorkspaceDir(path.join(WORK_DIR, 'bucket'), { companyId: ns.company_id, workspaceId: ns.id }),
+    'imports',
+  );
   await mkdir(dir, { recursive: true });
   const file = path.join(dir, 'bench.ndjson');
   const out = createWriteStream(file);
@@ -516,7 +553,8 @@ async function priceWriteStamp(pool: Pool): Promise<void> {
   };
   const rates: Record<keyof typeof variants, number[]> = { all: [], noStamp: [], noLog: [] };
   for (let r = 0; r < rounds; r++) {
-    for (const [name, options] of Object.entries(variants) as Array<[keyof typeof variants, (typeof variants)['all']]>) rates[name].push(await rewriteCeiling(pool, options));
+    for (const [name, options] of Object.entries(variants) as Array<[keyof typeof variants, (typeof variants)['all']]>)
+      rates[name].push(await rewriteCeiling(pool, options));
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const line = (what: string, without: keyof typeof variants) =>
@@ -537,7 +575,9 @@ async function main() {
   try {
     await prepare(pool);
     ceiling = await rewriteCeiling(pool);
-    log(`ceiling: PostgreSQL alone rewrites ${Math.round(ceiling).toLocaleString('en-US')} profile rows/s (set-based UPDATE of ${CEILING_ROWS.toLocaleString('en-US')} random profiles, median of 3)`);
+    log(
+      `ceiling: PostgreSQL alone rewrites ${Math.round(ceiling).toLocaleString('en-US')} profile rows/s (set-based UPDATE of ${CEILING_ROWS.toLocaleString('en-US')} random profiles, median of 3)`,
+    );
     await priceWriteStamp(pool);
     server.child = startServer();
     if (COMMAND === 'serve') {
@@ -546,7 +586,9 @@ async function main() {
     }
     const ready = Date.now() + 60_000;
     for (;;) {
-      const ok = await fetch(`http://127.0.0.1:${PORT}/readyz`).then((r) => r.ok).catch(() => false);
+      const ok = await fetch(`http://127.0.0.1:${PORT}/readyz`)
+        .then((r) => r.ok)
+        .catch(() => false);
       if (ok) break;
       if (Date.now() > ready) throw new Error('ces start did not become ready');
       await new Promise((r) => setTimeout(r, 200));
@@ -554,7 +596,9 @@ async function main() {
     pids.api = server.child.pid;
     // `ces start` runs its workers in a child process; `ces serve` has none (BENCH_COMMAND=serve starts `ces worker` apart).
     pids.worker = server.worker?.pid ?? childPidRunning(server.child.pid!, 'worker');
-    log(`ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request; ${PARTITIONS} ingestion partition(s)`);
+    log(
+      `ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request; ${PARTITIONS} ingestion partition(s)`,
+    );
     // The server settings that move these figures most (WAL volume and flushes, buffer cache), to read them by.
     const settings = await pool.query<{ name: string; value: string }>(
       `SELECT name, current_setting(name) AS value FROM pg_settings
@@ -580,7 +624,16 @@ async function main() {
       results.import = await importPhase(pool);
       console.table(results.import);
     }
-    console.log(JSON.stringify({ users: USERS, names: NAMES, usersPerRequest: USERS_PER_REQUEST, partitions: PARTITIONS, ceilingRowsPerSecond: Math.round(ceiling), ...results }));
+    console.log(
+      JSON.stringify({
+        users: USERS,
+        names: NAMES,
+        usersPerRequest: USERS_PER_REQUEST,
+        partitions: PARTITIONS,
+        ceilingRowsPerSecond: Math.round(ceiling),
+        ...results,
+      }),
+    );
   } finally {
     for (const child of [server.child, server.worker]) {
       if (child && child.exitCode === null) {

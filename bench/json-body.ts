@@ -26,7 +26,12 @@ function body(propertiesPerEvent: number, seed: number): string {
     properties:
       propertiesPerEvent === 2
         ? { source: 'bench', amount: ((seed + i) % 10_000) / 10 }
-        : Object.fromEntries(Array.from({ length: propertiesPerEvent }, (_, p) => [`property_${p}`, p % 3 === 0 ? `value ${seed}-${i}` : p % 3 === 1 ? p * 1.5 : { nested: [p, 'x'] }])),
+        : Object.fromEntries(
+            Array.from({ length: propertiesPerEvent }, (_, p) => [
+              `property_${p}`,
+              p % 3 === 0 ? `value ${seed}-${i}` : p % 3 === 1 ? p * 1.5 : { nested: [p, 'x'] },
+            ]),
+          ),
   }));
   return JSON.stringify({ events });
 }

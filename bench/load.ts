@@ -19,7 +19,12 @@ export interface Reply {
 
 /** The bytes of one HTTP/1.1 request with a JSON body. */
 export function requestBytes(method: string, pathname: string, headers: Record<string, string>, body: string): Buffer {
-  const head = [`${method} ${pathname} HTTP/1.1`, 'host: 127.0.0.1', 'content-type: application/json', `content-length: ${Buffer.byteLength(body)}`];
+  const head = [
+    `${method} ${pathname} HTTP/1.1`,
+    'host: 127.0.0.1',
+    'content-type: application/json',
+    `content-length: ${Buffer.byteLength(body)}`,
+  ];
   for (const [name, value] of Object.entries(headers)) head.push(`${name}: ${value}`);
   return Buffer.concat([Buffer.from(`${head.join('\r\n')}\r\n\r\n`, 'latin1'), Buffer.from(body)]);
 }
@@ -71,7 +76,11 @@ class Connection {
     }
     const end = headerEnd + HEADER_END.length + Number(length[1]);
     if (this.buffered.length < end) return;
-    const reply = { status: Number(head.slice(9, 12)), ms: performance.now() - this.pending!.started, body: this.buffered.subarray(headerEnd + HEADER_END.length, end) };
+    const reply = {
+      status: Number(head.slice(9, 12)),
+      ms: performance.now() - this.pending!.started,
+      body: this.buffered.subarray(headerEnd + HEADER_END.length, end),
+    };
     const closing = /\r\nconnection:\s*close/i.test(head);
     this.buffered = Buffer.alloc(0);
     const pending = this.pending!;

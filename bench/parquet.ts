@@ -34,17 +34,51 @@ const WORK_DIR = process.env.BENCH_DIR ?? '/tmp/ces-bench-parquet';
 
 /** The profiles columns of a generated COPY line, in copy-load.ts's order. */
 const COPY_COLUMNS = [
-  'id', 'workspace_id', 'service_id', 'external_id', 'random_bucket', 'created_at', 'updated_at', 'first_name', 'last_name', 'email', 'dob',
-  'home_city', 'country', 'phone', 'language', 'time_zone', 'last_coordinates', 'gender', 'total_revenue', 'attributed_campaign',
-  'attributed_source', 'attributed_adgroup', 'attributed_ad', 'push_subscribe', 'email_subscribe', 'push_opted_in_at', 'uninstalled_at',
-  'custom_attributes', 'user_aliases', 'devices', 'push_tokens', 'apps', 'custom_events', 'purchases', 'campaigns_received',
-  'canvases_received', 'cards_clicked',
+  'id',
+  'workspace_id',
+  'service_id',
+  'external_id',
+  'random_bucket',
+  'created_at',
+  'updated_at',
+  'first_name',
+  'last_name',
+  'email',
+  'dob',
+  'home_city',
+  'country',
+  'phone',
+  'language',
+  'time_zone',
+  'last_coordinates',
+  'gender',
+  'total_revenue',
+  'attributed_campaign',
+  'attributed_source',
+  'attributed_adgroup',
+  'attributed_ad',
+  'push_subscribe',
+  'email_subscribe',
+  'push_opted_in_at',
+  'uninstalled_at',
+  'custom_attributes',
+  'user_aliases',
+  'devices',
+  'push_tokens',
+  'apps',
+  'custom_events',
+  'purchases',
+  'campaigns_received',
+  'canvases_received',
+  'cards_clicked',
 ] as const;
 
 const COPY_UNESCAPE: Record<string, string> = { n: '\n', r: '\r', t: '\t', '\\': '\\' };
-const copyValue = (v: string): string | null => (v === '\\N' ? null : v.replace(/\\(.)/g, (_m, c: string) => COPY_UNESCAPE[c] ?? c));
+const copyValue = (v: string): string | null =>
+  v === '\\N' ? null : v.replace(/\\(.)/g, (_m, c: string) => COPY_UNESCAPE[c] ?? c);
 
-const jsonbKeyOrder = (a: string, b: string) => Buffer.byteLength(a) - Buffer.byteLength(b) || Buffer.compare(Buffer.from(a), Buffer.from(b));
+const jsonbKeyOrder = (a: string, b: string) =>
+  Buffer.byteLength(a) - Buffer.byteLength(b) || Buffer.compare(Buffer.from(a), Buffer.from(b));
 /** Sorted key lists by the object's own key list: the generator repeats a few shapes millions of times. */
 const sortedKeys = new Map<string, string[]>();
 /** jsonb's text form, as PostgreSQL prints a stored value: `", "` and `": "`, keys shorter first then bytewise. */
@@ -155,7 +189,11 @@ interface Measure {
 
 async function convertOne(mode: Mode, part: string, out: string): Promise<number> {
   if (mode === 'gzip') {
-    await pipeline(createReadStream(part, { highWaterMark: 256 * 1024 }), createGzip({ level: 1, chunkSize: 64 * 1024 }), createWriteStream(out));
+    await pipeline(
+      createReadStream(part, { highWaterMark: 256 * 1024 }),
+      createGzip({ level: 1, chunkSize: 64 * 1024 }),
+      createWriteStream(out),
+    );
   } else {
     await writeParquetFile(part, out, usersParquetColumns({ fields: EXPORT_FIELDS, customAttributes: null }));
   }
@@ -189,9 +227,13 @@ async function measureInChild(mode: Mode, inFlight: number, parts: string[]): Pr
 
 async function measure(mode: Mode, inFlight: number, parts: string[]): Promise<Measure> {
   // The same loader flags (tsx) run this file again as the child.
-  const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), 'child', mode, String(inFlight), ...parts], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    [...process.execArgv, fileURLToPath(import.meta.url), 'child', mode, String(inFlight), ...parts],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
@@ -204,12 +246,20 @@ async function main(): Promise<void> {
   await mkdir(WORK_DIR, { recursive: true });
   const t = performance.now();
   const { files, bytes } = await writeGeneratedParts(WORK_DIR, USERS, PART_LINES);
-  console.log(`generated ${USERS.toLocaleString()} users, every field: ${(bytes / 1e6).toFixed(0)} MB NDJSON (${((performance.now() - t) / 1000).toFixed(1)} s)`);
-  console.log(`machine: ${cpus().length} cores, node ${process.version}; ${files.length} part(s) of ${Math.min(PART_LINES, USERS).toLocaleString()} lines; best of ${RUNS} runs\n`);
+  console.log(
+    `generated ${USERS.toLocaleString()} users, every field: ${(bytes / 1e6).toFixed(0)} MB NDJSON (${((performance.now() - t) / 1000).toFixed(1)} s)`,
+  );
+  console.log(
+    `machine: ${cpus().length} cores, node ${process.version}; ${files.length} part(s) of ${Math.min(PART_LINES, USERS).toLocaleString()} lines; best of ${RUNS} runs\n`,
+  );
 
   const results: Record<string, Measure & { usersPerSecond: number }> = {};
   const row = (label: string, m: Measure) =>
-    console.log(`${label.padEnd(46)} ${m.seconds.toFixed(2).padStart(6)} s ${Math.round(USERS / m.seconds).toLocaleString().padStart(9)} users/s ${(m.bytes / 1e6).toFixed(1).padStart(7)} MB   peak RSS ${m.peakRssMb.toFixed(0)} MB`);
+    console.log(
+      `${label.padEnd(46)} ${m.seconds.toFixed(2).padStart(6)} s ${Math.round(USERS / m.seconds)
+        .toLocaleString()
+        .padStart(9)} users/s ${(m.bytes / 1e6).toFixed(1).padStart(7)} MB   peak RSS ${m.peakRssMb.toFixed(0)} MB`,
+    );
   for (const inFlight of [1, 2]) {
     for (const mode of ['gzip', 'parquet'] as const) {
       const m = await measure(mode, inFlight, files);
@@ -227,7 +277,9 @@ async function main(): Promise<void> {
   }, createWriteStream(removed));
   await writeParquetFile(removed, path.join(WORK_DIR, 'removed.parquet'), REMOVED_PARQUET_COLUMNS);
 
-  console.log(`\n${JSON.stringify({ users: USERS, partLines: Math.min(PART_LINES, USERS), ndjsonBytes: bytes, results, ratio1: ratio(1), ratio2: ratio(2) })}`);
+  console.log(
+    `\n${JSON.stringify({ users: USERS, partLines: Math.min(PART_LINES, USERS), ndjsonBytes: bytes, results, ratio1: ratio(1), ratio2: ratio(2) })}`,
+  );
   await rm(WORK_DIR, { recursive: true, force: true });
 }
 

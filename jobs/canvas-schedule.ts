@@ -18,7 +18,11 @@ export const canvasScheduleJob = defineJob({
       batchSize: Math.max(1, ctx.config.CANVAS_ENTRY_BATCH_SIZE),
       log: ctx.log,
     });
-    if (result.outcome !== 'done') ctx.log.info({ scheduleRowId: payload.scheduleRowId, outcome: result.outcome }, 'canvas schedule firing did nothing');
+    if (result.outcome !== 'done')
+      ctx.log.info(
+        { scheduleRowId: payload.scheduleRowId, outcome: result.outcome },
+        'canvas schedule firing did nothing',
+      );
     return result;
   },
   async onStart(ctx) {

@@ -26,7 +26,8 @@ export const cdiSyncJob = defineJob({
       const done = await runSync(ctx, payload.jobId);
       return done ? { status: done.status, rowsSynced: done.rowsSynced, rowsFailed: done.rowsFailed } : null;
     } catch (err) {
-      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) await finishJob(ctx.pool, payload.jobId, { status: 'error', error: (err as Error).message });
+      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1))
+        await finishJob(ctx.pool, payload.jobId, { status: 'error', error: (err as Error).message });
       throw err;
     }
   },

@@ -10,7 +10,8 @@ export const exportCallbackJob = defineJob({
   async process(job, ctx) {
     const { exportId, endpoint, body } = ExportCallbackPayload.parse(job.data);
     // Recorded in the export's row, so that the reconciler queues again only a callback neither delivered nor given up.
-    const settle = (state: 'delivered' | 'abandoned') => ctx.pool.query('UPDATE exports SET callback_state = $2 WHERE id = $1', [exportId, state]);
+    const settle = (state: 'delivered' | 'abandoned') =>
+      ctx.pool.query('UPDATE exports SET callback_state = $2 WHERE id = $1', [exportId, state]);
     try {
       const status = await postCallback(endpoint, body, callbackPolicy(ctx.config));
       await settle('delivered');

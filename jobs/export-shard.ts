@@ -11,7 +11,8 @@ export const exportShardJob = defineJob({
   queue: EXPORT_SHARD_QUEUE,
   // A running shard holds one connection for its COPY and borrows another to record parts: never let shards take
   // the whole pool, or they would wait on each other forever.
-  concurrency: (ctx) => Math.max(1, Math.min(ctx.config.WORKER_CONCURRENCY, Math.floor(ctx.config.DATABASE_POOL_SIZE / 3))),
+  concurrency: (ctx) =>
+    Math.max(1, Math.min(ctx.config.WORKER_CONCURRENCY, Math.floor(ctx.config.DATABASE_POOL_SIZE / 3))),
   workerOptions: { lockDuration: 20_000, stalledInterval: 5_000, maxStalledCount: 2 },
   async process(job, ctx) {
     const payload = ExportShardPayload.parse(job.data);

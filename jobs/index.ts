@@ -12,4 +12,16 @@ import { bulkImportJob } from './bulk-import.js';
 import { cdiSyncJob } from './cdi-sync.js';
 
 /** Every queue processor, one file each. `ces worker` runs them all (or those named by --queues). */
-export const jobs: JobDefinition[] = [segmentExportJob, exportShardJob, exportCallbackJob, scheduledExportJob, catalogBatchJob, trackIngestJob, bulkImportJob, liveActivityPushJob, liveActivityRemovalJob, canvasScheduleJob, cdiSyncJob];
+export const jobs: JobDefinition[] = [
+  segmentExportJob,
+  exportShardJob,
+  exportCallbackJob,
+  scheduledExportJob,
+  catalogBatchJob,
+  trackIngestJob,
+  bulkImportJob,
+  liveActivityPushJob,
+  liveActivityRemovalJob,
+  canvasScheduleJob,
+  cdiSyncJob,
+];

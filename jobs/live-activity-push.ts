@@ -16,7 +16,8 @@ export const liveActivityPushJob = defineJob({
     } catch (err) {
       const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       // A push that never became visible belongs to a request that rolled back: nothing to mark.
-      if (lastAttempt && !(err instanceof PushNotVisibleError)) await failPush(ctx.pool, pushId, (err as Error).message);
+      if (lastAttempt && !(err instanceof PushNotVisibleError))
+        await failPush(ctx.pool, pushId, (err as Error).message);
       throw err;
     }
   },

@@ -1,4 +1,8 @@
-import { registerExportSchedulesSync, ScheduledExportPayload, SCHEDULED_EXPORT_QUEUE } from '../src/queues/scheduled-export.js';
+import {
+  registerExportSchedulesSync,
+  ScheduledExportPayload,
+  SCHEDULED_EXPORT_QUEUE,
+} from '../src/queues/scheduled-export.js';
 import { runScheduledExport, syncExportSchedules } from '../src/exports/schedules.js';
 import { defineJob } from '../src/queue-processors.js';
 

@@ -17,7 +17,11 @@ export const segmentExportJob = defineJob({
     } catch (err) {
       // Shards lost with Redis are not a failure of the export: the reconciler queues them (and this job) again.
       if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1) && !(err instanceof ShardsNotEndedError)) {
-        await failExport(ctx, exportId, `the export failed while assembling its last part or manifest: ${String((err as Error).message).slice(0, 300)}`);
+        await failExport(
+          ctx,
+          exportId,
+          `the export failed while assembling its last part or manifest: ${String((err as Error).message).slice(0, 300)}`,
+        );
       }
       throw err;
     }

@@ -26,6 +26,7 @@ function defaultOf(schema: z.ZodType): string {
 }
 
 const rows = Object.entries(ConfigSchema.shape).map(
-  ([name, schema]) => `| \`${name}\` | ${defaultOf(schema as z.ZodType)} | ${(schema as z.ZodType).description ?? ''} |`,
+  ([name, schema]) =>
+    `| \`${name}\` | ${defaultOf(schema as z.ZodType)} | ${(schema as z.ZodType).description ?? ''} |`,
 );
 console.log(['| Variable | Default | Meaning |', '| --- | --- | --- |', ...rows].join('\n'));

@@ -7,8 +7,13 @@ const ctx = await createContext(loadConfig({ LOG_LEVEL: 'silent' }));
 const app = await buildApp(ctx);
 await app.ready();
 const rows = app.routeCatalog
-  .filter((r) => r.method !== 'HEAD' && (r.config.permission || r.config.auth === 'scim' || r.url.startsWith('/downloads')))
-  .map((r) => `| ${r.method} | \`${r.url}\` | ${r.config.auth === 'scim' ? 'SCIM token' : (r.config.permission ?? 'signed URL')} | ${r.config.rateLimit ? r.config.rateLimit.bucket : '-'} |`);
+  .filter(
+    (r) => r.method !== 'HEAD' && (r.config.permission || r.config.auth === 'scim' || r.url.startsWith('/downloads')),
+  )
+  .map(
+    (r) =>
+      `| ${r.method} | \`${r.url}\` | ${r.config.auth === 'scim' ? 'SCIM token' : (r.config.permission ?? 'signed URL')} | ${r.config.rateLimit ? r.config.rateLimit.bucket : '-'} |`,
+  );
 console.log(['| Method | Path | Permission | Rate-limit bucket |', '| --- | --- | --- | --- |', ...rows].join('\n'));
 await app.close();
 await closeContext(ctx);

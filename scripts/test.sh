@@ -14,6 +14,8 @@ if [ ! -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ]; then
   apt-get install -y chromium >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y chromium >/dev/null; }
 fi
 npx tsc --noEmit -p .
+# One format for the code (Prettier, 120 columns: .prettierrc.json); `npm run format` rewrites it.
+npx prettier --check . --log-level warn
 npx eslint .
 npx vitest run "$@"
 # A whole run (no file named) also runs the named part of the suite that covers every queue and Lua script on a

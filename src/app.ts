@@ -2,7 +2,12 @@ import { randomUUID } from 'node:crypto';
 import fastifySwagger, { type SwaggerTransformObject } from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import {
+  jsonSchemaTransform,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
 import type { AppContext } from './context.js';
 import { registerAuth } from './http/auth-hook.js';
 import { registerErrorHandler } from './http/error-handler.js';
@@ -94,7 +99,9 @@ export async function buildApp(ctx: AppContext, options: BuildAppOptions = {}): 
     transformObject: (documentObject) => {
       const { openapiObject } = documentObject as { openapiObject: { paths?: Record<string, unknown> } };
       for (const [pathName, operations] of Object.entries(openapiObject.paths ?? {})) {
-        for (const [method, operation] of Object.entries(operations as Record<string, { responses?: Record<string, unknown> }>)) {
+        for (const [method, operation] of Object.entries(
+          operations as Record<string, { responses?: Record<string, unknown> }>,
+        )) {
           const errors = routeErrors.get(`${method} ${pathName}`);
           // Statuses a route's own schema declares (a documented 404 body, say) are kept as they are.
           if (errors) operation.responses = { ...errors, ...(operation.responses ?? {}) };

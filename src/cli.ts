@@ -19,7 +19,9 @@ function packageVersion(): string {
   return 'unknown';
 }
 
-const program = new Command('ces').description('Customer engagement service: API, workers and operations').version(packageVersion(), '-V, --version');
+const program = new Command('ces')
+  .description('Customer engagement service: API, workers and operations')
+  .version(packageVersion(), '-V, --version');
 const runtime = () => import('./runtime.js');
 
 function config() {
@@ -48,7 +50,11 @@ program
   .option('--queues <names>', 'comma-separated queues to process (default: all)')
   .action(async (opts: { queues?: string }) => {
     const { run, serveParent, stopOnSignals } = await runtime();
-    const running = await run(config(), { api: false, worker: true, queues: opts.queues?.split(',').map((s) => s.trim()) });
+    const running = await run(config(), {
+      api: false,
+      worker: true,
+      queues: opts.queues?.split(',').map((s) => s.trim()),
+    });
     stopOnSignals(running);
     serveParent(running);
   });
@@ -59,7 +65,9 @@ program
   .option('--single-process', 'run the API and the queue processors on one Node thread')
   .action(async (opts: { singleProcess?: boolean }) => {
     const { run, runWithWorkerProcess, stopOnSignals } = await runtime();
-    stopOnSignals(opts.singleProcess ? await run(config(), { api: true, worker: true }) : await runWithWorkerProcess(config()));
+    stopOnSignals(
+      opts.singleProcess ? await run(config(), { api: true, worker: true }) : await runWithWorkerProcess(config()),
+    );
   });
 
 program
@@ -78,7 +86,9 @@ program
     try {
       await reachDependencies(cfg, pool);
       const applied = await migrate(pool, cfg.DATABASE_SCHEMA, log);
-      console.log(applied.length ? `applied ${applied.length} migration(s): ${applied.join(', ')}` : 'database is up to date');
+      console.log(
+        applied.length ? `applied ${applied.length} migration(s): ${applied.join(', ')}` : 'database is up to date',
+      );
     } finally {
       await pool.end();
     }

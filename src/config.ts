@@ -14,28 +14,41 @@ const bool = (def: boolean) =>
 /** A connection string: parsed as a URL of one of `protocols`. The message never repeats the value (it may hold a password). */
 const connectionUrl = (protocols: string[], def: string) => connectionUrlText(protocols).default(def);
 const connectionUrlText = (protocols: string[]) =>
-  z
-    .string()
-    .refine(
-      (v) => {
-        try {
-          return protocols.includes(new URL(v).protocol);
-        } catch {
-          return false;
-        }
-      },
-      { message: `must be a URL of the form ${protocols.map((p) => `${p}//...`).join(' or ')}` },
-    );
+  z.string().refine(
+    (v) => {
+      try {
+        return protocols.includes(new URL(v).protocol);
+      } catch {
+        return false;
+      }
+    },
+    { message: `must be a URL of the form ${protocols.map((p) => `${p}//...`).join(' or ')}` },
+  );
 
 export const ConfigSchema = z.object({
-  NODE_ENV: z.enum(['development', 'production', 'test']).default('development').describe('Runtime mode; `production` refuses the built-in development secrets.'),
+  NODE_ENV: z
+    .enum(['development', 'production', 'test'])
+    .default('development')
+    .describe('Runtime mode; `production` refuses the built-in development secrets.'),
   HOST: z.string().default('0.0.0.0').describe('Interface the API listens on.'),
   PORT: int(3000).describe('TCP port the API listens on.'),
-  PUBLIC_BASE_URL: z.url().optional().describe('Base address clients reach the API at; used in download URLs. Default `http://127.0.0.1:<PORT>`.'),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('pino log level.'),
+  PUBLIC_BASE_URL: z
+    .url()
+    .optional()
+    .describe('Base address clients reach the API at; used in download URLs. Default `http://127.0.0.1:<PORT>`.'),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .default('info')
+    .describe('pino log level.'),
 
-  DATABASE_URL: connectionUrl(['postgres:', 'postgresql:'], 'postgres://postgres@127.0.0.1:5432/ces').describe('PostgreSQL connection string (the system of record). With PostgreSQL on the same host, a Unix socket (`postgresql:///ces?host=/var/run/postgresql`) costs less CPU than loopback TCP.'),
-  DATABASE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]*$/).default('public').describe('PostgreSQL schema holding every table; lets several installs (or test runs) share one database.'),
+  DATABASE_URL: connectionUrl(['postgres:', 'postgresql:'], 'postgres://postgres@127.0.0.1:5432/ces').describe(
+    'PostgreSQL connection string (the system of record). With PostgreSQL on the same host, a Unix socket (`postgresql:///ces?host=/var/run/postgresql`) costs less CPU than loopback TCP.',
+  ),
+  DATABASE_SCHEMA: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]*$/)
+    .default('public')
+    .describe('PostgreSQL schema holding every table; lets several installs (or test runs) share one database.'),
   DATABASE_POOL_SIZE: int(10).describe('Connections per process in the PostgreSQL pool.'),
   DATABASE_CONNECT_TIMEOUT_MS: int(10_000).describe(
     'How long opening a PostgreSQL connection, or waiting for a free one of the pool, may take before the request fails with 503 (a job attempt fails and is retried); 0 waits forever.',
@@ -50,8 +63,16 @@ export const ConfigSchema = z.object({
   ),
   MIGRATE_ON_START: bool(true).describe('Apply pending migrations when `serve`, `worker` or `start` begins.'),
 
-  REDIS_URL: connectionUrl(['redis:', 'rediss:'], 'redis://127.0.0.1:6379').describe('Redis connection string (queues, locks, rate-limit counters).'),
-  REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('ces').describe('Prefix of every Redis key and BullMQ queue this install uses; in cluster mode it is used as a hash tag, `{ces}`, so that every key lies in one slot.'),
+  REDIS_URL: connectionUrl(['redis:', 'rediss:'], 'redis://127.0.0.1:6379').describe(
+    'Redis connection string (queues, locks, rate-limit counters).',
+  ),
+  REDIS_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/)
+    .default('ces')
+    .describe(
+      'Prefix of every Redis key and BullMQ queue this install uses; in cluster mode it is used as a hash tag, `{ces}`, so that every key lies in one slot.',
+    ),
   REDIS_CLUSTER_NODES: z
     .string()
     .regex(
@@ -60,7 +81,7 @@ export const ConfigSchema = z.object({
     )
     .optional()
     .describe(
-      'Redis Cluster seed nodes, comma-separated `host:port` (or `redis[s]://[:password@]host:port`; the first entry\'s password and TLS apply to all). When set, the service runs in cluster mode and REDIS_URL is not used. See docs/scaling.md.',
+      "Redis Cluster seed nodes, comma-separated `host:port` (or `redis[s]://[:password@]host:port`; the first entry's password and TLS apply to all). When set, the service runs in cluster mode and REDIS_URL is not used. See docs/scaling.md.",
     ),
 
   BODY_LIMIT_BYTES: int(8 * 1024 * 1024).describe('Largest request body accepted; larger bodies get 413.'),
@@ -69,50 +90,105 @@ export const ConfigSchema = z.object({
     .describe(
       '`serve`, `worker`, `start` and `migrate` exit (code 1) when PostgreSQL or Redis (`migrate`: PostgreSQL) cannot be reached within this many seconds of starting.',
     ),
-  SHUTDOWN_TIMEOUT_MS: int(30_000).describe('How long SIGTERM waits for in-flight requests and running jobs before closing anyway.'),
-  ADMIN_USER: z.string().min(1).optional().describe('User name for the queue dashboard at /admin/queues (disabled when unset).'),
+  SHUTDOWN_TIMEOUT_MS: int(30_000).describe(
+    'How long SIGTERM waits for in-flight requests and running jobs before closing anyway.',
+  ),
+  ADMIN_USER: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('User name for the queue dashboard at /admin/queues (disabled when unset).'),
   ADMIN_PASSWORD: z.string().min(8).optional().describe('Password for the queue dashboard (at least 8 characters).'),
   METRICS_ENABLED: bool(true).describe('Serve Prometheus metrics at /metrics.'),
-  WORKER_METRICS_PORT: int(0).describe('Port on which a worker-only process (`ces worker`) serves /metrics; 0 disables it.'),
+  WORKER_METRICS_PORT: int(0).describe(
+    'Port on which a worker-only process (`ces worker`) serves /metrics; 0 disables it.',
+  ),
 
-  RATE_LIMIT_DEFAULT_PER_HOUR: int(250_000).describe('Default rate limit per workspace and endpoint (spec Limits), requests per hour.'),
-  RATE_LIMIT_SCIM_PER_DAY: int(5_000).describe('SCIM requests per company per day, shared by POST, PUT, GET and DELETE.'),
+  RATE_LIMIT_DEFAULT_PER_HOUR: int(250_000).describe(
+    'Default rate limit per workspace and endpoint (spec Limits), requests per hour.',
+  ),
+  RATE_LIMIT_SCIM_PER_DAY: int(5_000).describe(
+    'SCIM requests per company per day, shared by POST, PUT, GET and DELETE.',
+  ),
   RATE_LIMIT_ALIAS_PER_MINUTE: int(20_000).describe(
     '/users/alias/new, /users/alias/update, /users/delete, /users/identify and /users/merge requests per workspace per minute, shared (as the public API shares them).',
   ),
   RATE_LIMIT_EXPORT_IDS_PER_MINUTE: int(2_500).describe('/users/export/ids requests per workspace per minute.'),
   RATE_LIMIT_CDI_LIST_PER_MINUTE: int(50).describe('GET /cdi/integrations requests per workspace per minute.'),
-  RATE_LIMIT_CDI_SYNC_PER_MINUTE: int(20).describe('POST /cdi/integrations/{id}/sync requests per workspace per minute.'),
-  RATE_LIMIT_CDI_STATUS_PER_MINUTE: int(100).describe('GET /cdi/integrations/{id}/job_sync_status requests per workspace per minute.'),
-  RATE_LIMIT_EXTERNAL_IDS_PER_MINUTE: int(1_000).describe('/users/external_ids/rename and /users/external_ids/remove requests per workspace per minute, each.'),
-  RATE_LIMIT_TRACK_PER_MINUTE: int(250_000).describe('/users/track requests per workspace per minute (not in the spec).'),
-  RATE_LIMIT_CATALOG_ASYNC_PER_MINUTE: int(16_000).describe('Asynchronous catalog item requests per workspace per minute, shared.'),
-  RATE_LIMIT_CATALOG_SYNC_PER_MINUTE: int(50).describe('Synchronous catalog item requests per workspace per minute, shared.'),
-  RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE: int(1_000).describe('Preference center list and detail requests per workspace per minute.'),
+  RATE_LIMIT_CDI_SYNC_PER_MINUTE: int(20).describe(
+    'POST /cdi/integrations/{id}/sync requests per workspace per minute.',
+  ),
+  RATE_LIMIT_CDI_STATUS_PER_MINUTE: int(100).describe(
+    'GET /cdi/integrations/{id}/job_sync_status requests per workspace per minute.',
+  ),
+  RATE_LIMIT_EXTERNAL_IDS_PER_MINUTE: int(1_000).describe(
+    '/users/external_ids/rename and /users/external_ids/remove requests per workspace per minute, each.',
+  ),
+  RATE_LIMIT_TRACK_PER_MINUTE: int(250_000).describe(
+    '/users/track requests per workspace per minute (not in the spec).',
+  ),
+  RATE_LIMIT_CATALOG_ASYNC_PER_MINUTE: int(16_000).describe(
+    'Asynchronous catalog item requests per workspace per minute, shared.',
+  ),
+  RATE_LIMIT_CATALOG_SYNC_PER_MINUTE: int(50).describe(
+    'Synchronous catalog item requests per workspace per minute, shared.',
+  ),
+  RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE: int(1_000).describe(
+    'Preference center list and detail requests per workspace per minute.',
+  ),
 
-  LOCAL_STORE_DIR: z.string().default('./data/bucket').describe('Directory of the built-in local object store (exports without a bucket destination).'),
-  DOWNLOAD_URL_SECRET: z.string().min(16).default('development-only-download-secret').describe('HMAC key signing export download URLs; set the same value on every API process.'),
+  LOCAL_STORE_DIR: z
+    .string()
+    .default('./data/bucket')
+    .describe('Directory of the built-in local object store (exports without a bucket destination).'),
+  DOWNLOAD_URL_SECRET: z
+    .string()
+    .min(16)
+    .default('development-only-download-secret')
+    .describe('HMAC key signing export download URLs; set the same value on every API process.'),
   DOWNLOAD_URL_TTL_SECONDS: int(4 * 3600).describe('Lifetime of an export download URL after the export is ready.'),
   EXPORT_MAX_RUNNING_PER_COMPANY: int(100).describe('Segment exports that may run at once per company (spec: 100).'),
-  EXPORT_LOCK_LEASE_MS: int(30_000).describe('Lease of a running export\'s segment lock; a live worker renews it, a crashed one lets it lapse.'),
-  EXPORT_QUEUED_LEASE_MS: int(3_600_000).describe('Lease of the segment lock while the export waits in the queue for a worker.'),
-  EXPORT_SHARD_BUCKETS: int(2_500).describe('random_bucket values (of 10,000) per export shard job; smaller means more parallelism.'),
-  EXPORT_SHARD_ATTEMPTS: int(5).describe('Attempts per export shard job (with exponential backoff) before the export fails.'),
+  EXPORT_LOCK_LEASE_MS: int(30_000).describe(
+    "Lease of a running export's segment lock; a live worker renews it, a crashed one lets it lapse.",
+  ),
+  EXPORT_QUEUED_LEASE_MS: int(3_600_000).describe(
+    'Lease of the segment lock while the export waits in the queue for a worker.',
+  ),
+  EXPORT_SHARD_BUCKETS: int(2_500).describe(
+    'random_bucket values (of 10,000) per export shard job; smaller means more parallelism.',
+  ),
+  EXPORT_SHARD_ATTEMPTS: int(5).describe(
+    'Attempts per export shard job (with exponential backoff) before the export fails.',
+  ),
   EXPORT_INCREMENTAL_RETENTION_DAYS: int(14).describe(
     "Days an export's member list is kept so that a later export can name it in changes_since; the latest ready export of each segment keeps its list whatever its age.",
   ),
   EXPORT_GZIP_LEVEL: int(1).describe('Compression level (1-9) for export parts; 1 is fastest.'),
   CALLBACK_ALLOW_PRIVATE: bool(false).describe('Allow export callbacks to loopback and private-network addresses.'),
-  CALLBACK_ALLOWED_HOSTS: z.string().default('').describe('Comma-separated host names that callbacks may reach even when private.'),
+  CALLBACK_ALLOWED_HOSTS: z
+    .string()
+    .default('')
+    .describe('Comma-separated host names that callbacks may reach even when private.'),
   CALLBACK_MAX_ATTEMPTS: int(8).describe('Attempts per export callback before giving up (exponential backoff).'),
 
-  LIVE_ACTIVITY_DELIVERY: z.enum(['record']).default('record').describe('Delivery adapter of live activity pushes; `record` keeps them in live_activity_pushes (no APNs adapter yet).'),
-  CANVAS_SCHEDULE_MAX_LATENESS_SECONDS: int(6 * 3600).describe('A scheduled canvas firing that runs later than this (workers were down) is recorded as missed instead of sent.'),
-  CANVAS_SCHEDULE_SWEEP_SECONDS: int(60).describe('How often the canvas-schedule worker arms schedules the workspace file added or changed (0: only at worker start).'),
+  LIVE_ACTIVITY_DELIVERY: z
+    .enum(['record'])
+    .default('record')
+    .describe(
+      'Delivery adapter of live activity pushes; `record` keeps them in live_activity_pushes (no APNs adapter yet).',
+    ),
+  CANVAS_SCHEDULE_MAX_LATENESS_SECONDS: int(6 * 3600).describe(
+    'A scheduled canvas firing that runs later than this (workers were down) is recorded as missed instead of sent.',
+  ),
+  CANVAS_SCHEDULE_SWEEP_SECONDS: int(60).describe(
+    'How often the canvas-schedule worker arms schedules the workspace file added or changed (0: only at worker start).',
+  ),
   CANVAS_ENTRY_BATCH_SIZE: int(5_000).describe('Profiles entered into a canvas per statement when a schedule fires.'),
   WORKER_PROCESS_NICE: int(10)
     .pipe(z.number().max(19))
-    .describe('Niceness (0-19) `ces start` gives its worker process, so that when the cores are short the API answers first; 0 for equal priority.'),
+    .describe(
+      'Niceness (0-19) `ces start` gives its worker process, so that when the cores are short the API answers first; 0 for equal priority.',
+    ),
   WORKER_CONCURRENCY: int(2).describe('Jobs one worker process runs at once per queue.'),
   RECONCILE_INTERVAL_SECONDS: int(30)
     .pipe(z.number().min(1))
@@ -120,7 +196,7 @@ export const ConfigSchema = z.object({
       'How often the reconciler (one worker process at a time) compares unfinished work in PostgreSQL with Redis and queues again what Redis lost (docs/operations.md).',
     ),
   INGEST_BATCH_MAX_JOBS: int(3000).describe(
-    'Staged track rows (a request\'s objects of one partition, at most 225) an ingestion worker coalesces into one transaction per partition. More means fewer profile writes under load (a profile is rewritten once a batch), and longer waits for `/users/alias/update` and `/email/status`, which take the same workspace lock.',
+    "Staged track rows (a request's objects of one partition, at most 225) an ingestion worker coalesces into one transaction per partition. More means fewer profile writes under load (a profile is rewritten once a batch), and longer waits for `/users/alias/update` and `/email/status`, which take the same workspace lock.",
   ),
   INGEST_PARTITIONS: int(2)
     .pipe(z.number().min(1).max(16))
@@ -156,7 +232,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('Invalid configuration:\n  DOWNLOAD_URL_SECRET: must be set in production');
   }
   if ((config.ADMIN_USER === undefined) !== (config.ADMIN_PASSWORD === undefined)) {
-    throw new ConfigError('Invalid configuration:\n  ADMIN_PASSWORD: ADMIN_USER and ADMIN_PASSWORD must be set together');
+    throw new ConfigError(
+      'Invalid configuration:\n  ADMIN_PASSWORD: ADMIN_USER and ADMIN_PASSWORD must be set together',
+    );
   }
   return config;
 }

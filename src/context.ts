@@ -38,13 +38,16 @@ export async function createContext(config: Config, options: ContextOptions = {}
   const health = new DependencyHealth(log, config);
   const pool = createPool(config, undefined, health);
   // Not reported to `health`: a replica that is away only sends export reads back to the primary (exports/read-source.ts).
-  const exportReadPool = config.EXPORT_DATABASE_URL ? createPool({ ...config, DATABASE_URL: config.EXPORT_DATABASE_URL }) : pool;
+  const exportReadPool = config.EXPORT_DATABASE_URL
+    ? createPool({ ...config, DATABASE_URL: config.EXPORT_DATABASE_URL })
+    : pool;
   const redis = createRedis(config, 'producer', { enableOfflineQueue: true }, health);
   const metrics = options.metrics ?? new Metrics();
   const queues = new Queues(redis, redisKeyPrefix(config));
   // Every queue handle now, each with an 'error' listener: BullMQ repeats each connection error on every handle,
   // and prints (with a stack) those nobody listens to.
-  for (const queue of queues.all()) queue.on('error', (err) => health.report(err) ?? log.error({ err, queue: queue.name }, 'queue error'));
+  for (const queue of queues.all())
+    queue.on('error', (err) => health.report(err) ?? log.error({ err, queue: queue.name }, 'queue error'));
   return {
     config,
     log,

@@ -110,13 +110,17 @@ export function renderError(err: AppError, format: ErrorFormat): RenderedError {
         return {
           status,
           contentType: json,
-          body: { errors: [{ id: 'invalid-request', message: err.message, parameters: [], parameter_values: [] }], message: 'Invalid Request' },
+          body: {
+            errors: [{ id: 'invalid-request', message: err.message, parameters: [], parameter_values: [] }],
+            message: 'Invalid Request',
+          },
         };
       }
       return { status, contentType: json, body: { message: err.message } };
     }
     case 'error':
-      if (err.code === 'unauthorized' || err.code === 'rate_limited') return { status, contentType: json, body: { message: err.message } };
+      if (err.code === 'unauthorized' || err.code === 'rate_limited')
+        return { status, contentType: json, body: { message: err.message } };
       return { status, contentType: json, body: { error: err.message } };
     case 'message':
       return { status, contentType: json, body: { message: err.message } };

@@ -37,11 +37,17 @@ export function redactUrl(url: string): string {
 
 /** Removes credentials and email addresses from a finished log line: the last net under the serializers and `redact` paths. */
 export function redactLine(line: string): string {
-  return redactEmailAddresses(line.replace(CREDENTIAL_PARAM, '$1[redacted]').replace(OWN_SECRET, 'ces_$1_[redacted]').replace(AWS_ACCESS_KEY_ID, '[redacted]'));
+  return redactEmailAddresses(
+    line
+      .replace(CREDENTIAL_PARAM, '$1[redacted]')
+      .replace(OWN_SECRET, 'ces_$1_[redacted]')
+      .replace(AWS_ACCESS_KEY_ID, '[redacted]'),
+  );
 }
 
 /** An email address anywhere in a line: the last net under the request serializer and the refusal reasons. */
-const EMAIL_ADDRESS = /[A-Za-z0-9._%+-]+(?:@|%40)[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+/g;
+const EMAIL_ADDRESS =
+  /[A-Za-z0-9._%+-]+(?:@|%40)[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+/g;
 
 /** `line` with every email address replaced. */
 export function redactEmailAddresses(line: string): string {
@@ -67,8 +73,20 @@ interface LoggedRequest {
 export function loggedUrl(req: LoggedRequest): { url: string | undefined; query?: string[] } {
   const route = req.routeOptions?.url;
   const [path = '', search] = (req.url ?? '').split('?', 2);
-  const url = route ?? (req.url === undefined ? undefined : path.split('/').map((segment) => (/^[A-Za-z0-9._~-]{0,64}$/.test(segment) ? segment : ':value')).join('/'));
-  const names = req.query !== null && typeof req.query === 'object' ? Object.keys(req.query) : search ? [...new URLSearchParams(search).keys()] : [];
+  const url =
+    route ??
+    (req.url === undefined
+      ? undefined
+      : path
+          .split('/')
+          .map((segment) => (/^[A-Za-z0-9._~-]{0,64}$/.test(segment) ? segment : ':value'))
+          .join('/'));
+  const names =
+    req.query !== null && typeof req.query === 'object'
+      ? Object.keys(req.query)
+      : search
+        ? [...new URLSearchParams(search).keys()]
+        : [];
   return names.length > 0 ? { url, query: [...new Set(names)] } : { url };
 }
 
@@ -76,7 +94,11 @@ export function loggedUrl(req: LoggedRequest): { url: string | undefined; query?
  * The one root logger of a process; request and job loggers are its children. `destination` is for tests that read
  * what a process logs.
  */
-export function createLogger(level: string, bindings: Record<string, unknown> = {}, destination?: DestinationStream): Logger {
+export function createLogger(
+  level: string,
+  bindings: Record<string, unknown> = {},
+  destination?: DestinationStream,
+): Logger {
   const options = {
     level,
     base: { pid: process.pid, ...bindings },

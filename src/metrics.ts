@@ -1,4 +1,13 @@
-import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import {
+  AggregatorRegistry,
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  collectDefaultMetrics,
+  type MetricObjectWithValues,
+  type MetricValue,
+} from 'prom-client';
 
 /** One process's metrics as prom-client's JSON, which crosses an IPC channel intact. */
 export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];

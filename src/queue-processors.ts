@@ -44,10 +44,16 @@ export function startWorkers(ctx: AppContext, definitions: JobDefinition[]): Run
         const log = ctx.log.child({ queue: def.queue, jobId: job.id, attempt: job.attemptsMade + 1 });
         try {
           const result = await def.process(job, { ...ctx, log });
-          ctx.metrics.jobDuration.observe({ queue: def.queue, outcome: 'completed' }, (performance.now() - started) / 1000);
+          ctx.metrics.jobDuration.observe(
+            { queue: def.queue, outcome: 'completed' },
+            (performance.now() - started) / 1000,
+          );
           return result;
         } catch (err) {
-          ctx.metrics.jobDuration.observe({ queue: def.queue, outcome: 'failed' }, (performance.now() - started) / 1000);
+          ctx.metrics.jobDuration.observe(
+            { queue: def.queue, outcome: 'failed' },
+            (performance.now() - started) / 1000,
+          );
           ctx.metrics.jobFailures.inc({ queue: def.queue });
           // An attempt that failed because PostgreSQL or Redis is away is retried with backoff like any other; the
           // outage itself is logged once by ctx.health, so no stack per attempt.
@@ -96,7 +102,10 @@ export function startWorkers(ctx: AppContext, definitions: JobDefinition[]): Run
               return;
             }
             const delayMs = Math.min(1000 * 2 ** hookAttempt++, 60_000);
-            ctx.log.debug({ queue: def.queue, dependency, delayMs }, 'worker start hook failed: dependency unavailable; trying again');
+            ctx.log.debug(
+              { queue: def.queue, dependency, delayMs },
+              'worker start hook failed: dependency unavailable; trying again',
+            );
             const timer = setTimeout(() => {
               startHookTimers.delete(timer);
               runStartHook();
@@ -144,7 +153,11 @@ export function startWorkers(ctx: AppContext, definitions: JobDefinition[]): Run
         await Promise.race([graceful, new Promise((r) => setTimeout(r, 50).unref())]);
       }
       if (!closed) {
-        if (running > 0) ctx.log.warn({ timeoutMs, running }, 'jobs still running at shutdown: leaving them to the stalled-job check of another worker');
+        if (running > 0)
+          ctx.log.warn(
+            { timeoutMs, running },
+            'jobs still running at shutdown: leaving them to the stalled-job check of another worker',
+          );
         // worker.close(true) would only return the close still waiting: dropping the connections ends what it waits on.
         for (const w of workers) {
           w.connection.disconnect();

@@ -51,17 +51,26 @@ export function parseClusterNodes(text: string): SeedNodes {
  * an unhandled 'error' (which ioredis would print, with its stack, at every reconnection attempt): errors and
  * reconnections are reported to `health`, which logs an outage once.
  */
-export function createRedis(target: RedisTarget, role: 'producer' | 'worker' = 'producer', extra: RedisOptions = {}, health?: DependencyHealth): Redis {
+export function createRedis(
+  target: RedisTarget,
+  role: 'producer' | 'worker' = 'producer',
+  extra: RedisOptions = {},
+  health?: DependencyHealth,
+): Redis {
   const options: RedisOptions = {
     maxRetriesPerRequest: role === 'worker' ? null : 1,
     enableOfflineQueue: role === 'worker',
     lazyConnect: false,
     // A producer's command waiting for a reconnection fails after the second failed attempt: keep those short, so a
     // request answers 503 within about two seconds of Redis going away.
-    ...(role === 'producer' ? { retryStrategy: (times: number) => Math.min(times * 100, PRODUCER_MAX_RECONNECT_DELAY_MS) } : {}),
+    ...(role === 'producer'
+      ? { retryStrategy: (times: number) => Math.min(times * 100, PRODUCER_MAX_RECONNECT_DELAY_MS) }
+      : {}),
     ...extra,
   };
-  const redis = target.REDIS_CLUSTER_NODES ? createCluster(target.REDIS_CLUSTER_NODES, options) : new SingleRedis(target.REDIS_URL, options);
+  const redis = target.REDIS_CLUSTER_NODES
+    ? createCluster(target.REDIS_CLUSTER_NODES, options)
+    : new SingleRedis(target.REDIS_URL, options);
   watchRedis(redis, health);
   return redis;
 }
@@ -81,7 +90,12 @@ function createCluster(nodesText: string, options: RedisOptions): Cluster {
     },
     // Managed clusters with TLS (ElastiCache) present certificates for the configuration endpoint's name: connect to
     // the addresses the cluster announces without resolving them again.
-    ...(seeds.tls ? { dnsLookup: (address: string, callback: (err: Error | null, address: string) => void) => callback(null, address) } : {}),
+    ...(seeds.tls
+      ? {
+          dnsLookup: (address: string, callback: (err: Error | null, address: string) => void) =>
+            callback(null, address),
+        }
+      : {}),
   };
   return new Cluster(seeds.nodes, clusterOptions);
 }
@@ -110,7 +124,13 @@ export async function closeRedis(redis: Redis, timeoutMs = 2000): Promise<void> 
     timer = setTimeout(resolve, timeoutMs);
     timer.unref();
   });
-  await Promise.race([redis.quit().then(() => undefined, () => undefined), timedOut]);
+  await Promise.race([
+    redis.quit().then(
+      () => undefined,
+      () => undefined,
+    ),
+    timedOut,
+  ]);
   clearTimeout(timer);
   // quit() may have ended it meanwhile (TypeScript still sees the status as 'ready').
   if ((redis.status as string) !== 'end') redis.disconnect();

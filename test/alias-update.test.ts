@@ -14,17 +14,28 @@ async function addProfile(workspaceId: string, externalId: string, aliases: [str
   const { rows } = await env.ctx.pool.query<{ id: number }>(
     `INSERT INTO profiles (workspace_id, service_id, external_id, random_bucket, user_aliases)
      VALUES ($1, $2, $3, 1, $4) RETURNING id`,
-    [workspaceId, `sid-${externalId}`, externalId, JSON.stringify(aliases.map(([l, n]) => ({ alias_name: n, alias_label: l })))],
+    [
+      workspaceId,
+      `sid-${externalId}`,
+      externalId,
+      JSON.stringify(aliases.map(([l, n]) => ({ alias_name: n, alias_label: l }))),
+    ],
   );
   const id = rows[0]!.id;
   for (const [label, name] of aliases) {
-    await env.ctx.pool.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, $2, $3, $4)`, [workspaceId, label, name, id]);
+    await env.ctx.pool.query(
+      `INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, $2, $3, $4)`,
+      [workspaceId, label, name, id],
+    );
   }
   return id;
 }
 
 beforeAll(async () => {
-  ids.ann = await addProfile(env.ws.workspaceId, 'ann', [['crm', 'ann-1'], ['shop', 's-ann']]);
+  ids.ann = await addProfile(env.ws.workspaceId, 'ann', [
+    ['crm', 'ann-1'],
+    ['shop', 's-ann'],
+  ]);
   ids.bob = await addProfile(env.ws.workspaceId, 'bob', [['crm', 'bob-1']]);
   ids.foreign = await addProfile(env.other.workspaceId, 'foreign', [['crm', 'f-1']]);
 });
@@ -41,17 +52,28 @@ async function update(body: unknown, key = env.ws.apiKey) {
 
 async function aliasesOf(id: number) {
   const p = (await env.ctx.pool.query('SELECT user_aliases FROM profiles WHERE id = $1', [id])).rows[0].user_aliases;
-  const table = (await env.ctx.pool.query('SELECT alias_label, alias_name FROM profile_aliases WHERE profile_id = $1 ORDER BY 1, 2', [id])).rows;
+  const table = (
+    await env.ctx.pool.query(
+      'SELECT alias_label, alias_name FROM profile_aliases WHERE profile_id = $1 ORDER BY 1, 2',
+      [id],
+    )
+  ).rows;
   return { profile: p, table };
 }
 
 async function snapshot() {
-  return (await env.ctx.pool.query('SELECT workspace_id, alias_label, alias_name, profile_id FROM profile_aliases ORDER BY 1, 2, 3')).rows;
+  return (
+    await env.ctx.pool.query(
+      'SELECT workspace_id, alias_label, alias_name, profile_id FROM profile_aliases ORDER BY 1, 2, 3',
+    )
+  ).rows;
 }
 
 describe('POST /users/alias/update', () => {
   it('renames an existing alias in the lookup table and on the profile', async () => {
-    const r = await update({ alias_updates: [{ alias_label: 'crm', old_alias_name: 'ann-1', new_alias_name: 'ann-2' }] });
+    const r = await update({
+      alias_updates: [{ alias_label: 'crm', old_alias_name: 'ann-1', new_alias_name: 'ann-2' }],
+    });
     expect(r.status).toBe(201);
     expect(r.body).toEqual({ message: 'success', aliases_processed: 1 });
     const a = await aliasesOf(ids.ann!);
@@ -88,7 +110,13 @@ describe('POST /users/alias/update', () => {
     expect(r.body).toEqual({
       message: 'success',
       aliases_processed: 1,
-      errors: [{ type: "alias 'ann-2' with label 'crm' already belongs to another user", input_array: 'alias_updates', index: 0 }],
+      errors: [
+        {
+          type: "alias 'ann-2' with label 'crm' already belongs to another user",
+          input_array: 'alias_updates',
+          index: 0,
+        },
+      ],
     });
     expect((await aliasesOf(ids.bob!)).table).toEqual([{ alias_label: 'crm', alias_name: 'bob-1' }]);
     expect((await aliasesOf(ids.ann!)).profile).toEqual([
@@ -151,7 +179,13 @@ describe('POST /users/alias/update', () => {
     expect((await update({ alias_updates: [entry] }, 'nope')).status).toBe(401);
     expect(await snapshot()).toEqual(before);
     // 50 entries are accepted.
-    const fifty = await update({ alias_updates: Array.from({ length: 50 }, (_, i) => ({ alias_label: 'none', old_alias_name: `n${i}`, new_alias_name: `m${i}` })) });
+    const fifty = await update({
+      alias_updates: Array.from({ length: 50 }, (_, i) => ({
+        alias_label: 'none',
+        old_alias_name: `n${i}`,
+        new_alias_name: `m${i}`,
+      })),
+    });
     expect(fifty.body).toEqual({ message: 'success', aliases_processed: 50 });
   });
 
@@ -160,12 +194,16 @@ describe('POST /users/alias/update', () => {
       method: 'POST',
       url: '/users/track',
       headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
-      payload: { events: [{ user_alias: { alias_label: 'crm', alias_name: 'ann-5' }, name: 'after-rename', time: '2024-01-01' }] },
+      payload: {
+        events: [{ user_alias: { alias_label: 'crm', alias_name: 'ann-5' }, name: 'after-rename', time: '2024-01-01' }],
+      },
     });
     expect(r.statusCode).toBe(201);
     const { drainThrough } = await import('../src/ingest/staging.js');
     await drainThrough(env.ctx.pool, undefined, { maxRows: 10, log: env.ctx.log, metrics: env.ctx.metrics });
     const p = (await env.ctx.pool.query('SELECT custom_events FROM profiles WHERE id = $1', [ids.ann])).rows[0];
-    expect(entries(p.custom_events)).toEqual([{ name: 'after-rename', first: '2024-01-01T00:00:00.000Z', last: '2024-01-01T00:00:00.000Z', count: 1 }]);
+    expect(entries(p.custom_events)).toEqual([
+      { name: 'after-rename', first: '2024-01-01T00:00:00.000Z', last: '2024-01-01T00:00:00.000Z', count: 1 },
+    ]);
   });
 });

@@ -5,7 +5,6 @@ import { PERMISSIONS } from '../src/auth/permissions.js';
 
 const env = useTestEnv({ workspaces: ['ws'] });
 
-
 const concrete = (url: string) => url.replace(/:([A-Za-z_]+)/g, 'x-$1').replace(/\*$/, 'x');
 
 /** Every route the app registered, HEAD twins excluded; recomputed so new endpoint families are covered as they land. */
@@ -46,8 +45,14 @@ describe('every route refuses callers without credentials or permission', () => 
   it('a key with every other permission is still refused', async () => {
     for (const route of protectedRoutes().filter((r) => r.config.auth !== 'scim')) {
       const others = PERMISSIONS.filter((p) => p !== route.config.permission);
-      const key = await createKey(env.ctx.pool, env.ws.workspaceId, `all-but-${route.method}-${route.url}`, [...others]);
-      const res = await env.app.inject({ method: route.method as 'GET', url: concrete(route.url), headers: bearer(key) });
+      const key = await createKey(env.ctx.pool, env.ws.workspaceId, `all-but-${route.method}-${route.url}`, [
+        ...others,
+      ]);
+      const res = await env.app.inject({
+        method: route.method as 'GET',
+        url: concrete(route.url),
+        headers: bearer(key),
+      });
       expect(res.statusCode, `${route.method} ${route.url}`).toBe(401);
     }
   });

@@ -121,7 +121,18 @@ describe('the address classifier', () => {
   });
 
   it('takes only what Node takes for an IP literal', () => {
-    for (const text of ['example.com', 'localhost', '127.1', '0x7f000001', '2130706433', '01.2.3.4', '1.2.3.256', '[::1]', '', ':::1']) {
+    for (const text of [
+      'example.com',
+      'localhost',
+      '127.1',
+      '0x7f000001',
+      '2130706433',
+      '01.2.3.4',
+      '1.2.3.256',
+      '[::1]',
+      '',
+      ':::1',
+    ]) {
       expect(classifyAddress(text), text).toBeNull();
       expect(isPrivateAddress(text), text).toBe(false);
     }
@@ -190,7 +201,9 @@ describe('callbacks at send time', () => {
       await listen(v6, port, '::1');
       hasV6 = true;
     } catch (err) {
-      console.warn(`no IPv6 loopback receiver (${(err as Error).message}): [::1] spellings are refused but not proven unreached`);
+      console.warn(
+        `no IPv6 loopback receiver (${(err as Error).message}): [::1] spellings are refused but not proven unreached`,
+      );
     }
   });
   afterAll(async () => {
@@ -209,16 +222,19 @@ describe('callbacks at send time', () => {
     });
   }
 
-  it.skipIf(!nameToLoopback)(`refuses a name the system resolver maps to loopback (${nameToLoopback ?? NO_LOOPBACK_NAME}), and sends nothing`, async () => {
-    const endpoint = `http://${nameToLoopback}:${port}/x?token=s3cret`;
-    // A name passes the URL check; what it resolves to is refused when the callback is sent.
-    expect(callbackRefusal(endpoint, strict)).toBeNull();
-    const before = received.length;
-    const err = await refusalOf(postCallback(endpoint, { success: true }, strict));
-    expect(received.slice(before)).toEqual([]);
-    expect(err).toBeInstanceOf(CallbackRefusedError);
-    expect(err.message).not.toContain('s3cret');
-  });
+  it.skipIf(!nameToLoopback)(
+    `refuses a name the system resolver maps to loopback (${nameToLoopback ?? NO_LOOPBACK_NAME}), and sends nothing`,
+    async () => {
+      const endpoint = `http://${nameToLoopback}:${port}/x?token=s3cret`;
+      // A name passes the URL check; what it resolves to is refused when the callback is sent.
+      expect(callbackRefusal(endpoint, strict)).toBeNull();
+      const before = received.length;
+      const err = await refusalOf(postCallback(endpoint, { success: true }, strict));
+      expect(received.slice(before)).toEqual([]);
+      expect(err).toBeInstanceOf(CallbackRefusedError);
+      expect(err.message).not.toContain('s3cret');
+    },
+  );
 
   it('delivers to the same receivers when the operator allows private addresses, so the guard is what refused', async () => {
     received.length = 0;
@@ -281,7 +297,11 @@ describe('POST /users/export/segment refuses every loopback spelling', () => {
   for (const endpoint of endpoints) {
     it(`400 for ${endpoint}, with nothing queued`, async () => {
       const before = await exportsCount();
-      const res = await requestExport(env, env.ws.apiKey, { segment_id: 'seg-a', fields_to_export: ['external_id'], callback_endpoint: endpoint });
+      const res = await requestExport(env, env.ws.apiKey, {
+        segment_id: 'seg-a',
+        fields_to_export: ['external_id'],
+        callback_endpoint: endpoint,
+      });
       expect(res.status).toBe(400);
       expect(res.body.message).toMatch(/private or loopback/);
       expect(await exportsCount()).toBe(before);

@@ -28,12 +28,19 @@ beforeAll(async () => {
   await env.ctx.pool.query(
     `INSERT INTO canvases (workspace_id, api_id, name, created_at)
      SELECT w, 'c' || g, 'C' || g, timestamptz '2026-01-01' FROM unnest($1::uuid[], $2::int[]) AS x(w, n), generate_series(1, x.n) g`,
-    [[env.exactly100.workspaceId, env.exactly101.workspaceId], [100, 101]],
+    [
+      [env.exactly100.workspaceId, env.exactly101.workspaceId],
+      [100, 101],
+    ],
   );
 });
 
 async function list(query: string, key: string | null = env.ws.apiKey) {
-  const res = await env.app.inject({ method: 'GET', url: `/canvas/list${query}`, headers: { ...(key ? bearer(key) : {}), 'content-type': 'application/json' } });
+  const res = await env.app.inject({
+    method: 'GET',
+    url: `/canvas/list${query}`,
+    headers: { ...(key ? bearer(key) : {}), 'content-type': 'application/json' },
+  });
   return { status: res.statusCode, body: res.json(), headers: res.headers };
 }
 
@@ -89,7 +96,12 @@ describe('GET /canvas/list', () => {
     const { body } = await list('?sort_direction=desc');
     expect(body.message).toBe('success');
     // The newest creation time holds cv-0240..cv-0249 (cv-0250 is archived); their order is the tiebreak's.
-    expect(body.canvases.slice(0, 10).map((c: Canvas) => c.id).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `cv-0${240 + i}`));
+    expect(
+      body.canvases
+        .slice(0, 10)
+        .map((c: Canvas) => c.id)
+        .sort(),
+    ).toEqual(Array.from({ length: 10 }, (_, i) => `cv-0${240 + i}`));
     expect(body.canvases.find((c: Canvas) => c.id === 'cv-0249')).toEqual({
       id: 'cv-0249',
       last_edited: '2026-02-11T09:00:00.000Z',
@@ -101,14 +113,16 @@ describe('GET /canvas/list', () => {
   it('keeps canvases edited after last_edit.time[gt], read as UTC without a zone', async () => {
     // cv-0240 was last edited at 2026-02-11T00:00:00Z; strictly after it leaves 241..249 (250 is archived).
     const { body } = await list('?last_edit.time[gt]=2026-02-11T00:00:00');
-    expect(body.canvases.map((c: Canvas) => c.id).sort()).toEqual(Array.from({ length: 9 }, (_, i) => `cv-0${241 + i}`));
+    expect(body.canvases.map((c: Canvas) => c.id).sort()).toEqual(
+      Array.from({ length: 9 }, (_, i) => `cv-0${241 + i}`),
+    );
     const zoned = await list(`?last_edit.time[gt]=${encodeURIComponent('2026-02-11T01:00:00+01:00')}`);
     expect(zoned.body.canvases).toEqual(body.canvases);
     const none = await list('?last_edit.time[gt]=2030-01-01T00:00:00');
     expect(none.body.canvases).toEqual([]);
   });
 
-  it('never shows another workspace\'s canvases', async () => {
+  it("never shows another workspace's canvases", async () => {
     const { ids } = await walk('', env.exactly100.apiKey);
     expect(ids.some((id) => id.startsWith('cv-'))).toBe(false);
   });

@@ -6,7 +6,10 @@ import { useTestEnv } from './helpers/context.js';
 import { createKey } from './helpers/seed.js';
 import { callApi, statusAndBody } from './helpers/http.js';
 
-const env = useTestEnv({ config: { CANVAS_SCHEDULE_MAX_LATENESS_SECONDS: '3600', CANVAS_SCHEDULE_SWEEP_SECONDS: '1' }, workspaces: ['ws', 'other'] });
+const env = useTestEnv({
+  config: { CANVAS_SCHEDULE_MAX_LATENESS_SECONDS: '3600', CANVAS_SCHEDULE_SWEEP_SECONDS: '1' },
+  workspaces: ['ws', 'other'],
+});
 const canvasIds: Record<string, string> = {};
 
 type Json = Record<string, unknown>;
@@ -26,10 +29,21 @@ async function seedProfiles(workspaceId: string, profiles: ProfileSeed[]): Promi
   );
 }
 
-async function seedCanvas(workspaceId: string, apiId: string, extra: { status?: string; archived?: boolean; api_triggered?: boolean } = {}) {
+async function seedCanvas(
+  workspaceId: string,
+  apiId: string,
+  extra: { status?: string; archived?: boolean; api_triggered?: boolean } = {},
+) {
   const { rows } = await env.ctx.pool.query<{ id: string }>(
     `INSERT INTO canvases (workspace_id, api_id, name, status, archived, api_triggered) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
-    [workspaceId, apiId, `Canvas ${apiId}`, extra.status ?? 'active', extra.archived ?? false, extra.api_triggered ?? true],
+    [
+      workspaceId,
+      apiId,
+      `Canvas ${apiId}`,
+      extra.status ?? 'active',
+      extra.archived ?? false,
+      extra.api_triggered ?? true,
+    ],
   );
   canvasIds[apiId] = rows[0]!.id;
   return rows[0]!.id;
@@ -37,7 +51,11 @@ async function seedCanvas(workspaceId: string, apiId: string, extra: { status?: 
 
 beforeAll(async () => {
   await seedProfiles(env.ws.workspaceId, [
-    { external_id: 'u1', time_zone: 'Asia/Tokyo', canvases_received: [{ name: 'Old', api_canvas_id: 'other-canvas', last_entered: '2026-01-01T00:00:00.000Z' }] },
+    {
+      external_id: 'u1',
+      time_zone: 'Asia/Tokyo',
+      canvases_received: [{ name: 'Old', api_canvas_id: 'other-canvas', last_entered: '2026-01-01T00:00:00.000Z' }],
+    },
     { external_id: 'u2', time_zone: 'Europe/Paris', custom_attributes: { vip: true } },
     { external_id: 'u3', time_zone: 'America/New_York', custom_attributes: { vip: true } },
     { external_id: 'u4', time_zone: null },
@@ -45,9 +63,18 @@ beforeAll(async () => {
     { external_id: 'u6', time_zone: 'Asia/Tokyo' },
   ]);
   await seedProfiles(env.other.workspaceId, [{ external_id: 'u1', time_zone: 'UTC' }]);
-  const alias = await env.ctx.pool.query<{ id: number }>(`SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = 'u6'`, [env.ws.workspaceId]);
-  await env.ctx.pool.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'c-6', $2)`, [env.ws.workspaceId, alias.rows[0]!.id]);
-  await env.ctx.pool.query(`INSERT INTO segments (workspace_id, api_id, name, filter) VALUES ($1, 'vips', 'VIPs', '{"custom_attribute": "vip", "op": "eq", "value": true}')`, [env.ws.workspaceId]);
+  const alias = await env.ctx.pool.query<{ id: number }>(
+    `SELECT id FROM profiles WHERE workspace_id = $1 AND external_id = 'u6'`,
+    [env.ws.workspaceId],
+  );
+  await env.ctx.pool.query(
+    `INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'c-6', $2)`,
+    [env.ws.workspaceId, alias.rows[0]!.id],
+  );
+  await env.ctx.pool.query(
+    `INSERT INTO segments (workspace_id, api_id, name, filter) VALUES ($1, 'vips', 'VIPs', '{"custom_attribute": "vip", "op": "eq", "value": true}')`,
+    [env.ws.workspaceId],
+  );
   await seedCanvas(env.ws.workspaceId, 'welcome');
   await seedCanvas(env.ws.workspaceId, 'stopped', { status: 'stopped' });
   await seedCanvas(env.ws.workspaceId, 'dashboard-only', { api_triggered: false });
@@ -69,14 +96,21 @@ beforeAll(async () => {
   env.startWorkers([canvasScheduleJob]);
 });
 
-const post = (url: string, payload: unknown, key = env.ws.apiKey, raw = false) => callApi(env.app, 'POST', url, { key, ...(raw ? { raw: payload as string } : { body: payload }) }).then(statusAndBody);
+const post = (url: string, payload: unknown, key = env.ws.apiKey, raw = false) =>
+  callApi(env.app, 'POST', url, { key, ...(raw ? { raw: payload as string } : { body: payload }) }).then(statusAndBody);
 const create = (payload: unknown, key?: string) => post('/canvas/trigger/schedule/create', payload, key);
 const update = (payload: unknown, key?: string) => post('/canvas/trigger/schedule/update', payload, key);
 const remove = (payload: unknown, key?: string) => post('/canvas/trigger/schedule/delete', payload, key);
 
-const scheduleRow = async (scheduleId: string) => (await env.ctx.pool.query(`SELECT * FROM canvas_schedules WHERE schedule_id = $1`, [scheduleId])).rows[0]!;
+const scheduleRow = async (scheduleId: string) =>
+  (await env.ctx.pool.query(`SELECT * FROM canvas_schedules WHERE schedule_id = $1`, [scheduleId])).rows[0]!;
 const dispatches = async (scheduleId: string) =>
-  (await env.ctx.pool.query(`SELECT d.* FROM canvas_dispatches d JOIN canvas_schedules s ON s.id = d.schedule_row_id WHERE s.schedule_id = $1 ORDER BY d.fire_at`, [scheduleId])).rows;
+  (
+    await env.ctx.pool.query(
+      `SELECT d.* FROM canvas_dispatches d JOIN canvas_schedules s ON s.id = d.schedule_row_id WHERE s.schedule_id = $1 ORDER BY d.fire_at`,
+      [scheduleId],
+    )
+  ).rows;
 async function entries(canvasApiId: string): Promise<Record<string, Json>> {
   const { rows } = await env.ctx.pool.query<{ external_id: string; entry: Json }>(
     `SELECT p.external_id, e AS entry FROM profiles p, jsonb_array_elements(p.canvases_received) e WHERE p.workspace_id = $1 AND e->>'api_canvas_id' = $2`,
@@ -84,7 +118,11 @@ async function entries(canvasApiId: string): Promise<Record<string, Json>> {
   );
   return Object.fromEntries(rows.map((r) => [r.external_id, r.entry]));
 }
-async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, what: string, timeoutMs = 15_000): Promise<T> {
+async function waitFor<T>(
+  fn: () => Promise<T | undefined | null | false>,
+  what: string,
+  timeoutMs = 15_000,
+): Promise<T> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -93,7 +131,11 @@ async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, what:
     await new Promise((r) => setTimeout(r, 100));
   }
 }
-const waitState = (scheduleId: string, state: string) => waitFor(async () => ((await scheduleRow(scheduleId)).state === state ? scheduleRow(scheduleId) : null), `schedule ${state}`);
+const waitState = (scheduleId: string, state: string) =>
+  waitFor(
+    async () => ((await scheduleRow(scheduleId)).state === state ? scheduleRow(scheduleId) : null),
+    `schedule ${state}`,
+  );
 const queue = () => env.ctx.queues.get(CANVAS_SCHEDULE_QUEUE);
 const inMs = (ms: number) => new Date(Date.now() + ms).toISOString();
 
@@ -101,7 +143,16 @@ const inMs = (ms: number) => new Date(Date.now() + ms).toISOString();
 function zonedInstant(wall: string, tz: string): number {
   const offset = (at: number) => {
     const parts = Object.fromEntries(
-      new Intl.DateTimeFormat('en-US', { timeZone: tz, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit' })
+      new Intl.DateTimeFormat('en-US', {
+        timeZone: tz,
+        hourCycle: 'h23',
+        year: 'numeric',
+        month: '2-digit',
+        day: '2-digit',
+        hour: '2-digit',
+        minute: '2-digit',
+        second: '2-digit',
+      })
         .formatToParts(new Date(at))
         .map((p) => [p.type, p.value]),
     );
@@ -155,7 +206,11 @@ describe('POST /canvas/trigger/schedule/create', () => {
     const time = inMs(1500);
     const { status, body } = await create({
       canvas_id: 'welcome',
-      recipients: [{ external_user_id: 'u1', canvas_entry_properties: { coupon: 'A1' } }, { external_user_id: 'ghost' }, { user_alias: { alias_name: 'c-6', alias_label: 'crm' } }],
+      recipients: [
+        { external_user_id: 'u1', canvas_entry_properties: { coupon: 'A1' } },
+        { external_user_id: 'ghost' },
+        { user_alias: { alias_name: 'c-6', alias_label: 'crm' } },
+      ],
       trigger_properties: { campaign: 'spring' },
       schedule: { time },
     });
@@ -182,10 +237,20 @@ describe('POST /canvas/trigger/schedule/create', () => {
       steps_received: [],
     });
     // Entries of other canvases stay.
-    const u1 = (await env.ctx.pool.query(`SELECT canvases_received FROM profiles WHERE workspace_id = $1 AND external_id = 'u1'`, [env.ws.workspaceId])).rows[0]!;
+    const u1 = (
+      await env.ctx.pool.query(
+        `SELECT canvases_received FROM profiles WHERE workspace_id = $1 AND external_id = 'u1'`,
+        [env.ws.workspaceId],
+      )
+    ).rows[0]!;
     expect(u1.canvases_received.map((e: Json) => e.api_canvas_id)).toEqual(['other-canvas', 'welcome']);
     const [d] = await dispatches(scheduleId);
-    expect(d).toMatchObject({ status: 'done', users_entered: 2, dispatch_id: body.dispatch_id, trigger_properties: { campaign: 'spring' } });
+    expect(d).toMatchObject({
+      status: 'done',
+      users_entered: 2,
+      dispatch_id: body.dispatch_id,
+      trigger_properties: { campaign: 'spring' },
+    });
   });
 
   it('broadcasts to a segment, and to the whole workspace, updating an earlier entry in place', async () => {
@@ -194,24 +259,40 @@ describe('POST /canvas/trigger/schedule/create', () => {
         WHERE workspace_id = $1 AND external_id = 'u3'`,
       [env.ws.workspaceId],
     );
-    const seg = await create({ canvas_id: 'welcome', audience: { segment_id: 'vips' }, broadcast: true, schedule: { time: inMs(1000) } });
+    const seg = await create({
+      canvas_id: 'welcome',
+      audience: { segment_id: 'vips' },
+      broadcast: true,
+      schedule: { time: inMs(1000) },
+    });
     expect(seg.status).toBe(201);
     await waitState(String(seg.body.schedule_id), 'sent');
     const got = await entries('welcome');
     expect(got.u2!.last_entered).toBe(got.u3!.last_entered);
-    expect(got.u3).toMatchObject({ name: 'Canvas welcome', variation_name: 'B', steps_received: [{ name: 's1', api_canvas_step_id: 'st1', last_received: '2026-01-02T00:00:00.000Z' }] });
+    expect(got.u3).toMatchObject({
+      name: 'Canvas welcome',
+      variation_name: 'B',
+      steps_received: [{ name: 's1', api_canvas_step_id: 'st1', last_received: '2026-01-02T00:00:00.000Z' }],
+    });
     expect((await dispatches(String(seg.body.schedule_id)))[0].users_entered).toBe(2);
 
     const all = await create({ canvas_id: 'welcome', broadcast: true, schedule: { time: inMs(1000) } });
     await waitState(String(all.body.schedule_id), 'sent');
     expect(Object.keys(await entries('welcome')).sort()).toEqual(['u1', 'u2', 'u3', 'u4', 'u5', 'u6']);
     expect((await dispatches(String(all.body.schedule_id)))[0].users_entered).toBe(6);
-    const foreign = await env.ctx.pool.query(`SELECT canvases_received FROM profiles WHERE workspace_id = $1`, [env.other.workspaceId]);
+    const foreign = await env.ctx.pool.query(`SELECT canvases_received FROM profiles WHERE workspace_id = $1`, [
+      env.other.workspaceId,
+    ]);
     expect(foreign.rows[0]!.canvases_received).toEqual([]);
   });
 
   it('recipients with an audience enter only those in the segment', async () => {
-    const { body } = await create({ canvas_id: 'welcome', recipients: [{ external_user_id: 'u1' }, { external_user_id: 'u2' }], audience: { segment_id: 'vips' }, schedule: { time: inMs(800) } });
+    const { body } = await create({
+      canvas_id: 'welcome',
+      recipients: [{ external_user_id: 'u1' }, { external_user_id: 'u2' }],
+      audience: { segment_id: 'vips' },
+      schedule: { time: inMs(800) },
+    });
     await waitState(String(body.schedule_id), 'sent');
     expect((await dispatches(String(body.schedule_id)))[0].users_entered).toBe(1);
   });
@@ -219,17 +300,28 @@ describe('POST /canvas/trigger/schedule/create', () => {
   it('in local time arms one job per group of the audience time zones, at that local time', async () => {
     const day = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
     const wall = `${day}T09:00:00`;
-    const { status, body } = await create({ canvas_id: 'welcome', broadcast: true, schedule: { time: wall, in_local_time: true } });
+    const { status, body } = await create({
+      canvas_id: 'welcome',
+      broadcast: true,
+      schedule: { time: wall, in_local_time: true },
+    });
     expect(status).toBe(201);
     const row = await scheduleRow(String(body.schedule_id));
     // Tokyo, Paris, New York, and UTC for the users without a known zone.
-    const expected = ['Asia/Tokyo', 'Europe/Paris', 'America/New_York', 'UTC'].map((tz) => zonedInstant(wall, tz)).sort((a, b) => a - b);
+    const expected = ['Asia/Tokyo', 'Europe/Paris', 'America/New_York', 'UTC']
+      .map((tz) => zonedInstant(wall, tz))
+      .sort((a, b) => a - b);
     expect(row.fire_times.map((d: Date) => d.getTime()).sort((a: number, b: number) => a - b)).toEqual(expected);
-    for (const t of expected) expect(await (await queue().getJob(fireJobId(row.id, 1, new Date(t))))?.getState()).toBe('delayed');
+    for (const t of expected)
+      expect(await (await queue().getJob(fireJobId(row.id, 1, new Date(t))))?.getState()).toBe('delayed');
     await remove({ canvas_id: 'welcome', schedule_id: body.schedule_id });
   });
 
-  const base = { canvas_id: 'welcome', broadcast: true, schedule: { time: new Date(Date.now() + 3600_000).toISOString() } };
+  const base = {
+    canvas_id: 'welcome',
+    broadcast: true,
+    schedule: { time: new Date(Date.now() + 3600_000).toISOString() },
+  };
   const refusals: [string, unknown, number, RegExp][] = [
     ['no canvas_id', { broadcast: true, schedule: base.schedule }, 400, /canvas_id is required/],
     ['canvas_id a number', { ...base, canvas_id: 5 }, 400, /canvas_id must be a string/],
@@ -241,29 +333,107 @@ describe('POST /canvas/trigger/schedule/create', () => {
     ['schedule.time missing', { ...base, schedule: {} }, 400, /schedule.time is required/],
     ['schedule.time not ISO', { ...base, schedule: { time: 'next tuesday' } }, 400, /ISO 8601/],
     ['schedule.time not a real day', { ...base, schedule: { time: '2026-02-30T10:00:00Z' } }, 400, /ISO 8601/],
-    ['schedule.time a number', { ...base, schedule: { time: 1700000000 } }, 400, /schedule.time must be an ISO 8601 string/],
+    [
+      'schedule.time a number',
+      { ...base, schedule: { time: 1700000000 } },
+      400,
+      /schedule.time must be an ISO 8601 string/,
+    ],
     ['schedule.time in the past', { ...base, schedule: { time: '2020-01-01T00:00:00Z' } }, 400, /in the past/],
-    ['local time passed everywhere', { ...base, schedule: { time: '2020-01-01T00:00:00', in_local_time: true } }, 400, /passed in every time zone/],
-    ['over 90 days ahead', { ...base, schedule: { time: new Date(Date.now() + 91 * 86_400_000).toISOString() } }, 400, /90 days/],
-    ['in_local_time quoted', { ...base, schedule: { ...base.schedule, in_local_time: 'true' } }, 400, /in_local_time must be true or false/],
+    [
+      'local time passed everywhere',
+      { ...base, schedule: { time: '2020-01-01T00:00:00', in_local_time: true } },
+      400,
+      /passed in every time zone/,
+    ],
+    [
+      'over 90 days ahead',
+      { ...base, schedule: { time: new Date(Date.now() + 91 * 86_400_000).toISOString() } },
+      400,
+      /90 days/,
+    ],
+    [
+      'in_local_time quoted',
+      { ...base, schedule: { ...base.schedule, in_local_time: 'true' } },
+      400,
+      /in_local_time must be true or false/,
+    ],
     ['at_optimal_time', { ...base, schedule: { ...base.schedule, at_optimal_time: true } }, 400, /not supported/],
-    ['no recipients and no broadcast', { canvas_id: 'welcome', schedule: base.schedule }, 400, /broadcast must be true/],
-    ['recipients with broadcast', { ...base, recipients: [{ external_user_id: 'u1' }] }, 400, /broadcast must not be true/],
-    ['51 recipients', { canvas_id: 'welcome', schedule: base.schedule, recipients: Array.from({ length: 51 }, (_, i) => ({ external_user_id: `x${i}` })) }, 400, /at most 50/],
+    [
+      'no recipients and no broadcast',
+      { canvas_id: 'welcome', schedule: base.schedule },
+      400,
+      /broadcast must be true/,
+    ],
+    [
+      'recipients with broadcast',
+      { ...base, recipients: [{ external_user_id: 'u1' }] },
+      400,
+      /broadcast must not be true/,
+    ],
+    [
+      '51 recipients',
+      {
+        canvas_id: 'welcome',
+        schedule: base.schedule,
+        recipients: Array.from({ length: 51 }, (_, i) => ({ external_user_id: `x${i}` })),
+      },
+      400,
+      /at most 50/,
+    ],
     ['empty recipients', { canvas_id: 'welcome', schedule: base.schedule, recipients: [] }, 400, /must not be empty/],
-    ['recipients not an array', { canvas_id: 'welcome', schedule: base.schedule, recipients: { external_user_id: 'u1' } }, 400, /recipients must be an array/],
-    ['a recipient with two ids', { canvas_id: 'welcome', schedule: base.schedule, recipients: [{ external_user_id: 'u1', user_alias: { alias_name: 'a', alias_label: 'b' } }] }, 400, /exactly one/],
-    ['a recipient with no id', { canvas_id: 'welcome', schedule: base.schedule, recipients: [{ trigger_properties: {} }] }, 400, /exactly one/],
-    ['an external id too long', { canvas_id: 'welcome', schedule: base.schedule, recipients: [{ external_user_id: 'x'.repeat(256) }] }, 400, /at most 255/],
-    ['send_to_existing_only false', { canvas_id: 'welcome', schedule: base.schedule, recipients: [{ external_user_id: 'u1', send_to_existing_only: false }] }, 400, /never creates users/],
+    [
+      'recipients not an array',
+      { canvas_id: 'welcome', schedule: base.schedule, recipients: { external_user_id: 'u1' } },
+      400,
+      /recipients must be an array/,
+    ],
+    [
+      'a recipient with two ids',
+      {
+        canvas_id: 'welcome',
+        schedule: base.schedule,
+        recipients: [{ external_user_id: 'u1', user_alias: { alias_name: 'a', alias_label: 'b' } }],
+      },
+      400,
+      /exactly one/,
+    ],
+    [
+      'a recipient with no id',
+      { canvas_id: 'welcome', schedule: base.schedule, recipients: [{ trigger_properties: {} }] },
+      400,
+      /exactly one/,
+    ],
+    [
+      'an external id too long',
+      { canvas_id: 'welcome', schedule: base.schedule, recipients: [{ external_user_id: 'x'.repeat(256) }] },
+      400,
+      /at most 255/,
+    ],
+    [
+      'send_to_existing_only false',
+      {
+        canvas_id: 'welcome',
+        schedule: base.schedule,
+        recipients: [{ external_user_id: 'u1', send_to_existing_only: false }],
+      },
+      400,
+      /never creates users/,
+    ],
     ['an unknown segment', { ...base, audience: { segment_id: 'nope' } }, 404, /Unknown audience.segment_id/],
     ['a filter audience', { ...base, audience: { AND: [] } }, 400, /audience/],
-    ['trigger_properties not an object', { ...base, trigger_properties: 'x' }, 400, /trigger_properties must be an object/],
+    [
+      'trigger_properties not an object',
+      { ...base, trigger_properties: 'x' },
+      400,
+      /trigger_properties must be an object/,
+    ],
     ['trigger_properties over 50 KB', { ...base, trigger_properties: { big: 'x'.repeat(51 * 1024) } }, 400, /50 KB/],
     ['an unknown field', { ...base, send_id: 'x' }, 400, /send_id/],
   ];
   // Firing jobs only: the sweep's job scheduler keeps its own next run delayed, and may re-add it at any moment.
-  const delayedFirings = async () => (await queue().getDelayed()).filter((j) => j.name !== 'sweep' && !j.repeatJobKey).length;
+  const delayedFirings = async () =>
+    (await queue().getDelayed()).filter((j) => j.name !== 'sweep' && !j.repeatJobKey).length;
   it.each(refusals)('refuses %s and stores nothing', async (_name, payload, status, message) => {
     const rows = (await env.ctx.pool.query(`SELECT count(*)::int AS n FROM canvas_schedules`)).rows[0]!.n;
     const jobs = await delayedFirings();
@@ -278,7 +448,12 @@ describe('POST /canvas/trigger/schedule/create', () => {
     const raw = await post('/canvas/trigger/schedule/create', '{"canvas_id":', env.ws.apiKey, true);
     expect(raw.status).toBe(400);
     expect(raw.body.message).toMatch(/Malformed JSON/);
-    const none = await env.app.inject({ method: 'POST', url: '/canvas/trigger/schedule/create', headers: { 'content-type': 'application/json' }, payload: '{}' });
+    const none = await env.app.inject({
+      method: 'POST',
+      url: '/canvas/trigger/schedule/create',
+      headers: { 'content-type': 'application/json' },
+      payload: '{}',
+    });
     expect(none.statusCode).toBe(401);
     const bare = await create({ ...base }, env.ws.bareKey);
     expect(bare.status).toBe(401);
@@ -288,14 +463,23 @@ describe('POST /canvas/trigger/schedule/create', () => {
 
 describe('POST /canvas/trigger/schedule/update', () => {
   it('moves a schedule: the old delayed job is replaced and it fires at the new time', async () => {
-    const { body } = await create({ canvas_id: 'welcome', recipients: [{ external_user_id: 'u4' }], schedule: { time: inMs(3600_000) } });
+    const { body } = await create({
+      canvas_id: 'welcome',
+      recipients: [{ external_user_id: 'u4' }],
+      schedule: { time: inMs(3600_000) },
+    });
     const scheduleId = String(body.schedule_id);
     const before = await scheduleRow(scheduleId);
     const oldJob = fireJobId(before.id, 1, before.fire_times[0]);
     expect(await (await queue().getJob(oldJob))?.getState()).toBe('delayed');
 
     const time = inMs(1500);
-    const res = await update({ canvas_id: 'welcome', schedule_id: scheduleId, schedule: { time }, trigger_properties: { moved: true } });
+    const res = await update({
+      canvas_id: 'welcome',
+      schedule_id: scheduleId,
+      schedule: { time },
+      trigger_properties: { moved: true },
+    });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ message: 'success', applied: true });
     expect(await queue().getJob(oldJob)).toBeUndefined();
@@ -311,7 +495,11 @@ describe('POST /canvas/trigger/schedule/update', () => {
 
   it('switches from local time to UTC: dropping in_local_time sends everyone at the UTC time', async () => {
     const day = new Date(Date.now() + 10 * 86_400_000).toISOString().slice(0, 10);
-    const { body } = await create({ canvas_id: 'welcome', broadcast: true, schedule: { time: `${day}T08:00:00`, in_local_time: true } });
+    const { body } = await create({
+      canvas_id: 'welcome',
+      broadcast: true,
+      schedule: { time: `${day}T08:00:00`, in_local_time: true },
+    });
     const scheduleId = String(body.schedule_id);
     const local = await scheduleRow(scheduleId);
     expect(local.fire_times.length).toBe(4);
@@ -336,10 +524,23 @@ describe('POST /canvas/trigger/schedule/update', () => {
   it('fires in local time zone by zone; an update after part was sent applies to the rest only', async () => {
     await seedCanvas(env.ws.workspaceId, 'local');
     // Tokyo's clocks reach this wall time in about 1.5 s; everyone else's hours later.
-    const tokyoWall = new Intl.DateTimeFormat('sv-SE', { timeZone: 'Asia/Tokyo', dateStyle: 'short', timeStyle: 'medium' }).format(new Date(Date.now() + 1500)).replace(' ', 'T');
-    const { body } = await create({ canvas_id: 'local', broadcast: true, schedule: { time: tokyoWall, in_local_time: true } });
+    const tokyoWall = new Intl.DateTimeFormat('sv-SE', {
+      timeZone: 'Asia/Tokyo',
+      dateStyle: 'short',
+      timeStyle: 'medium',
+    })
+      .format(new Date(Date.now() + 1500))
+      .replace(' ', 'T');
+    const { body } = await create({
+      canvas_id: 'local',
+      broadcast: true,
+      schedule: { time: tokyoWall, in_local_time: true },
+    });
     const scheduleId = String(body.schedule_id);
-    const tokyo = await waitFor(async () => (await dispatches(scheduleId)).find((d) => d.status === 'done'), 'the Tokyo firing');
+    const tokyo = await waitFor(
+      async () => (await dispatches(scheduleId)).find((d) => d.status === 'done'),
+      'the Tokyo firing',
+    );
     expect(tokyo.time_zones).toContain('Asia/Tokyo');
     expect(tokyo.time_zones).not.toContain('UTC');
     expect(tokyo.users_entered).toBe(2);
@@ -361,7 +562,11 @@ describe('POST /canvas/trigger/schedule/update', () => {
   });
 
   it('says the update was not applied once the schedule has been sent, and changes nothing', async () => {
-    const { body } = await create({ canvas_id: 'welcome', recipients: [{ external_user_id: 'u2' }], schedule: { time: inMs(500) } });
+    const { body } = await create({
+      canvas_id: 'welcome',
+      recipients: [{ external_user_id: 'u2' }],
+      schedule: { time: inMs(500) },
+    });
     const scheduleId = String(body.schedule_id);
     const sent = await waitState(scheduleId, 'sent');
     const res = await update({ canvas_id: 'welcome', schedule_id: scheduleId, schedule: { time: inMs(3600_000) } });
@@ -371,9 +576,16 @@ describe('POST /canvas/trigger/schedule/update', () => {
   });
 
   it('refuses bad updates and changes nothing', async () => {
-    const { body } = await create({ canvas_id: 'welcome', recipients: [{ external_user_id: 'u2' }], schedule: { time: inMs(3600_000) } });
+    const { body } = await create({
+      canvas_id: 'welcome',
+      recipients: [{ external_user_id: 'u2' }],
+      schedule: { time: inMs(3600_000) },
+    });
     const scheduleId = String(body.schedule_id);
-    const foreign = await create({ canvas_id: 'foreign', broadcast: true, schedule: { time: inMs(3600_000) } }, env.other.apiKey);
+    const foreign = await create(
+      { canvas_id: 'foreign', broadcast: true, schedule: { time: inMs(3600_000) } },
+      env.other.apiKey,
+    );
     await seedCanvas(env.ws.workspaceId, 'second');
     const before = await scheduleRow(scheduleId);
     const good = { canvas_id: 'welcome', schedule_id: scheduleId, schedule: { time: inMs(7200_000) } };
@@ -401,7 +613,9 @@ describe('POST /canvas/trigger/schedule/update', () => {
     const bare = await update(good, env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toMatch(/canvas\.trigger\.schedule\.update/);
-    const createOnly = await createKey(env.ctx.pool, env.ws.workspaceId, 'create-only', ['canvas.trigger.schedule.create']);
+    const createOnly = await createKey(env.ctx.pool, env.ws.workspaceId, 'create-only', [
+      'canvas.trigger.schedule.create',
+    ]);
     expect((await update(good, createOnly)).status).toBe(401);
     expect(await scheduleRow(scheduleId)).toEqual(before);
     expect(await (await queue().getJob(fireJobId(before.id, 1, before.fire_times[0])))?.getState()).toBe('delayed');
@@ -410,7 +624,11 @@ describe('POST /canvas/trigger/schedule/update', () => {
 
 describe('POST /canvas/trigger/schedule/delete', () => {
   it('cancels a schedule: its job is removed, it never fires, and it can no longer be updated', async () => {
-    const { body } = await create({ canvas_id: 'welcome', recipients: [{ external_user_id: 'u2' }], schedule: { time: inMs(1200) } });
+    const { body } = await create({
+      canvas_id: 'welcome',
+      recipients: [{ external_user_id: 'u2' }],
+      schedule: { time: inMs(1200) },
+    });
     const scheduleId = String(body.schedule_id);
     const row = await scheduleRow(scheduleId);
     expect((await remove({ canvas_id: 'welcome', schedule_id: 5 })).status).toBe(400);
@@ -418,7 +636,12 @@ describe('POST /canvas/trigger/schedule/delete', () => {
     expect(missing.status).toBe(400);
     expect(missing.body.message).toMatch(/schedule_id is required/);
     expect((await post('/canvas/trigger/schedule/delete', '{"canvas_id"', env.ws.apiKey, true)).status).toBe(400);
-    const none = await env.app.inject({ method: 'POST', url: '/canvas/trigger/schedule/delete', headers: { 'content-type': 'application/json' }, payload: '{}' });
+    const none = await env.app.inject({
+      method: 'POST',
+      url: '/canvas/trigger/schedule/delete',
+      headers: { 'content-type': 'application/json' },
+      payload: '{}',
+    });
     expect(none.statusCode).toBe(401);
     expect((await scheduleRow(scheduleId)).state).toBe('scheduled');
     expect((await remove({ canvas_id: 'welcome', schedule_id: 'nope' })).status).toBe(404);
@@ -430,7 +653,9 @@ describe('POST /canvas/trigger/schedule/delete', () => {
     await new Promise((r) => setTimeout(r, 2000));
     expect((await scheduleRow(scheduleId)).state).toBe('cancelled');
     expect(await dispatches(scheduleId)).toHaveLength(0);
-    expect((await update({ canvas_id: 'welcome', schedule_id: scheduleId, schedule: { time: inMs(60_000) } })).status).toBe(404);
+    expect(
+      (await update({ canvas_id: 'welcome', schedule_id: scheduleId, schedule: { time: inMs(60_000) } })).status,
+    ).toBe(404);
     expect((await remove({ canvas_id: 'welcome', schedule_id: scheduleId })).status).toBe(404);
   });
 });

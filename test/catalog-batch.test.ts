@@ -19,11 +19,10 @@ const FIELDS = [
 ];
 
 async function makeCatalog(workspaceId: string, name: string, fields: unknown = FIELDS): Promise<string> {
-  const { rows } = await env.ctx.pool.query<{ id: string }>(`INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, $2, $3::jsonb) RETURNING id`, [
-    workspaceId,
-    name,
-    JSON.stringify(fields),
-  ]);
+  const { rows } = await env.ctx.pool.query<{ id: string }>(
+    `INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, $2, $3::jsonb) RETURNING id`,
+    [workspaceId, name, JSON.stringify(fields)],
+  );
   return rows[0]!.id;
 }
 
@@ -34,22 +33,30 @@ interface ErrorEntry {
   parameter_values: unknown[];
 }
 
-const put = (catalog: string, body: unknown, key = ws.apiKey) => callApi(env.app, 'PUT', `/catalogs/${catalog}/items`, { key, ...bodyOrRaw(body) });
+const put = (catalog: string, body: unknown, key = ws.apiKey) =>
+  callApi(env.app, 'PUT', `/catalogs/${catalog}/items`, { key, ...bodyOrRaw(body) });
 
-const del = (catalog: string, body: unknown, key = ws.apiKey) => callApi(env.app, 'DELETE', `/catalogs/${catalog}/items`, { key, ...bodyOrRaw(body) }).then(statusAndBody);
+const del = (catalog: string, body: unknown, key = ws.apiKey) =>
+  callApi(env.app, 'DELETE', `/catalogs/${catalog}/items`, { key, ...bodyOrRaw(body) }).then(statusAndBody);
 
-const getItem = (catalog: string, id: string, key = ws.apiKey) => callApi(env.app, 'GET', `/catalogs/${catalog}/items/${id}`, { key }).then(statusAndBody);
+const getItem = (catalog: string, id: string, key = ws.apiKey) =>
+  callApi(env.app, 'GET', `/catalogs/${catalog}/items/${id}`, { key }).then(statusAndBody);
 
 const ids = (body: { errors: ErrorEntry[] }) => body.errors.map((e) => e.id);
 
 async function rowsOf(catalogId: string) {
-  const { rows } = await env.ctx.pool.query(`SELECT item_id, data, deleted FROM catalog_items WHERE catalog_id = $1 ORDER BY item_id`, [catalogId]);
+  const { rows } = await env.ctx.pool.query(
+    `SELECT item_id, data, deleted FROM catalog_items WHERE catalog_id = $1 ORDER BY item_id`,
+    [catalogId],
+  );
   return rows;
 }
 
 /** Every job the catalog queue has seen (completed ones are kept), to prove a refused request queued nothing. */
 async function jobTotal(): Promise<number> {
-  const counts = await env.ctx.queues.get(CATALOG_BATCH_QUEUE).getJobCounts('waiting', 'active', 'delayed', 'completed', 'failed', 'prioritized');
+  const counts = await env.ctx.queues
+    .get(CATALOG_BATCH_QUEUE)
+    .getJobCounts('waiting', 'active', 'delayed', 'completed', 'failed', 'prioritized');
   return Object.values(counts).reduce((a, b) => a + b, 0);
 }
 
@@ -74,7 +81,12 @@ async function runQueuedJobs(): Promise<void> {
   await workers.close(5_000);
 }
 
-const item = (id: string, extra: Record<string, unknown> = {}) => ({ id, Name: `Restaurant ${id}`, Rating: 4, ...extra });
+const item = (id: string, extra: Record<string, unknown> = {}) => ({
+  id,
+  Name: `Restaurant ${id}`,
+  Rating: 4,
+  ...extra,
+});
 const nested = (levels: number): unknown => {
   let v: unknown = 'leaf';
   for (let i = 0; i < levels; i++) v = { k: v };
@@ -169,8 +181,12 @@ describe('PUT /catalogs/{name}/items: accepted batches', () => {
     expect((await put('shared-name', { items: [{ id: 'same-id', Colour: 'red' }] }, other.apiKey)).status).toBe(202);
     await runQueuedJobs();
 
-    expect((await getItem('shared-name', 'same-id')).body.items).toEqual([{ id: 'same-id', Name: 'Restaurant same-id', Rating: 4 }]);
-    expect((await getItem('shared-name', 'same-id', other.apiKey)).body.items).toEqual([{ id: 'same-id', Colour: 'red' }]);
+    expect((await getItem('shared-name', 'same-id')).body.items).toEqual([
+      { id: 'same-id', Name: 'Restaurant same-id', Rating: 4 },
+    ]);
+    expect((await getItem('shared-name', 'same-id', other.apiKey)).body.items).toEqual([
+      { id: 'same-id', Colour: 'red' },
+    ]);
     expect(await rowsOf(mine)).toHaveLength(1);
     expect(await rowsOf(theirs)).toHaveLength(1);
   });
@@ -227,10 +243,26 @@ describe('PUT /catalogs/{name}/items: every error id, alone', () => {
     ['items-missing-ids', { items: [{ Name: 'no id' }] }, 'items-missing-ids'],
     ['items-too-large', { items: [item('a', { Name: 'x'.repeat(4_990), Rating: undefined })] }, 'items-too-large'],
     ['invalid-fields', { items: [item('a', { Unknown: 1 })] }, 'invalid-fields'],
-    ['invalid-keys-in-value-object (nested .)', { items: [item('a', { Location: { 'lat.itude': 1 } })] }, 'invalid-keys-in-value-object'],
-    ['invalid-keys-in-value-object (deep $)', { items: [item('a', { Location: { a: [{ b: { $set: 1 } }] } })] }, 'invalid-keys-in-value-object'],
-    ['invalid-keys-in-value-object (top-level key)', { items: [item('a', { 'Na.me': 'x' })] }, 'invalid-keys-in-value-object'],
-    ['too-deep-nesting-in-value-object', { items: [item('a', { Location: nested(51) })] }, 'too-deep-nesting-in-value-object'],
+    [
+      'invalid-keys-in-value-object (nested .)',
+      { items: [item('a', { Location: { 'lat.itude': 1 } })] },
+      'invalid-keys-in-value-object',
+    ],
+    [
+      'invalid-keys-in-value-object (deep $)',
+      { items: [item('a', { Location: { a: [{ b: { $set: 1 } }] } })] },
+      'invalid-keys-in-value-object',
+    ],
+    [
+      'invalid-keys-in-value-object (top-level key)',
+      { items: [item('a', { 'Na.me': 'x' })] },
+      'invalid-keys-in-value-object',
+    ],
+    [
+      'too-deep-nesting-in-value-object',
+      { items: [item('a', { Location: nested(51) })] },
+      'too-deep-nesting-in-value-object',
+    ],
     ['unable-to-coerce-value', { items: [item('a', { Rating: 'four' })] }, 'unable-to-coerce-value'],
     ['unable-to-coerce-value (NUL text)', { items: [item('a', { Name: 'a\u0000b' })] }, 'unable-to-coerce-value'],
     ['item-array-invalid (not an array)', { items: { id: 'a' } }, 'item-array-invalid'],
@@ -239,7 +271,11 @@ describe('PUT /catalogs/{name}/items: every error id, alone', () => {
     ['item-array-invalid (element)', { items: [item('a'), 'b'] }, 'item-array-invalid'],
     ['item-array-invalid (body is an array)', [item('a')], 'item-array-invalid'],
     ['item-array-invalid (no body)', '', 'item-array-invalid'],
-    ['request-includes-too-many-items', { items: Array.from({ length: 51 }, (_, i) => item(`i${i}`)) }, 'request-includes-too-many-items'],
+    [
+      'request-includes-too-many-items',
+      { items: Array.from({ length: 51 }, (_, i) => item(`i${i}`)) },
+      'request-includes-too-many-items',
+    ],
   ];
 
   for (const [name, body, id, status = 400] of cases) {
@@ -262,11 +298,27 @@ describe('PUT /catalogs/{name}/items: every error id, alone', () => {
 
   it('names the catalog, the item and the offending fields in its entries', async () => {
     const missing = await put('no-such-catalog', { items: [item('a')] });
-    expect(missing.body.errors[0]).toEqual({ id: 'catalog-not-found', message: 'Could not find catalog', parameters: ['catalog_name'], parameter_values: ['no-such-catalog'] });
+    expect(missing.body.errors[0]).toEqual({
+      id: 'catalog-not-found',
+      message: 'Could not find catalog',
+      parameters: ['catalog_name'],
+      parameter_values: ['no-such-catalog'],
+    });
     const fields = await put('errors', { items: [item('r9', { Bogus: 1, Other: 2 })] });
-    expect(fields.body.errors[0]).toMatchObject({ id: 'invalid-fields', parameters: ['id', 'fields'], parameter_values: ['r9', ['Bogus', 'Other']] });
+    expect(fields.body.errors[0]).toMatchObject({
+      id: 'invalid-fields',
+      parameters: ['id', 'fields'],
+      parameter_values: ['r9', ['Bogus', 'Other']],
+    });
     const noIds = await put('errors', { items: [{ Name: 'a' }, { Name: 'b' }] });
-    expect(noIds.body.errors).toEqual([{ id: 'items-missing-ids', message: 'There are 2 item(s) that do not have ids', parameters: [], parameter_values: [] }]);
+    expect(noIds.body.errors).toEqual([
+      {
+        id: 'items-missing-ids',
+        message: 'There are 2 item(s) that do not have ids',
+        parameters: [],
+        parameter_values: [],
+      },
+    ]);
     const tooLong = await put('errors', { items: [item('ok'), item('b'.repeat(251))] });
     expect(tooLong.body.errors[0]).toMatchObject({ id: 'ids-too-large', parameters: ['index'], parameter_values: [1] });
     const coerce = await put('errors', { items: [item('c1', { Opened_At: 'soon' })] });
@@ -358,7 +410,11 @@ describe('DELETE /catalogs/{name}/items', () => {
     expect((await put('resurrect', { items: [item('z')] })).status).toBe(202);
     await runQueuedJobs();
     expect((await put('resurrect', { items: [item('z', { Name: 'stale' })] })).status).toBe(202);
-    const sync = await env.app.inject({ method: 'DELETE', url: '/catalogs/resurrect/items/z', headers: bearer(ws.apiKey) });
+    const sync = await env.app.inject({
+      method: 'DELETE',
+      url: '/catalogs/resurrect/items/z',
+      headers: bearer(ws.apiKey),
+    });
     expect(sync.statusCode).toBe(202);
     await runQueuedJobs();
     expect((await getItem('resurrect', 'z')).status).toBe(404);
@@ -370,7 +426,11 @@ describe('DELETE /catalogs/{name}/items', () => {
     const cases: Array<[unknown, string[], number]> = [
       [{ items: [{ id: 'a' }] }, ['catalog-not-found'], 404],
       [{ items: 'a' }, ['item-array-invalid'], 400],
-      [{ items: [{ id: 'a b' }, { id: 3 }, {}, { id: 'c'.repeat(251) }, { id: 'd' }, { id: 'd' }] }, ['invalid-ids', 'ids-not-string', 'ids-too-large', 'items-missing-ids', 'ids-not-unique'], 400],
+      [
+        { items: [{ id: 'a b' }, { id: 3 }, {}, { id: 'c'.repeat(251) }, { id: 'd' }, { id: 'd' }] },
+        ['invalid-ids', 'ids-not-string', 'ids-too-large', 'items-missing-ids', 'ids-not-unique'],
+        400,
+      ],
       [{ items: Array.from({ length: 51 }, (_, i) => ({ id: `i${i}` })) }, ['request-includes-too-many-items'], 400],
     ];
     for (const [body, expected, status] of cases) {
@@ -398,21 +458,36 @@ describe('catalog batch endpoints: bad requests, credentials and permissions', (
   it('a body that is not a JSON object is refused with item-array-invalid', async () => {
     const jobsBefore = await jobTotal();
     // A body of another media type is 415, text included (it is not read as a JSON string).
-    const text = await env.app.inject({ method: 'PUT', url: '/catalogs/bad-json/items', headers: { ...bearer(ws.apiKey), 'content-type': 'text/plain' }, payload: 'items' });
+    const text = await env.app.inject({
+      method: 'PUT',
+      url: '/catalogs/bad-json/items',
+      headers: { ...bearer(ws.apiKey), 'content-type': 'text/plain' },
+      payload: 'items',
+    });
     expect(text.statusCode).toBe(415);
     for (const body of ['"items"', '42', 'null', 'true']) {
       const res = await put('bad-json', body);
       expect(res.status, body).toBe(400);
       expect(ids(res.body), body).toEqual(['item-array-invalid']);
     }
-    const xml = await env.app.inject({ method: 'PUT', url: '/catalogs/bad-json/items', headers: { ...bearer(ws.apiKey), 'content-type': 'application/xml' }, payload: '<items/>' });
+    const xml = await env.app.inject({
+      method: 'PUT',
+      url: '/catalogs/bad-json/items',
+      headers: { ...bearer(ws.apiKey), 'content-type': 'application/xml' },
+      payload: '<items/>',
+    });
     expect(xml.statusCode).toBe(415);
     expect(await jobTotal()).toBe(jobsBefore);
   });
 
   it('missing or unknown key: 401; a key without the permission: 401 naming it', async () => {
     const jobsBefore = await jobTotal();
-    const none = await env.app.inject({ method: 'PUT', url: '/catalogs/bad-json/items', headers: { 'content-type': 'application/json' }, payload: { items: [item('a')] } });
+    const none = await env.app.inject({
+      method: 'PUT',
+      url: '/catalogs/bad-json/items',
+      headers: { 'content-type': 'application/json' },
+      payload: { items: [item('a')] },
+    });
     expect(none.statusCode).toBe(401);
     expect(none.json().message).toMatch(/API key/);
     expect((await put('bad-json', { items: [item('a')] }, 'not-a-key')).status).toBe(401);

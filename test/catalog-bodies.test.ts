@@ -21,7 +21,20 @@ const catalog: CatalogDefinition = {
   ]),
 };
 
-const ids: unknown[] = ['a', 'shoe-1', 'A_b-9', 'x'.repeat(250), 'x'.repeat(251), 'has space', 'dot.ted', 'ünï', '', 7, null, ['a']];
+const ids: unknown[] = [
+  'a',
+  'shoe-1',
+  'A_b-9',
+  'x'.repeat(250),
+  'x'.repeat(251),
+  'has space',
+  'dot.ted',
+  'ünï',
+  '',
+  7,
+  null,
+  ['a'],
+];
 const fieldSets: Array<Record<string, unknown>> = [
   {},
   { name: 'Trail', price: 12 },
@@ -113,10 +126,20 @@ describe('catalog item bodies: the documented schema and the validation agree', 
       }
       return undefined;
     };
-    expect(messageOf('text')).toEqual([{ id: 'item-array-invalid', message: 'The request body must be a JSON object with an items array of objects' }]);
-    expect(messageOf({})).toEqual([{ id: 'item-array-invalid', message: 'items is required: an array of item objects' }]);
-    expect(messageOf({ items: null })).toEqual([{ id: 'item-array-invalid', message: 'items must be an array of objects, not a null' }]);
-    expect(messageOf({ items: {} })).toEqual([{ id: 'item-array-invalid', message: 'items must be an array of objects, not a object' }]);
-    expect(messageOf({ items: [] })).toEqual([{ id: 'item-array-invalid', message: 'items must hold at least one item object' }]);
+    expect(messageOf('text')).toEqual([
+      { id: 'item-array-invalid', message: 'The request body must be a JSON object with an items array of objects' },
+    ]);
+    expect(messageOf({})).toEqual([
+      { id: 'item-array-invalid', message: 'items is required: an array of item objects' },
+    ]);
+    expect(messageOf({ items: null })).toEqual([
+      { id: 'item-array-invalid', message: 'items must be an array of objects, not a null' },
+    ]);
+    expect(messageOf({ items: {} })).toEqual([
+      { id: 'item-array-invalid', message: 'items must be an array of objects, not a object' },
+    ]);
+    expect(messageOf({ items: [] })).toEqual([
+      { id: 'item-array-invalid', message: 'items must hold at least one item object' },
+    ]);
   });
 });

@@ -33,7 +33,8 @@ describe('catalog type coercion (the rules of docs/catalogs.md)', () => {
     converts('number', ' 12.50 ', 12.5);
     converts('number', '-1e3', -1000);
     converts('number', '.5', 0.5);
-    for (const bad of ['', ' ', 'abc', '12abc', '0x10', 'NaN', 'Infinity', '1e400', '1,5', true, false, [1], { n: 1 }]) refuses('number', bad);
+    for (const bad of ['', ' ', 'abc', '12abc', '0x10', 'NaN', 'Infinity', '1e400', '1,5', true, false, [1], { n: 1 }])
+      refuses('number', bad);
   });
 
   it('boolean: booleans, and the strings "true" and "false" in any case; not numbers', () => {
@@ -51,7 +52,20 @@ describe('catalog type coercion (the rules of docs/catalogs.md)', () => {
     converts('time', '2021-09-03 09:03', '2021-09-03T09:03:00.000Z');
     converts('time', '2021-09-03', '2021-09-03T00:00:00.000Z');
     converts('time', '2024-02-29T23:30:00-0130', '2024-03-01T01:00:00.000Z');
-    for (const bad of ['2021-02-30', '2023-02-29', '2021-13-01', '2021-09-03T24:00:00Z', '2021-09-03T09:60', '03/09/2021', 'yesterday', '', 1630659799, true, {}, []]) {
+    for (const bad of [
+      '2021-02-30',
+      '2023-02-29',
+      '2021-13-01',
+      '2021-09-03T24:00:00Z',
+      '2021-09-03T09:60',
+      '03/09/2021',
+      'yesterday',
+      '',
+      1630659799,
+      true,
+      {},
+      [],
+    ]) {
       refuses('time', bad);
     }
     expect(toTime('2021-09-03T09:03:19+25:00').ok).toBe(false);

@@ -26,11 +26,10 @@ interface ErrorEntry {
 }
 
 async function makeCatalog(workspaceId: string, name: string, fields: unknown = FIELDS): Promise<string> {
-  const { rows } = await env.ctx.pool.query<{ id: string }>(`INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, $2, $3::jsonb) RETURNING id`, [
-    workspaceId,
-    name,
-    JSON.stringify(fields),
-  ]);
+  const { rows } = await env.ctx.pool.query<{ id: string }>(
+    `INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, $2, $3::jsonb) RETURNING id`,
+    [workspaceId, name, JSON.stringify(fields)],
+  );
   return rows[0]!.id;
 }
 
@@ -41,7 +40,10 @@ const ids = (body: { errors: ErrorEntry[] }) => body.errors.map((e) => e.id);
 const one = (fields: Record<string, unknown>) => ({ items: [fields] });
 
 async function rows(catalog = catalogId) {
-  const { rows } = await env.ctx.pool.query(`SELECT item_id, data, deleted FROM catalog_items WHERE catalog_id = $1 ORDER BY item_id`, [catalog]);
+  const { rows } = await env.ctx.pool.query(
+    `SELECT item_id, data, deleted FROM catalog_items WHERE catalog_id = $1 ORDER BY item_id`,
+    [catalog],
+  );
   return rows;
 }
 
@@ -62,7 +64,11 @@ afterAll(async () => env?.close());
 
 describe('PUT /catalogs/{name}/items/{id}', () => {
   it('creates a missing item (200), then replaces it whole; values converted to the field types', async () => {
-    const created = await call('PUT', '/catalogs/restaurants/items/restaurant1', one({ Name: 'Restaurant', Rating: '5', Open: 'FALSE', Opened_At: '2021-09-03' }));
+    const created = await call(
+      'PUT',
+      '/catalogs/restaurants/items/restaurant1',
+      one({ Name: 'Restaurant', Rating: '5', Open: 'FALSE', Opened_At: '2021-09-03' }),
+    );
     expect(created.status).toBe(200);
     expect(created.body).toEqual({ message: 'success' });
     expect(created.headers['x-ratelimit-limit']).toBe('100000');
@@ -70,14 +76,22 @@ describe('PUT /catalogs/{name}/items/{id}', () => {
       items: [{ id: 'restaurant1', Name: 'Restaurant', Rating: 5, Open: false, Opened_At: '2021-09-03T00:00:00.000Z' }],
       message: 'success',
     });
-    const replaced = await call('PUT', '/catalogs/restaurants/items/restaurant1', one({ Top_Dishes: ['Soup'], Location: { City: 'Paris' } }));
+    const replaced = await call(
+      'PUT',
+      '/catalogs/restaurants/items/restaurant1',
+      one({ Top_Dishes: ['Soup'], Location: { City: 'Paris' } }),
+    );
     expect(replaced.status).toBe(200);
-    expect((await call('GET', '/catalogs/restaurants/items/restaurant1')).body.items).toEqual([{ id: 'restaurant1', Top_Dishes: ['Soup'], Location: { City: 'Paris' } }]);
+    expect((await call('GET', '/catalogs/restaurants/items/restaurant1')).body.items).toEqual([
+      { id: 'restaurant1', Top_Dishes: ['Soup'], Location: { City: 'Paris' } },
+    ]);
   });
 
   it('accepts the boundaries: a 250-character id, 5,000 characters, 50 levels', async () => {
     const longId = 'b'.repeat(250);
-    expect((await call('PUT', `/catalogs/restaurants/items/${longId}`, one({ Name: 'x'.repeat(4_989) }))).status).toBe(200);
+    expect((await call('PUT', `/catalogs/restaurants/items/${longId}`, one({ Name: 'x'.repeat(4_989) }))).status).toBe(
+      200,
+    );
     expect((await call('GET', `/catalogs/restaurants/items/${longId}`)).body.items[0].Name).toHaveLength(4_989);
     expect((await call('PUT', '/catalogs/restaurants/items/deep50', one({ Location: nested(50) }))).status).toBe(200);
   });
@@ -89,15 +103,30 @@ describe('PUT /catalogs/{name}/items/{id}', () => {
     ['ids-too-large (2,000)', `/catalogs/restaurants/items/${'c'.repeat(2_000)}`, one({ Name: 'a' }), 'ids-too-large'],
     ['id-in-body', '/catalogs/restaurants/items/a', one({ id: 'a', Name: 'a' }), 'id-in-body'],
     ['items-too-large (5,001)', '/catalogs/restaurants/items/a', one({ Name: 'x'.repeat(4_990) }), 'items-too-large'],
-    ['too-deep-nesting-in-value-object (51)', '/catalogs/restaurants/items/a', one({ Location: nested(51) }), 'too-deep-nesting-in-value-object'],
+    [
+      'too-deep-nesting-in-value-object (51)',
+      '/catalogs/restaurants/items/a',
+      one({ Location: nested(51) }),
+      'too-deep-nesting-in-value-object',
+    ],
     ['invalid-fields', '/catalogs/restaurants/items/a', one({ Nope: 1 }), 'invalid-fields'],
-    ['invalid-keys-in-value-object', '/catalogs/restaurants/items/a', one({ Location: { $where: 1 } }), 'invalid-keys-in-value-object'],
+    [
+      'invalid-keys-in-value-object',
+      '/catalogs/restaurants/items/a',
+      one({ Location: { $where: 1 } }),
+      'invalid-keys-in-value-object',
+    ],
     ['unable-to-coerce-value', '/catalogs/restaurants/items/a', one({ Open: 'maybe' }), 'unable-to-coerce-value'],
     ['item-array-invalid (empty)', '/catalogs/restaurants/items/a', { items: [] }, 'item-array-invalid'],
     ['item-array-invalid (object)', '/catalogs/restaurants/items/a', { items: { Name: 'a' } }, 'item-array-invalid'],
     ['item-array-invalid (element)', '/catalogs/restaurants/items/a', { items: [['Name']] }, 'item-array-invalid'],
     ['item-array-invalid (no body)', '/catalogs/restaurants/items/a', undefined, 'item-array-invalid'],
-    ['request-includes-too-many-items', '/catalogs/restaurants/items/a', { items: [{ Name: 'a' }, { Name: 'b' }] }, 'request-includes-too-many-items'],
+    [
+      'request-includes-too-many-items',
+      '/catalogs/restaurants/items/a',
+      { items: [{ Name: 'a' }, { Name: 'b' }] },
+      'request-includes-too-many-items',
+    ],
   ];
   for (const [name, url, body, id, status = 400] of cases) {
     it(`${name}: ${status} with exactly that error, nothing written`, async () => {
@@ -140,7 +169,9 @@ describe('PUT /catalogs/{name}/items/{id}', () => {
     expect(res.status).toBe(500);
     expect(ids(res.body)).toEqual(['arbitrary-error']);
     expect(JSON.stringify(res.body)).not.toMatch(/catalog_items|relation|SELECT|INSERT/i);
-    expect((await call('GET', '/catalogs/restaurants/items/stable')).body.items).toEqual([{ id: 'stable', Name: 'before' }]);
+    expect((await call('GET', '/catalogs/restaurants/items/stable')).body.items).toEqual([
+      { id: 'stable', Name: 'before' },
+    ]);
   });
 });
 
@@ -151,21 +182,34 @@ describe('POST /catalogs/{name}/items/{id} (create only)', () => {
     expect(created.body).toEqual({ message: 'success' });
     const again = await call('POST', '/catalogs/restaurants/items/fresh', one({ Name: 'second' }));
     expect(again.status).toBe(400);
-    expect(again.body.errors).toEqual([{ id: 'item-already-exists', message: 'The item already exists', parameters: ['id'], parameter_values: ['fresh'] }]);
-    expect((await call('GET', '/catalogs/restaurants/items/fresh')).body.items).toEqual([{ id: 'fresh', Name: 'first' }]);
+    expect(again.body.errors).toEqual([
+      {
+        id: 'item-already-exists',
+        message: 'The item already exists',
+        parameters: ['id'],
+        parameter_values: ['fresh'],
+      },
+    ]);
+    expect((await call('GET', '/catalogs/restaurants/items/fresh')).body.items).toEqual([
+      { id: 'fresh', Name: 'first' },
+    ]);
   });
 
   it('creates again after a delete; shares the validation of PUT', async () => {
     await call('POST', '/catalogs/restaurants/items/phoenix', one({ Name: 'one' }));
     expect((await call('DELETE', '/catalogs/restaurants/items/phoenix')).status).toBe(202);
     expect((await call('POST', '/catalogs/restaurants/items/phoenix', one({ Name: 'two' }))).status).toBe(201);
-    expect((await call('GET', '/catalogs/restaurants/items/phoenix')).body.items).toEqual([{ id: 'phoenix', Name: 'two' }]);
+    expect((await call('GET', '/catalogs/restaurants/items/phoenix')).body.items).toEqual([
+      { id: 'phoenix', Name: 'two' },
+    ]);
     const bad = await call('POST', '/catalogs/restaurants/items/phoenix', one({ id: 'phoenix', Rating: 'x' }));
     expect(ids(bad.body)).toEqual(['id-in-body', 'unable-to-coerce-value']);
   });
 
   it('two creates of one id at once: exactly one wins', async () => {
-    const results = await Promise.all(Array.from({ length: 6 }, (_, i) => call('POST', '/catalogs/restaurants/items/race', one({ Name: `n${i}` }))));
+    const results = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => call('POST', '/catalogs/restaurants/items/race', one({ Name: `n${i}` }))),
+    );
     expect(results.filter((r) => r.status === 201)).toHaveLength(1);
     expect(results.filter((r) => r.status === 400 && r.body.errors[0].id === 'item-already-exists')).toHaveLength(5);
   });
@@ -176,13 +220,22 @@ describe('GET /catalogs/{name}/items/{id}', () => {
     await call('PUT', '/catalogs/restaurants/items/mine', one({ Name: 'mine' }));
     const noCatalog = await call('GET', '/catalogs/nope/items/mine');
     expect(noCatalog.status).toBe(404);
-    expect(noCatalog.body.errors).toEqual([{ id: 'catalog-not-found', message: 'Could not find catalog', parameters: ['catalog_name'], parameter_values: ['nope'] }]);
+    expect(noCatalog.body.errors).toEqual([
+      {
+        id: 'catalog-not-found',
+        message: 'Could not find catalog',
+        parameters: ['catalog_name'],
+        parameter_values: ['nope'],
+      },
+    ]);
     for (const id of ['missing', 'bad%20id', 'e'.repeat(251)]) {
       const res = await call('GET', `/catalogs/restaurants/items/${id}`);
       expect(res.status, id).toBe(404);
       expect(ids(res.body)).toEqual(['item-not-found']);
     }
-    expect(ids((await call('GET', '/catalogs/restaurants/items/mine', undefined, other.apiKey)).body)).toEqual(['catalog-not-found']);
+    expect(ids((await call('GET', '/catalogs/restaurants/items/mine', undefined, other.apiKey)).body)).toEqual([
+      'catalog-not-found',
+    ]);
   });
 });
 
@@ -290,9 +343,15 @@ describe('catalog rate limits', () => {
   let limited: TestEnv;
   let lws: SeededWorkspace;
   beforeAll(async () => {
-    limited = await createTestEnv({ RATE_LIMIT_CATALOG_SYNC_PER_MINUTE: '3', RATE_LIMIT_CATALOG_ASYNC_PER_MINUTE: '2' });
+    limited = await createTestEnv({
+      RATE_LIMIT_CATALOG_SYNC_PER_MINUTE: '3',
+      RATE_LIMIT_CATALOG_ASYNC_PER_MINUTE: '2',
+    });
     lws = await seedWorkspace(limited.ctx.pool);
-    await limited.ctx.pool.query(`INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, 'c', '[{"name":"Name","type":"string"}]')`, [lws.workspaceId]);
+    await limited.ctx.pool.query(
+      `INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, 'c', '[{"name":"Name","type":"string"}]')`,
+      [lws.workspaceId],
+    );
   });
   afterAll(async () => limited?.close());
 

@@ -41,7 +41,9 @@ afterAll(async () => {
 
 /** A table of ROWS rows for users `${round}-i`, each setting tier = i, and an integration over it. */
 async function prepare(round: string): Promise<string> {
-  await env.ctx.pool.query(`CREATE TABLE warehouse.${round} (updated_at timestamptz NOT NULL, external_id text, payload text)`);
+  await env.ctx.pool.query(
+    `CREATE TABLE warehouse.${round} (updated_at timestamptz NOT NULL, external_id text, payload text)`,
+  );
   await env.ctx.pool.query(
     `INSERT INTO warehouse.${round} SELECT timestamptz '2026-01-01' + (g / 7) * interval '1 second', '${round}-' || g, json_build_object('tier', g)::text FROM generate_series(1, ${ROWS}) g`,
   );
@@ -56,12 +58,21 @@ async function prepare(round: string): Promise<string> {
 }
 
 async function trigger(integration: string): Promise<void> {
-  const res = await env.app.inject({ method: 'POST', url: `/cdi/integrations/${integration}/sync`, headers: bearer(ws.apiKey) });
+  const res = await env.app.inject({
+    method: 'POST',
+    url: `/cdi/integrations/${integration}/sync`,
+    headers: bearer(ws.apiKey),
+  });
   expect(res.statusCode, res.body).toBe(202);
 }
 
 const job = async (integration: string) =>
-  (await env.ctx.pool.query<{ status: string; rows_synced: number; rows_failed: number }>(`SELECT status, rows_synced, rows_failed FROM cdi_sync_jobs WHERE integration_id = $1 ORDER BY started_at DESC LIMIT 1`, [integration])).rows[0];
+  (
+    await env.ctx.pool.query<{ status: string; rows_synced: number; rows_failed: number }>(
+      `SELECT status, rows_synced, rows_failed FROM cdi_sync_jobs WHERE integration_id = $1 ORDER BY started_at DESC LIMIT 1`,
+      [integration],
+    )
+  ).rows[0];
 
 async function expectExact(integration: string, round: string): Promise<void> {
   expect(await job(integration)).toMatchObject({ status: 'success', rows_synced: ROWS, rows_failed: 0 });
@@ -102,7 +113,9 @@ describe('a CDI sync and its faults', () => {
     const integration = await prepare('killed');
     const worker = spawnWorker();
     child = worker.child;
-    const exited = new Promise<NodeJS.Signals | null>((resolve) => worker.child.on('exit', (_c, signal) => resolve(signal)));
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      worker.child.on('exit', (_c, signal) => resolve(signal)),
+    );
     await trigger(integration);
     await waitFor(midRun(integration), 60_000, 5);
     worker.child.kill('SIGKILL');
@@ -133,10 +146,14 @@ describe('a CDI sync and its faults', () => {
         await new Promise((r) => setTimeout(r, 1_000));
         await pgServer.start();
         down.pg = false;
-        await waitFor(async () => {
-          if (worker.child.exitCode !== null) throw new Error(`ces worker exited:\n${worker.output().slice(-2000)}`);
-          return ((await job(integration).catch(() => undefined))?.status ?? 'running') !== 'running';
-        }, 120_000, 200);
+        await waitFor(
+          async () => {
+            if (worker.child.exitCode !== null) throw new Error(`ces worker exited:\n${worker.output().slice(-2000)}`);
+            return ((await job(integration).catch(() => undefined))?.status ?? 'running') !== 'running';
+          },
+          120_000,
+          200,
+        );
       } finally {
         worker.child.kill('SIGTERM');
         child = undefined;
@@ -145,7 +162,7 @@ describe('a CDI sync and its faults', () => {
     }, 240_000);
   }
 
-  it('Redis lost the run\'s job (flushed before any worker took it): the reconciler queues it, the run completes', async () => {
+  it("Redis lost the run's job (flushed before any worker took it): the reconciler queues it, the run completes", async () => {
     const integration = await prepare('redis_lost');
     await trigger(integration);
     await redis.flush();

@@ -26,15 +26,20 @@ let blocks: Map<string, { lang: string; code: string }>;
 
 beforeAll(async () => {
   const markdown = await readFile(DOC, 'utf8');
-  blocks = new Map([...markdown.matchAll(/<!-- cdi-example: ([\w-]+) -->\n```(\w+)\n([\s\S]*?)\n```\n/g)].map((m) => [m[1]!, { lang: m[2]!, code: m[3]! }]));
+  blocks = new Map(
+    [...markdown.matchAll(/<!-- cdi-example: ([\w-]+) -->\n```(\w+)\n([\s\S]*?)\n```\n/g)].map((m) => [
+      m[1]!,
+      { lang: m[2]!, code: m[3]! },
+    ]),
+  );
   expect([...blocks.keys()]).toEqual(['export', 'change-tier', 'sync', 'delta', 'check']);
   ws = await seedWorkspace(env.ctx.pool, 'Demo Workspace');
   await createSegment(env.ctx.pool, ws.workspaceId, 'seg-all-users', { all: [] });
   await generateUsers(env.ctx.pool, { workspaceId: ws.workspaceId, count: 2_000, seed: 42 });
-  await env.ctx.pool.query(`INSERT INTO cdi_integrations (id, workspace_id, name, source) VALUES ('0c3d9b71-5e2a-4f60-8b14-6a7d2e9f3c88', $1, 'lake drops', $2)`, [
-    ws.workspaceId,
-    JSON.stringify({ type: 'bucket', prefix: 'cdi/users/', format: 'parquet' }),
-  ]);
+  await env.ctx.pool.query(
+    `INSERT INTO cdi_integrations (id, workspace_id, name, source) VALUES ('0c3d9b71-5e2a-4f60-8b14-6a7d2e9f3c88', $1, 'lake drops', $2)`,
+    [ws.workspaceId, JSON.stringify({ type: 'bucket', prefix: 'cdi/users/', format: 'parquet' })],
+  );
   env.startWorkers([segmentExportJob, exportShardJob]);
 }, 120_000);
 
@@ -44,7 +49,9 @@ const store = () => localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws);
 async function shell(name: string): Promise<{ stdout: string; dir?: string }> {
   const block = blocks.get(name)!;
   expect(block.lang).toBe('sh');
-  const cli = Object.entries(cliEnvOf(env.config)).map(([k, v]) => `export ${k}='${v}'`).join('\n');
+  const cli = Object.entries(cliEnvOf(env.config))
+    .map(([k, v]) => `export ${k}='${v}'`)
+    .join('\n');
   const { stdout } = await runShell(`${cli}\n${block.code}`, repoRoot);
   const manifest = /manifest: (\S+)/.exec(stdout)?.[1];
   return { stdout, dir: manifest ? path.join(store(), path.dirname(manifest)) : undefined };
@@ -65,7 +72,9 @@ describe('docs/cdi.md: a round trip', () => {
       const golds = Number(gold[0]!.n);
       expect(golds).toBeGreaterThan(50);
 
-      await warehouse.query(blocks.get('change-tier')!.code.replaceAll('<export>', exported.dir!).replaceAll('<drops>', drops));
+      await warehouse.query(
+        blocks.get('change-tier')!.code.replaceAll('<export>', exported.dir!).replaceAll('<drops>', drops),
+      );
       const synced = await shell('sync');
       expect(synced.stdout).toContain(`success: ${golds.toLocaleString('en-US')} row(s) synced, 0 refused`);
 

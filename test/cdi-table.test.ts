@@ -28,14 +28,18 @@ beforeAll(async () => {
   warehouse = new pg.Client({ connectionString: env.config.DATABASE_URL });
   await warehouse.connect();
   await warehouse.query(`CREATE SCHEMA ${SOURCE_SCHEMA}`);
-  await warehouse.query(`CREATE TABLE ${TABLE} ("UPDATED_AT" timestamptz NOT NULL, "EXTERNAL_ID" text, "ALIAS_NAME" text, "ALIAS_LABEL" text, "EMAIL" text, "PHONE" text, "PAYLOAD" text, "DELETED" boolean, other_column int)`);
+  await warehouse.query(
+    `CREATE TABLE ${TABLE} ("UPDATED_AT" timestamptz NOT NULL, "EXTERNAL_ID" text, "ALIAS_NAME" text, "ALIAS_LABEL" text, "EMAIL" text, "PHONE" text, "PAYLOAD" text, "DELETED" boolean, other_column int)`,
+  );
   await insertProfiles(env.ctx.pool, env.ws.workspaceId, 1, 20);
-  await env.ctx.pool.query(`UPDATE profiles SET phone = '+1555000' || lpad((regexp_replace(external_id, '\\D', '', 'g'))::text, 4, '0') WHERE workspace_id = $1`, [env.ws.workspaceId]);
-  await env.ctx.pool.query(`INSERT INTO cdi_integrations (id, workspace_id, name, source) VALUES ($1, $2, 'warehouse users', $3)`, [
-    INTEGRATION,
-    env.ws.workspaceId,
-    JSON.stringify({ type: 'postgres', url_env: URL_ENV, table: TABLE }),
-  ]);
+  await env.ctx.pool.query(
+    `UPDATE profiles SET phone = '+1555000' || lpad((regexp_replace(external_id, '\\D', '', 'g'))::text, 4, '0') WHERE workspace_id = $1`,
+    [env.ws.workspaceId],
+  );
+  await env.ctx.pool.query(
+    `INSERT INTO cdi_integrations (id, workspace_id, name, source) VALUES ($1, $2, 'warehouse users', $3)`,
+    [INTEGRATION, env.ws.workspaceId, JSON.stringify({ type: 'postgres', url_env: URL_ENV, table: TABLE })],
+  );
   env.startWorkers([cdiSyncJob]);
 });
 
@@ -54,7 +58,16 @@ async function rows(values: Array<[string, Record<string, unknown>]>) {
   for (const [at, r] of values) {
     await warehouse.query(
       `INSERT INTO ${TABLE} ("UPDATED_AT", "EXTERNAL_ID", "ALIAS_NAME", "ALIAS_LABEL", "EMAIL", "PHONE", "PAYLOAD", "DELETED") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [at, r.external_id ?? null, r.alias_name ?? null, r.alias_label ?? null, r.email ?? null, r.phone ?? null, r.payload === undefined ? null : typeof r.payload === 'string' ? r.payload : JSON.stringify(r.payload), r.deleted ?? null],
+      [
+        at,
+        r.external_id ?? null,
+        r.alias_name ?? null,
+        r.alias_label ?? null,
+        r.email ?? null,
+        r.phone ?? null,
+        r.payload === undefined ? null : typeof r.payload === 'string' ? r.payload : JSON.stringify(r.payload),
+        r.deleted ?? null,
+      ],
     );
   }
 }
@@ -66,16 +79,25 @@ async function sync(): Promise<Record<string, unknown>> {
   expect(res.status, JSON.stringify(res.body)).toBe(202);
   expect(res.body).toEqual({ message: 'success' });
   let latest: Record<string, unknown> = {};
-  await waitFor(async () => {
-    const status = await call('GET', `/cdi/integrations/${INTEGRATION}/job_sync_status`);
-    latest = (status.body.results as Array<Record<string, unknown>>)[0]!;
-    return Date.parse(latest.sync_start_time as string) >= before - 1000 && latest.job_status !== 'running';
-  }, 60_000, 100);
+  await waitFor(
+    async () => {
+      const status = await call('GET', `/cdi/integrations/${INTEGRATION}/job_sync_status`);
+      latest = (status.body.results as Array<Record<string, unknown>>)[0]!;
+      return Date.parse(latest.sync_start_time as string) >= before - 1000 && latest.job_status !== 'running';
+    },
+    60_000,
+    100,
+  );
   return latest;
 }
 
 const profile = async (externalId: string) =>
-  (await env.ctx.pool.query(`SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2`, [env.ws.workspaceId, externalId])).rows[0] as Record<string, unknown> | undefined;
+  (
+    await env.ctx.pool.query(`SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2`, [
+      env.ws.workspaceId,
+      externalId,
+    ])
+  ).rows[0] as Record<string, unknown> | undefined;
 
 describe('CDI from a PostgreSQL table', () => {
   it('lists the integration as the public API shapes it', async () => {
@@ -104,7 +126,10 @@ describe('CDI from a PostgreSQL table', () => {
 
   it('syncs every row the first time: attributes by each identifier, nested values, a refused row, a delete', async () => {
     await rows([
-      ['2026-01-01T00:00:00Z', { external_id: 'ext-1', payload: { tier: 'gold', first_name: 'Ann', prefs: { news: true } } }],
+      [
+        '2026-01-01T00:00:00Z',
+        { external_id: 'ext-1', payload: { tier: 'gold', first_name: 'Ann', prefs: { news: true } } },
+      ],
       ['2026-01-01T00:00:01Z', { email: 'USER2@example.com', payload: { tier: 'silver' } }],
       ['2026-01-01T00:00:02Z', { phone: '+15550000003', payload: { tier: 'bronze' } }],
       ['2026-01-01T00:00:03Z', { external_id: 'brand-new', payload: { tier: 'new' } }],
@@ -114,9 +139,17 @@ describe('CDI from a PostgreSQL table', () => {
       ['2026-01-01T00:00:07Z', { payload: { tier: 'nobody' } }],
     ]);
     const run = await sync();
-    expect(run).toMatchObject({ job_status: 'partial', rows_synced: 5, rows_failed_with_errors: 3, last_timestamp_synced: '2026-01-01T00:00:07.000Z' });
+    expect(run).toMatchObject({
+      job_status: 'partial',
+      rows_synced: 5,
+      rows_failed_with_errors: 3,
+      last_timestamp_synced: '2026-01-01T00:00:07.000Z',
+    });
     expect(run.sync_finish_time).toEqual(expect.any(String));
-    expect(await profile('ext-1')).toMatchObject({ first_name: 'Ann', custom_attributes: expect.objectContaining({ tier: 'gold', prefs: { news: true } }) });
+    expect(await profile('ext-1')).toMatchObject({
+      first_name: 'Ann',
+      custom_attributes: expect.objectContaining({ tier: 'gold', prefs: { news: true } }),
+    });
     expect((await profile('ext-2'))!.custom_attributes).toMatchObject({ tier: 'silver' });
     expect((await profile('ext-3'))!.custom_attributes).toMatchObject({ tier: 'bronze' });
     expect((await profile('brand-new'))!.custom_attributes).toEqual({ tier: 'new' });
@@ -124,9 +157,19 @@ describe('CDI from a PostgreSQL table', () => {
     expect((await env.ctx.pool.query(`SELECT 1 FROM profile_tombstones WHERE external_id = 'ext-6'`)).rowCount).toBe(1);
 
     // The refused rows, with why, in the rejects file of the run (the local store here: no bucket declared).
-    const job = (await env.ctx.pool.query(`SELECT rejects_key FROM cdi_sync_jobs WHERE integration_id = $1 ORDER BY started_at DESC LIMIT 1`, [INTEGRATION])).rows[0];
+    const job = (
+      await env.ctx.pool.query(
+        `SELECT rejects_key FROM cdi_sync_jobs WHERE integration_id = $1 ORDER BY started_at DESC LIMIT 1`,
+        [INTEGRATION],
+      )
+    ).rows[0];
     expect(job.rejects_key).toMatch(new RegExp(`^cdi/${INTEGRATION}/[0-9a-f-]+\\.rejects\\.ndjson$`));
-    const rejects = (await readFile(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), job.rejects_key), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    const rejects = (
+      await readFile(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), job.rejects_key), 'utf8')
+    )
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(rejects.map((r) => r.reason)).toEqual([
       'PAYLOAD is not JSON',
       expect.stringContaining('dob'),
@@ -143,9 +186,17 @@ describe('CDI from a PostgreSQL table', () => {
       ['2026-01-02T00:00:00Z', { external_id: 'ext-1', payload: { tier: 'platinum' } }],
       ['2025-12-31T00:00:00Z', { external_id: 'ext-8', payload: { tier: 'too-late' } }],
     ]);
-    await env.ctx.pool.query(`UPDATE profiles SET custom_attributes = custom_attributes || '{"marker": 1}' WHERE workspace_id = $1 AND external_id = 'ext-2'`, [env.ws.workspaceId]);
+    await env.ctx.pool.query(
+      `UPDATE profiles SET custom_attributes = custom_attributes || '{"marker": 1}' WHERE workspace_id = $1 AND external_id = 'ext-2'`,
+      [env.ws.workspaceId],
+    );
     const run = await sync();
-    expect(run).toMatchObject({ job_status: 'success', rows_synced: 2, rows_failed_with_errors: 0, last_timestamp_synced: '2026-01-02T00:00:00.000Z' });
+    expect(run).toMatchObject({
+      job_status: 'success',
+      rows_synced: 2,
+      rows_failed_with_errors: 0,
+      last_timestamp_synced: '2026-01-02T00:00:00.000Z',
+    });
     expect((await profile('ext-7'))!.custom_attributes).toMatchObject({ tier: 'same-second' });
     expect((await profile('ext-1'))!.custom_attributes).toMatchObject({ tier: 'platinum' });
     // Older than the watermark: not taken (docs/cdi.md says so and why).
@@ -155,17 +206,40 @@ describe('CDI from a PostgreSQL table', () => {
     expect(again).toMatchObject({ job_status: 'success', rows_synced: 0, rows_failed_with_errors: 0 });
   });
 
-  it('answers the public API\'s refusals: 400 invalid id, 404 unknown or another workspace\'s, 429 while a run runs, bad cursors', async () => {
-    expect(await call('POST', '/cdi/integrations/not-a-uuid/sync')).toMatchObject({ status: 400, body: { message: 'Invalid integration ID' } });
-    expect(await call('POST', `/cdi/integrations/${randomUUID()}/sync`)).toMatchObject({ status: 404, body: { message: 'Integration not found' } });
-    expect(await call('POST', `/cdi/integrations/${INTEGRATION}/sync`, env.other.apiKey)).toMatchObject({ status: 404, body: { message: 'Integration not found' } });
-    expect(await call('GET', `/cdi/integrations/${INTEGRATION}/job_sync_status`, env.other.apiKey)).toMatchObject({ status: 404 });
-    expect(await call('GET', '/cdi/integrations?cursor=nope')).toMatchObject({ status: 400, body: { message: 'Invalid cursor' } });
+  it("answers the public API's refusals: 400 invalid id, 404 unknown or another workspace's, 429 while a run runs, bad cursors", async () => {
+    expect(await call('POST', '/cdi/integrations/not-a-uuid/sync')).toMatchObject({
+      status: 400,
+      body: { message: 'Invalid integration ID' },
+    });
+    expect(await call('POST', `/cdi/integrations/${randomUUID()}/sync`)).toMatchObject({
+      status: 404,
+      body: { message: 'Integration not found' },
+    });
+    expect(await call('POST', `/cdi/integrations/${INTEGRATION}/sync`, env.other.apiKey)).toMatchObject({
+      status: 404,
+      body: { message: 'Integration not found' },
+    });
+    expect(await call('GET', `/cdi/integrations/${INTEGRATION}/job_sync_status`, env.other.apiKey)).toMatchObject({
+      status: 404,
+    });
+    expect(await call('GET', '/cdi/integrations?cursor=nope')).toMatchObject({
+      status: 400,
+      body: { message: 'Invalid cursor' },
+    });
     expect(await call('POST', `/cdi/integrations/${INTEGRATION}/sync`, env.ws.bareKey)).toMatchObject({ status: 401 });
     // A run that runs (recorded, not yet taken by the worker): a second is refused until it ends.
-    await env.ctx.pool.query(`INSERT INTO cdi_sync_jobs (integration_id, workspace_id, trigger) VALUES ($1, $2, 'api')`, [INTEGRATION, env.ws.workspaceId]);
-    expect(await call('POST', `/cdi/integrations/${INTEGRATION}/sync`)).toMatchObject({ status: 429, body: { message: 'Another job is in progress' } });
-    await env.ctx.pool.query(`UPDATE cdi_sync_jobs SET status = 'error', finished_at = now() WHERE integration_id = $1 AND status = 'running'`, [INTEGRATION]);
+    await env.ctx.pool.query(
+      `INSERT INTO cdi_sync_jobs (integration_id, workspace_id, trigger) VALUES ($1, $2, 'api')`,
+      [INTEGRATION, env.ws.workspaceId],
+    );
+    expect(await call('POST', `/cdi/integrations/${INTEGRATION}/sync`)).toMatchObject({
+      status: 429,
+      body: { message: 'Another job is in progress' },
+    });
+    await env.ctx.pool.query(
+      `UPDATE cdi_sync_jobs SET status = 'error', finished_at = now() WHERE integration_id = $1 AND status = 'running'`,
+      [INTEGRATION],
+    );
   });
 
   it('pages the runs newest first, 10 a page, linked by a relative Link header', async () => {

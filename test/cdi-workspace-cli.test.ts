@@ -47,8 +47,18 @@ describe('CDI in the workspace file and on the command line', () => {
     expect(again.stdout).toMatch(/cdi_integrations +0 +0 +2\n/);
     const { rows } = await env.ctx.pool.query(`SELECT id, name, source, schedule FROM cdi_integrations ORDER BY name`);
     expect(rows).toEqual([
-      { id: FILES, name: 'lake drops', source: { type: 'bucket', prefix: 'cdi/users/', format: 'ndjson' }, schedule: null },
-      { id: TABLE, name: 'warehouse users', source: { type: 'postgres', url_env: 'CDI_WAREHOUSE_URL', table: 'analytics.ces_user_updates' }, schedule: { every_minutes: 15 } },
+      {
+        id: FILES,
+        name: 'lake drops',
+        source: { type: 'bucket', prefix: 'cdi/users/', format: 'ndjson' },
+        schedule: null,
+      },
+      {
+        id: TABLE,
+        name: 'warehouse users',
+        source: { type: 'postgres', url_env: 'CDI_WAREHOUSE_URL', table: 'analytics.ces_user_updates' },
+        schedule: { every_minutes: 15 },
+      },
     ]);
 
     const bad = file(
@@ -58,27 +68,54 @@ describe('CDI in the workspace file and on the command line', () => {
     await writeFile(path.join(dir, 'bad.yaml'), bad);
     const refused = await cli(['workspace', 'apply', path.join(dir, 'bad.yaml')]);
     expect(refused.code).toBe(2);
-    for (const where of ['cdi_integrations[0].id', 'cdi_integrations[0].source.url_env', 'cdi_integrations[0].source.table', 'cdi_integrations[1].source', 'cdi_integrations[1].schedule']) {
+    for (const where of [
+      'cdi_integrations[0].id',
+      'cdi_integrations[0].source.url_env',
+      'cdi_integrations[0].source.table',
+      'cdi_integrations[1].source',
+      'cdi_integrations[1].schedule',
+    ]) {
       expect(refused.stderr, where).toContain(where);
     }
     // An id another workspace declares is not taken over.
-    await writeFile(path.join(dir, 'steal.yaml'), file(`      - id: ${FILES}\n        name: stolen\n        source: { type: bucket, prefix: x/, format: csv }\n`, `Other ${tag}`));
+    await writeFile(
+      path.join(dir, 'steal.yaml'),
+      file(
+        `      - id: ${FILES}\n        name: stolen\n        source: { type: bucket, prefix: x/, format: csv }\n`,
+        `Other ${tag}`,
+      ),
+    );
     const stolen = await cli(['workspace', 'apply', path.join(dir, 'steal.yaml')]);
     expect(stolen.code).not.toBe(0);
     expect(stolen.stderr).toContain(`integration id "${FILES}" belongs to another workspace`);
-    expect((await env.ctx.pool.query(`SELECT name FROM cdi_integrations WHERE id = $1`, [FILES])).rows).toEqual([{ name: 'lake drops' }]);
+    expect((await env.ctx.pool.query(`SELECT name FROM cdi_integrations WHERE id = $1`, [FILES])).rows).toEqual([
+      { name: 'lake drops' },
+    ]);
   });
 
   it('ces cdi list, and ces cdi sync --wait: a summary, exit 0; config_error with the reason, exit 1', async () => {
-    const ws = (await env.ctx.pool.query<{ id: string; company_id: string }>(`SELECT id, company_id FROM workspaces WHERE name = $1`, [WORKSPACE])).rows[0]!;
-    const drops = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, { workspaceId: ws.id, companyId: ws.company_id }), 'cdi/users');
+    const ws = (
+      await env.ctx.pool.query<{ id: string; company_id: string }>(
+        `SELECT id, company_id FROM workspaces WHERE name = $1`,
+        [WORKSPACE],
+      )
+    ).rows[0]!;
+    const drops = path.join(
+      localWorkspaceDir(env.config.LOCAL_STORE_DIR, { workspaceId: ws.id, companyId: ws.company_id }),
+      'cdi/users',
+    );
     await mkdir(drops, { recursive: true });
-    await writeFile(path.join(drops, 'a.ndjson'), `${JSON.stringify({ external_id: 'cli-1', payload: '{"tier": "cli"}' })}\n${JSON.stringify({ payload: '{}' })}\n`);
+    await writeFile(
+      path.join(drops, 'a.ndjson'),
+      `${JSON.stringify({ external_id: 'cli-1', payload: '{"tier": "cli"}' })}\n${JSON.stringify({ payload: '{}' })}\n`,
+    );
 
     const list = await cli(['cdi', 'list', '--workspace', WORKSPACE]);
     expect(list.code, list.stderr).toBe(0);
     expect(list.stdout).toContain(`${FILES}  lake drops  ndjson files under cdi/users/  on demand  last run: never`);
-    expect(list.stdout).toContain(`${TABLE}  warehouse users  table analytics.ces_user_updates (CDI_WAREHOUSE_URL)  every 15 min`);
+    expect(list.stdout).toContain(
+      `${TABLE}  warehouse users  table analytics.ces_user_updates (CDI_WAREHOUSE_URL)  every 15 min`,
+    );
 
     const sync = await cli(['cdi', 'sync', 'lake drops', '--workspace', WORKSPACE, '--wait']);
     expect(sync.code, sync.stderr).toBe(0);

@@ -30,11 +30,20 @@ beforeAll(async () => {
     { email: 'e@example.com', time: '2024-02-02T00:00:00.000Z' },
   ]);
   await record('hard_bounces', [{ email: 'foreign@example.com', time: '2024-02-01T12:00:00Z' }], env.other.apiKey);
-  await record('invalid_phone_numbers', [{ phone: '+15559999999', reason: 'deactivated', time: '2024-01-01T00:00:00Z' }], env.other.apiKey);
+  await record(
+    'invalid_phone_numbers',
+    [{ phone: '+15559999999', reason: 'deactivated', time: '2024-01-01T00:00:00Z' }],
+    env.other.apiKey,
+  );
 });
 
 async function record(kind: string, records: unknown[], key = env.ws.apiKey) {
-  const res = await env.app.inject({ method: 'POST', url: `/internal/records/${kind}`, headers: bearer(key), payload: { records } });
+  const res = await env.app.inject({
+    method: 'POST',
+    url: `/internal/records/${kind}`,
+    headers: bearer(key),
+    payload: { records },
+  });
   expect(res.statusCode, res.body).toBe(201);
 }
 
@@ -49,7 +58,11 @@ describe('GET /sms/invalid_phone_numbers', () => {
     expect(status).toBe(200);
     expect(body.message).toBe('success');
     expect(body.sms).toHaveLength(100);
-    expect(body.sms[0]).toEqual({ phone: '+15550000002', invalid_detected_at: '2024-02-02T00:00:00.000Z', reason: 'provider_error' });
+    expect(body.sms[0]).toEqual({
+      phone: '+15550000002',
+      invalid_detected_at: '2024-02-02T00:00:00.000Z',
+      reason: 'provider_error',
+    });
     const times = body.sms.map((s: Sms) => s.invalid_detected_at);
     expect([...times].sort().reverse()).toEqual(times);
   });
@@ -58,7 +71,9 @@ describe('GET /sms/invalid_phone_numbers', () => {
     const seen: string[] = [];
     const sizes: number[] = [];
     for (let offset = 0; ; offset += 100) {
-      const { body } = await get(`/sms/invalid_phone_numbers?start_date=2024-01-01&end_date=2024-01-31&limit=100&offset=${offset}`);
+      const { body } = await get(
+        `/sms/invalid_phone_numbers?start_date=2024-01-01&end_date=2024-01-31&limit=100&offset=${offset}`,
+      );
       sizes.push(body.sms.length);
       seen.push(...body.sms.map((s: Sms) => s.phone));
       if (body.sms.length < 100) break;
@@ -70,7 +85,9 @@ describe('GET /sms/invalid_phone_numbers', () => {
     expect(seen.slice(0, 10)).toEqual(Array.from({ length: 10 }, (_, i) => phone(249 - i)));
     const small = [];
     for (let offset = 0; offset < 250; offset += 7) {
-      const { body } = await get(`/sms/invalid_phone_numbers?start_date=2024-01-01&end_date=2024-01-31&limit=7&offset=${offset}`);
+      const { body } = await get(
+        `/sms/invalid_phone_numbers?start_date=2024-01-01&end_date=2024-01-31&limit=7&offset=${offset}`,
+      );
       small.push(...body.sms.map((s: Sms) => s.phone));
     }
     expect(small).toEqual(seen);
@@ -93,16 +110,22 @@ describe('GET /sms/invalid_phone_numbers', () => {
   });
 
   it('filters by phone_numbers[] (bracketed or not, + encoded or not) and by reason', async () => {
-    const bracketed = await get(`/sms/invalid_phone_numbers?phone_numbers[]=${encodeURIComponent(phone(3))}&phone_numbers[]=${phone(4)}`);
+    const bracketed = await get(
+      `/sms/invalid_phone_numbers?phone_numbers[]=${encodeURIComponent(phone(3))}&phone_numbers[]=${phone(4)}`,
+    );
     expect(bracketed.body.sms.map((s: Sms) => s.phone)).toEqual([phone(4), phone(3)]);
     const plain = await get(`/sms/invalid_phone_numbers?phone_numbers=${encodeURIComponent(phone(5))}`);
-    expect(plain.body.sms).toEqual([{ phone: phone(5), invalid_detected_at: '2024-01-01T00:00:00.000Z', reason: 'provider_error' }]);
+    expect(plain.body.sms).toEqual([
+      { phone: phone(5), invalid_detected_at: '2024-01-01T00:00:00.000Z', reason: 'provider_error' },
+    ]);
     const unknown = await get('/sms/invalid_phone_numbers?phone_numbers[]=%2B14155550000');
     expect(unknown.body.sms).toEqual([]);
     const deactivated = await get('/sms/invalid_phone_numbers?reason=deactivated&limit=500');
     expect(deactivated.body.sms).toHaveLength(84);
     expect(deactivated.body.sms.every((s: Sms) => s.reason === 'deactivated')).toBe(true);
-    const both = await get(`/sms/invalid_phone_numbers?reason=deactivated&phone_numbers[]=${encodeURIComponent(phone(3))}&phone_numbers[]=${encodeURIComponent(phone(4))}`);
+    const both = await get(
+      `/sms/invalid_phone_numbers?reason=deactivated&phone_numbers[]=${encodeURIComponent(phone(3))}&phone_numbers[]=${encodeURIComponent(phone(4))}`,
+    );
     expect(both.body.sms.map((s: Sms) => s.phone)).toEqual([phone(3)]);
   });
 

@@ -19,7 +19,15 @@ describe('GET /docs', () => {
     expect(existsSync(CHROMIUM), `${CHROMIUM} is required (apt-get install chromium)`).toBe(true);
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     try {
       const page = await browser.newPage();
@@ -27,7 +35,9 @@ describe('GET /docs', () => {
       page.on('pageerror', (e) => errors.push(e.message));
       await page.goto(`${base}/docs`, { waitUntil: 'networkidle' });
       await page.waitForSelector('.opblock-summary-path', { timeout: 15_000 });
-      const paths = await page.$$eval('.opblock-summary-path', (els) => els.map((e) => e.textContent?.replace(/\u200b/g, '').trim()));
+      const paths = await page.$$eval('.opblock-summary-path', (els) =>
+        els.map((e) => e.textContent?.replace(/\u200b/g, '').trim()),
+      );
       expect(paths).toContain('/segments/list');
       expect(await page.title()).toMatch(/Swagger UI/);
       expect(errors).toEqual([]);

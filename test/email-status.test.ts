@@ -15,7 +15,8 @@ beforeAll(async () => {
   );
 });
 
-const post = (body: unknown, key = env.ws.apiKey) => callApi(env.app, 'POST', '/email/status', { key, ...bodyOrRaw(body) }).then(statusAndBody);
+const post = (body: unknown, key = env.ws.apiKey) =>
+  callApi(env.app, 'POST', '/email/status', { key, ...bodyOrRaw(body) }).then(statusAndBody);
 
 async function states() {
   return (await env.ctx.pool.query('SELECT external_id, email_subscribe FROM profiles ORDER BY external_id')).rows;

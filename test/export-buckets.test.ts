@@ -12,7 +12,15 @@ import { segmentExportJob } from '../jobs/segment-export.js';
 import type { ExportManifest } from '../src/exports/manifest.js';
 import { S3Store } from '../src/storage/s3-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { CONTROL_FILES, createSegment, insertProfiles, readPartFile, requestExport, waitForExport, startCallbackReceiver } from './helpers/export-fixtures.js';
+import {
+  CONTROL_FILES,
+  createSegment,
+  insertProfiles,
+  readPartFile,
+  requestExport,
+  waitForExport,
+  startCallbackReceiver,
+} from './helpers/export-fixtures.js';
 import { startGcsEmulator, type RunningGcs } from './helpers/gcs-emulator.js';
 import { readParquet } from './helpers/parquet-values.js';
 import { startS3rver, type RunningS3 } from './helpers/s3rver.js';
@@ -31,12 +39,22 @@ let callbacks: unknown[] = [];
 let scratch: string;
 
 beforeAll(async () => {
-  [env, s3, gcs] = await Promise.all([createTestEnv({ EXPORT_SHARD_BUCKETS: '5000', CALLBACK_ALLOW_PRIVATE: 'true', EXPORT_SHARD_ATTEMPTS: '2' }), startS3rver(), startGcsEmulator()]);
+  [env, s3, gcs] = await Promise.all([
+    createTestEnv({ EXPORT_SHARD_BUCKETS: '5000', CALLBACK_ALLOW_PRIVATE: 'true', EXPORT_SHARD_ATTEMPTS: '2' }),
+    startS3rver(),
+    startGcsEmulator(),
+  ]);
   scratch = await mkdtemp(path.join(tmpdir(), 'ces-bucket-parts-'));
   s3Ws = await seedWorkspace(env.ctx.pool);
   gcsWs = await seedWorkspace(env.ctx.pool);
-  await env.ctx.pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [s3Ws.workspaceId, JSON.stringify({ ...s3.destination, prefix: 'exports/' })]);
-  await env.ctx.pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [gcsWs.workspaceId, JSON.stringify(gcs.destination)]);
+  await env.ctx.pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [
+    s3Ws.workspaceId,
+    JSON.stringify({ ...s3.destination, prefix: 'exports/' }),
+  ]);
+  await env.ctx.pool.query(`UPDATE workspaces SET export_destination = $2 WHERE id = $1`, [
+    gcsWs.workspaceId,
+    JSON.stringify(gcs.destination),
+  ]);
   for (const w of [s3Ws, gcsWs]) {
     await createSegment(env.ctx.pool, w.workspaceId, 'seg-us');
     await insertProfiles(env.ctx.pool, w.workspaceId, w === s3Ws ? 1 : 100_001, MEMBERS);
@@ -55,13 +73,26 @@ afterAll(async () => {
 });
 
 /** Checks what a loader would: the listed objects, their bytes against the manifest, their lines. */
-async function verifyBucket(list: string[], fetch: (key: string) => Promise<Buffer>, keyPrefix: string, ext: '.gz' | '.zip', base: number) {
+async function verifyBucket(
+  list: string[],
+  fetch: (key: string) => Promise<Buffer>,
+  keyPrefix: string,
+  ext: '.gz' | '.zip',
+  base: number,
+) {
   const manifest = JSON.parse((await fetch(`${keyPrefix}/manifest.json`)).toString()) as ExportManifest;
   expect(manifest.users).toBe(MEMBERS);
   expect(manifest.parts.map((p) => p.users)).toEqual([5000, 2000]);
   // The parts, and beside them the schema, the manifest and the completion marker, in every destination.
-  expect([...list].sort()).toEqual([...manifest.parts.map((p) => p.key), ...CONTROL_FILES.map((f) => `${keyPrefix}/${f}`)].sort());
-  expect(JSON.parse((await fetch(`${keyPrefix}/_SUCCESS`)).toString())).toMatchObject({ object_prefix: manifest.object_prefix, users: MEMBERS, parts: 2, manifest: 'manifest.json' });
+  expect([...list].sort()).toEqual(
+    [...manifest.parts.map((p) => p.key), ...CONTROL_FILES.map((f) => `${keyPrefix}/${f}`)].sort(),
+  );
+  expect(JSON.parse((await fetch(`${keyPrefix}/_SUCCESS`)).toString())).toMatchObject({
+    object_prefix: manifest.object_prefix,
+    users: MEMBERS,
+    parts: 2,
+    manifest: 'manifest.json',
+  });
   const schema = (await fetch(`${keyPrefix}/schema.json`)).toString();
   expect(schema.trimEnd().split('\n')).toHaveLength(1);
   expect(manifest.schema).toEqual({ file: 'schema.json', key: `${keyPrefix}/schema.json` });
@@ -101,10 +132,24 @@ describe('segment export to the workspace bucket', () => {
     const keyPrefix = `exports/segment-export/seg-us/${day}/${prefix}`;
     expect(done.key_prefix).toBe(keyPrefix);
 
-    const client = new S3Client({ endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } });
+    const client = new S3Client({
+      endpoint: s3.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+    });
     const listed = await client.send(new ListObjectsV2Command({ Bucket: s3.bucket, Prefix: 'exports/' }));
-    const fetch = async (key: string) => Buffer.from(await (await client.send(new GetObjectCommand({ Bucket: s3.bucket, Key: key }))).Body!.transformToByteArray());
-    await verifyBucket((listed.Contents ?? []).map((o) => o.Key!), fetch, keyPrefix, '.gz', 1);
+    const fetch = async (key: string) =>
+      Buffer.from(
+        await (await client.send(new GetObjectCommand({ Bucket: s3.bucket, Key: key }))).Body!.transformToByteArray(),
+      );
+    await verifyBucket(
+      (listed.Contents ?? []).map((o) => o.Key!),
+      fetch,
+      keyPrefix,
+      '.gz',
+      1,
+    );
     client.destroy();
 
     const deadline = Date.now() + 10_000;
@@ -126,7 +171,10 @@ describe('segment export to the workspace bucket', () => {
   });
 
   it('GCS (emulator): zip parts, byte for byte as the manifest says', async () => {
-    const res = await requestExport(env, gcsWs.apiKey, { segment_id: 'seg-us', fields_to_export: ['external_id', 'devices'] });
+    const res = await requestExport(env, gcsWs.apiKey, {
+      segment_id: 'seg-us',
+      fields_to_export: ['external_id', 'devices'],
+    });
     expect(res.status).toBe(201);
     expect(res.body).not.toHaveProperty('url');
     const prefix = String(res.body.object_prefix);
@@ -156,11 +204,17 @@ describe('segment export to the workspace bucket', () => {
     await createSegment(env.ctx.pool, broken.workspaceId, 'seg-us');
     await insertProfiles(env.ctx.pool, broken.workspaceId, 200_001, 50);
     callbacks.length = 0;
-    const res = await requestExport(env, broken.apiKey, { segment_id: 'seg-us', fields_to_export: ['external_id'], callback_endpoint: receiverUrl });
+    const res = await requestExport(env, broken.apiKey, {
+      segment_id: 'seg-us',
+      fields_to_export: ['external_id'],
+      callback_endpoint: receiverUrl,
+    });
     expect(res.status).toBe(201);
     const done = await waitForExport(env, broken.apiKey, String(res.body.object_prefix));
     expect(done.status).toBe('failed');
-    expect(String(done.error)).toMatch(/failed while (reading or uploading users|assembling its last part or manifest): .*bucket/i);
+    expect(String(done.error)).toMatch(
+      /failed while (reading or uploading users|assembling its last part or manifest): .*bucket/i,
+    );
     const deadline = Date.now() + 10_000;
     while (callbacks.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     expect(callbacks).toEqual([{ success: false, error: done.error }]);
@@ -168,14 +222,25 @@ describe('segment export to the workspace bucket', () => {
     expect(again.status).toBe(201);
   });
   it('Parquet parts in S3 and GCS: .parquet keys, the Parquet content type, readable with every member once', async () => {
-    const s3Client = new S3Client({ endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } });
+    const s3Client = new S3Client({
+      endpoint: s3.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+    });
     const storage = new Storage({ apiEndpoint: gcs.endpoint, projectId: gcs.projectId });
     const targets = [
       {
         ws: s3Ws,
         base: 1,
-        fetch: async (key: string) => Buffer.from(await (await s3Client.send(new GetObjectCommand({ Bucket: s3.bucket, Key: key }))).Body!.transformToByteArray()),
-        contentType: async (key: string) => (await s3Client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key }))).ContentType,
+        fetch: async (key: string) =>
+          Buffer.from(
+            await (
+              await s3Client.send(new GetObjectCommand({ Bucket: s3.bucket, Key: key }))
+            ).Body!.transformToByteArray(),
+          ),
+        contentType: async (key: string) =>
+          (await s3Client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key }))).ContentType,
       },
       {
         ws: gcsWs,
@@ -185,11 +250,17 @@ describe('segment export to the workspace bucket', () => {
       },
     ];
     for (const t of targets) {
-      const res = await requestExport(env, t.ws.apiKey, { segment_id: 'seg-us', fields_to_export: ['external_id', 'email'], output_format: 'parquet' });
+      const res = await requestExport(env, t.ws.apiKey, {
+        segment_id: 'seg-us',
+        fields_to_export: ['external_id', 'email'],
+        output_format: 'parquet',
+      });
       expect(res.status).toBe(201);
       const done = await waitForExport(env, t.ws.apiKey, String(res.body.object_prefix));
       expect(done).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 2 });
-      const manifest = JSON.parse((await t.fetch(`${String(done.key_prefix)}/manifest.json`)).toString()) as ExportManifest;
+      const manifest = JSON.parse(
+        (await t.fetch(`${String(done.key_prefix)}/manifest.json`)).toString(),
+      ) as ExportManifest;
       expect(manifest.output_format).toBe('parquet');
       const ids = new Set<string>();
       for (const p of manifest.parts) {

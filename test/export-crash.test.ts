@@ -9,7 +9,16 @@ import { segmentExportJob } from '../jobs/segment-export.js';
 import type { ExportManifest } from '../src/exports/manifest.js';
 import type { RunningWorkers } from '../src/queue-processors.js';
 import { useTestEnv } from './helpers/context.js';
-import { CONTROL_FILES, createSegment, exportedIdCounts, exportStatus, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import {
+  CONTROL_FILES,
+  createSegment,
+  exportedIdCounts,
+  exportStatus,
+  insertProfiles,
+  readPartFile,
+  requestExport,
+  waitForExport,
+} from './helpers/export-fixtures.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -21,7 +30,8 @@ let child: ChildProcess | undefined;
 let childTmp: string;
 // Workers of this process, stopped after each test: a later test's export must be run by the child worker alone.
 const inProcess: RunningWorkers[] = [];
-const startInProcessWorkers = () => inProcess.push(env.startWorkers([segmentExportJob, exportShardJob, exportCallbackJob]));
+const startInProcessWorkers = () =>
+  inProcess.push(env.startWorkers([segmentExportJob, exportShardJob, exportCallbackJob]));
 
 beforeAll(async () => {
   childTmp = await mkdtemp(path.join(tmpdir(), 'ces-crash-worker-'));
@@ -106,14 +116,21 @@ function expectSuccessLast(listings: string[][], incomplete: string[]): void {
   const seenBefore = new Set(listings.slice(0, first + 1).flat());
   for (const names of listings.slice(first)) {
     expect(names).toContain('_SUCCESS');
-    expect(names.filter((n) => !seenBefore.has(n)), 'files that appeared after _SUCCESS').toEqual([]);
+    expect(
+      names.filter((n) => !seenBefore.has(n)),
+      'files that appeared after _SUCCESS',
+    ).toEqual([]);
   }
   expect(incomplete).toEqual([]);
 }
 
 describe('a worker SIGKILLed in the middle of an export', () => {
   it('loses nothing: another worker finishes the export with every member exactly once', async () => {
-    const res = await requestExport(env, env.ws.apiKey, { segment_id: 'big', fields_to_export: ['external_id', 'email', 'custom_attributes', 'custom_events'], output_format: 'gzip' });
+    const res = await requestExport(env, env.ws.apiKey, {
+      segment_id: 'big',
+      fields_to_export: ['external_id', 'email', 'custom_attributes', 'custom_events'],
+      output_format: 'gzip',
+    });
     expect(res.status).toBe(201);
     const prefix = String(res.body.object_prefix);
     const watcher = watchExportDir(prefix);
@@ -127,7 +144,8 @@ describe('a worker SIGKILLed in the middle of an export', () => {
       // ...and while it is cutting a part, not between two shards: its spool directory exists only meanwhile.
       const cutting = (await readdir(childTmp)).some((n) => n.startsWith('ces-export-'));
       if (Number(atKill.parts_done) >= 2 && cutting) break;
-      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`child worker made no progress: ${JSON.stringify(atKill)}`);
+      if (Date.now() > deadline || child.exitCode !== null)
+        throw new Error(`child worker made no progress: ${JSON.stringify(atKill)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
     child.kill('SIGKILL');
@@ -135,7 +153,8 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     // Its spool (the NDJSON of the part it was cutting) stays behind, named after the dead process. The kill may land
     // in the instant a shard ended and removed its spool: then leave one as a worker killed a moment earlier would
     // have, so that the clean-up checked below is exercised on every run.
-    const deadSpool = () => readdir(childTmp).then((names) => names.filter((n) => n.startsWith(`ces-export-${child!.pid}-`)));
+    const deadSpool = () =>
+      readdir(childTmp).then((names) => names.filter((n) => n.startsWith(`ces-export-${child!.pid}-`)));
     if ((await deadSpool()).length === 0) await mkdir(path.join(childTmp, `ces-export-${child.pid}-killed`));
     const spool = await deadSpool();
     expect(spool).toHaveLength(1);
@@ -169,7 +188,7 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     child = startChildWorker('export-callback');
     const cleaned = Date.now() + 30_000;
     while ((await readdir(childTmp)).some((n) => spool.includes(n))) {
-      if (Date.now() > cleaned || child.exitCode !== null) throw new Error('the dead worker\'s spool was not removed');
+      if (Date.now() > cleaned || child.exitCode !== null) throw new Error("the dead worker's spool was not removed");
       await new Promise((r) => setTimeout(r, 100));
     }
     child.kill('SIGKILL');
@@ -180,7 +199,11 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     const ws = env.ws.workspaceId;
     // The base: a full export of the segment, run by this process.
     startInProcessWorkers();
-    const baseRes = await requestExport(env, env.ws.apiKey, { segment_id: 'big', fields_to_export: ['external_id'], output_format: 'gzip' });
+    const baseRes = await requestExport(env, env.ws.apiKey, {
+      segment_id: 'big',
+      fields_to_export: ['external_id'],
+      output_format: 'gzip',
+    });
     expect(baseRes.status, JSON.stringify(baseRes.body)).toBe(201);
     const base = await waitForExport(env, env.ws.apiKey, String(baseRes.body.object_prefix), 60_000);
     expect(base).toMatchObject({ status: 'ready', users_done: MEMBERS });
@@ -190,14 +213,25 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     const n = `split_part(external_id, '-', 2)::int`;
     const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => `ext-${from + i}`);
     // Written and still members: 1..39,000 (about 10,000 a shard, two full parts each).
-    await db.query(`UPDATE profiles SET custom_attributes = custom_attributes || '{"tier":"edited"}' WHERE workspace_id = $1 AND ${n} BETWEEN 1 AND 40000`, [ws]);
+    await db.query(
+      `UPDATE profiles SET custom_attributes = custom_attributes || '{"tier":"edited"}' WHERE workspace_id = $1 AND ${n} BETWEEN 1 AND 40000`,
+      [ws],
+    );
     // Leave the segment: 39,501..41,000 (the first 500 written above too).
     await db.query(`UPDATE profiles SET country = 'CA' WHERE workspace_id = $1 AND ${n} BETWEEN 39501 AND 41000`, [ws]);
     // Deleted (tombstones): 39,001..39,500 (written above) and 41,001..41,500.
-    await db.query(`DELETE FROM profiles WHERE workspace_id = $1 AND (${n} BETWEEN 39001 AND 39500 OR ${n} BETWEEN 41001 AND 41500)`, [ws]);
+    await db.query(
+      `DELETE FROM profiles WHERE workspace_id = $1 AND (${n} BETWEEN 39001 AND 39500 OR ${n} BETWEEN 41001 AND 41500)`,
+      [ws],
+    );
     // Join: non-members 500,001..501,000 become members; 501,001..501,500 are written but stay out.
-    await db.query(`UPDATE profiles SET country = 'US' WHERE workspace_id = $1 AND ${n} BETWEEN 500001 AND 501000`, [ws]);
-    await db.query(`UPDATE profiles SET first_name = 'Edited' WHERE workspace_id = $1 AND ${n} BETWEEN 501001 AND 501500`, [ws]);
+    await db.query(`UPDATE profiles SET country = 'US' WHERE workspace_id = $1 AND ${n} BETWEEN 500001 AND 501000`, [
+      ws,
+    ]);
+    await db.query(
+      `UPDATE profiles SET first_name = 'Edited' WHERE workspace_id = $1 AND ${n} BETWEEN 501001 AND 501500`,
+      [ws],
+    );
     // New: members 600,001..601,000, and non-members that show nowhere.
     await insertProfiles(db, ws, 600_001, 1_000);
     await insertProfiles(db, ws, 700_001, 200, false);
@@ -214,7 +248,8 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     });
     expect(res.status, JSON.stringify(res.body)).toBe(201);
     const prefix = String(res.body.object_prefix);
-    const exportId = (await db.query<{ id: string }>('SELECT id FROM exports WHERE object_prefix = $1', [prefix])).rows[0]!.id;
+    const exportId = (await db.query<{ id: string }>('SELECT id FROM exports WHERE object_prefix = $1', [prefix]))
+      .rows[0]!.id;
 
     child = startChildWorker();
     const pid = child.pid!;
@@ -237,8 +272,10 @@ describe('a worker SIGKILLed in the middle of an export', () => {
       atKill = await progress();
       const cutting = (await readdir(childTmp)).some((name) => name.startsWith(`ces-export-${pid}-`));
       if (atKill.ended >= 1 && atKill.unfinished >= 1 && cutting) break;
-      if (atKill.status === 'ready' || atKill.status === 'failed') throw new Error(`the child worker ended the export before it could be killed: ${JSON.stringify(atKill)}`);
-      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`child worker made no progress: ${JSON.stringify(atKill)}`);
+      if (atKill.status === 'ready' || atKill.status === 'failed')
+        throw new Error(`the child worker ended the export before it could be killed: ${JSON.stringify(atKill)}`);
+      if (Date.now() > deadline || child.exitCode !== null)
+        throw new Error(`child worker made no progress: ${JSON.stringify(atKill)}`);
       await new Promise((r) => setTimeout(r, 20));
     }
     child.kill('SIGKILL');
@@ -256,7 +293,12 @@ describe('a worker SIGKILLed in the middle of an export', () => {
 
     startInProcessWorkers();
     const done = await waitForExport(env, env.ws.apiKey, prefix, 90_000);
-    expect(done).toMatchObject({ status: 'ready', changes_since: base.object_prefix, users_done: expectedUsers.length, removed_done: expectedRemoved.length });
+    expect(done).toMatchObject({
+      status: 'ready',
+      changes_since: base.object_prefix,
+      users_done: expectedUsers.length,
+      removed_done: expectedRemoved.length,
+    });
 
     const dir = path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), String(done.key_prefix));
     const manifest: ExportManifest = JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8'));
@@ -270,7 +312,8 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     expect(usersParts.reduce((sum, p) => sum + p.users, 0)).toBe(expectedUsers.length);
     expect(removedParts.reduce((sum, p) => sum + p.users, 0)).toBe(expectedRemoved.length);
     // Full parts of 5,000 but at most one short last part of each kind.
-    for (const parts of [usersParts, removedParts]) expect(parts.filter((p) => p.users !== 5_000).length).toBeLessThanOrEqual(1);
+    for (const parts of [usersParts, removedParts])
+      expect(parts.filter((p) => p.users !== 5_000).length).toBeLessThanOrEqual(1);
     // Nothing the killed attempt wrote is left beside the parts.
     expect((await readdir(dir)).sort()).toEqual([...manifest.parts.map((p) => p.file), ...CONTROL_FILES].sort());
 
@@ -281,7 +324,8 @@ describe('a worker SIGKILLed in the middle of an export', () => {
       for (const line of await readPartFile(path.join(dir, p.file))) {
         const u = JSON.parse(line) as { external_id: string; custom_attributes?: { tier?: unknown } };
         users.set(u.external_id, (users.get(u.external_id) ?? 0) + 1);
-        if (Number(u.external_id.slice(4)) <= 39_000 && u.custom_attributes?.tier !== 'edited') notEdited.push(u.external_id);
+        if (Number(u.external_id.slice(4)) <= 39_000 && u.custom_attributes?.tier !== 'edited')
+          notEdited.push(u.external_id);
       }
     }
     expect([...users.entries()].filter(([, count]) => count !== 1)).toEqual([]);

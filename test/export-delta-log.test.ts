@@ -10,13 +10,23 @@ import { drainThrough } from '../src/ingest/staging.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { bearer } from './helpers/seed.js';
 import { captureLogs, useTestEnv } from './helpers/context.js';
-import { createSegment, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import {
+  createSegment,
+  insertProfiles,
+  readPartFile,
+  requestExport,
+  waitForExport,
+} from './helpers/export-fixtures.js';
 
 // Deltas that read the change log (migration 0240) and record their members as layers: exact through a chain longer
 // than MAX_MEMBER_LAYERS, whatever path wrote the profile; compared in full where the log cannot tell; pruned to what
 // kept exports need. Three shards, so that bases' snapshots are per range.
 const logs = captureLogs();
-const env = useTestEnv({ config: { EXPORT_SHARD_BUCKETS: '3334', LOG_LEVEL: 'info' }, workspaces: ['ws'], logDestination: logs.destination });
+const env = useTestEnv({
+  config: { EXPORT_SHARD_BUCKETS: '3334', LOG_LEVEL: 'info' },
+  workspaces: ['ws'],
+  logDestination: logs.destination,
+});
 const FIELDS = ['external_id', 'service_id', 'first_name', 'country'];
 /** ext-1..400 start in the segment (US), ext-401..600 outside it (CA). */
 const model = new Map<string, { country: string; firstName: string | null; deleted: boolean }>();
@@ -25,7 +35,10 @@ beforeAll(async () => {
   await createSegment(env.ctx.pool, env.ws.workspaceId, 'us');
   await insertProfiles(env.ctx.pool, env.ws.workspaceId, 1, 400);
   await insertProfiles(env.ctx.pool, env.ws.workspaceId, 401, 200, false);
-  const { rows } = await env.ctx.pool.query(`SELECT external_id, country, first_name FROM profiles WHERE workspace_id = $1`, [env.ws.workspaceId]);
+  const { rows } = await env.ctx.pool.query(
+    `SELECT external_id, country, first_name FROM profiles WHERE workspace_id = $1`,
+    [env.ws.workspaceId],
+  );
   for (const r of rows) model.set(r.external_id, { country: r.country, firstName: r.first_name, deleted: false });
   env.startWorkers([segmentExportJob, exportShardJob]);
 }, 120_000);
@@ -38,15 +51,22 @@ interface ExportLines {
 }
 
 async function runExport(segment: string, changesSince?: string): Promise<ExportLines> {
-  const res = await requestExport(env, env.ws.apiKey, { segment_id: segment, fields_to_export: FIELDS, ...(changesSince ? { changes_since: changesSince } : {}) });
+  const res = await requestExport(env, env.ws.apiKey, {
+    segment_id: segment,
+    fields_to_export: FIELDS,
+    ...(changesSince ? { changes_since: changesSince } : {}),
+  });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   const status = await waitForExport(env, env.ws.apiKey, res.body.object_prefix as string);
   expect(status.status, JSON.stringify(status)).toBe('ready');
   const file = (key: string) => path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, env.ws), key);
   const manifest = JSON.parse(await readFile(file(status.manifest_key as string), 'utf8')) as ExportManifest;
-  const { rows } = await env.ctx.pool.query<{ id: string }>(`SELECT id FROM exports WHERE object_prefix = $1`, [manifest.object_prefix]);
+  const { rows } = await env.ctx.pool.query<{ id: string }>(`SELECT id FROM exports WHERE object_prefix = $1`, [
+    manifest.object_prefix,
+  ]);
   const out: ExportLines = { id: rows[0]!.id, manifest, users: [], removed: [] };
-  for (const part of manifest.parts) for (const line of await readPartFile(file(part.key))) out[part.kind].push(JSON.parse(line));
+  for (const part of manifest.parts)
+    for (const line of await readPartFile(file(part.key))) out[part.kind].push(JSON.parse(line));
   return out;
 }
 
@@ -72,7 +92,12 @@ async function track(attributes: Array<Record<string, unknown>>): Promise<void> 
     payload: JSON.stringify({ attributes }),
   });
   expect(res.statusCode, res.body).toBe(201);
-  await drainThrough(env.ctx.pool, undefined, { maxRows: 500, partitions: env.config.INGEST_PARTITIONS, log: env.ctx.log, metrics: env.ctx.metrics });
+  await drainThrough(env.ctx.pool, undefined, {
+    maxRows: 500,
+    partitions: env.config.INGEST_PARTITIONS,
+    log: env.ctx.log,
+    metrics: env.ctx.metrics,
+  });
 }
 
 /** Deterministic picks of live profiles, different each round. */
@@ -95,7 +120,11 @@ async function writeRound(round: number, nextId: { n: number }): Promise<Set<str
   const ws = env.ws.workspaceId;
   const touched = new Set<string>();
   const edited = pick(round, 1, 8, () => true);
-  await db.query(`UPDATE profiles SET first_name = $3 WHERE workspace_id = $1 AND external_id = ANY($2)`, [ws, edited, `round-${round}`]);
+  await db.query(`UPDATE profiles SET first_name = $3 WHERE workspace_id = $1 AND external_id = ANY($2)`, [
+    ws,
+    edited,
+    `round-${round}`,
+  ]);
   for (const id of edited) {
     model.get(id)!.firstName = `round-${round}`;
     touched.add(id);
@@ -104,12 +133,23 @@ async function writeRound(round: number, nextId: { n: number }): Promise<Set<str
   const leaving = pick(round, 2, 5, (id) => isMember(id) && !touched.has(id));
   const joining = pick(round, 3, 5, (id) => !isMember(id) && !touched.has(id));
   const loggedRows = async () =>
-    (await db.query(`SELECT count(*)::int AS n FROM profile_changes c JOIN profiles p ON p.id = c.profile_id WHERE p.external_id = ANY($1)`, [[...leaving, ...joining]])).rows[0].n as number;
+    (
+      await db.query(
+        `SELECT count(*)::int AS n FROM profile_changes c JOIN profiles p ON p.id = c.profile_id WHERE p.external_id = ANY($1)`,
+        [[...leaving, ...joining]],
+      )
+    ).rows[0].n as number;
   const loggedBefore = await loggedRows();
-  await track([...leaving.map((external_id) => ({ external_id, country: 'CA' })), ...joining.map((external_id) => ({ external_id, country: 'US' }))]);
+  await track([
+    ...leaving.map((external_id) => ({ external_id, country: 'CA' })),
+    ...joining.map((external_id) => ({ external_id, country: 'US' })),
+  ]);
   // Ingestion's apply logs its rows itself, with the row trigger quiet: once each, not twice.
   expect((await loggedRows()) - loggedBefore).toBe(leaving.length + joining.length);
-  for (const [list, country] of [[leaving, 'CA'], [joining, 'US']] as const) {
+  for (const [list, country] of [
+    [leaving, 'CA'],
+    [joining, 'US'],
+  ] as const) {
     for (const id of list) {
       model.get(id)!.country = country;
       touched.add(id);
@@ -136,7 +176,10 @@ async function writeRound(round: number, nextId: { n: number }): Promise<Set<str
   for (const member of [true, false]) {
     const n = nextId.n++;
     await insertProfiles(db, ws, n, 1, member);
-    const { rows } = await db.query(`SELECT first_name FROM profiles WHERE workspace_id = $1 AND external_id = $2`, [ws, `ext-${n}`]);
+    const { rows } = await db.query(`SELECT first_name FROM profiles WHERE workspace_id = $1 AND external_id = $2`, [
+      ws,
+      `ext-${n}`,
+    ]);
     model.set(`ext-${n}`, { country: member ? 'US' : 'CA', firstName: rows[0].first_name, deleted: false });
     touched.add(`ext-${n}`);
   }
@@ -157,18 +200,27 @@ describe('incremental exports from the change log', () => {
       const expectedRemoved = [...touched].filter((id) => memberBefore.get(id) && !isMember(id)).sort();
       expect(ids(delta.users), `round ${round} users`).toEqual(expectedUsers);
       expect(ids(delta.removed), `round ${round} removed`).toEqual(expectedRemoved);
-      for (const u of delta.users) expect(u.first_name ?? null, `${u.external_id as string} in round ${round}`).toBe(model.get(u.external_id as string)!.firstName);
+      for (const u of delta.users)
+        expect(u.first_name ?? null, `${u.external_id as string} in round ${round}`).toBe(
+          model.get(u.external_id as string)!.firstName,
+        );
       const methods = methodsOf(delta.id);
       expect(methods.length).toBeGreaterThan(0);
       for (const m of methods) expect(m.method, m.reason).toBe('changes-log');
-      const { rows } = await env.ctx.pool.query(`SELECT array_length(member_layers, 1) AS n FROM exports WHERE id = $1`, [delta.id]);
+      const { rows } = await env.ctx.pool.query(
+        `SELECT array_length(member_layers, 1) AS n FROM exports WHERE id = $1`,
+        [delta.id],
+      );
       layerCounts.push(rows[0].n);
       base = delta;
     }
     // Layers grow to the limit, then the next delta records its members whole again.
     expect(layerCounts).toEqual([2, 3, 4, 5, 6, 7, 8, 1, 2, 3]);
     // A delta records only membership changes: this chain's last delta holds one row per joiner and leaver.
-    const changes = await env.ctx.pool.query(`SELECT count(*)::int AS n FROM export_member_changes WHERE export_id = $1`, [base.id]);
+    const changes = await env.ctx.pool.query(
+      `SELECT count(*)::int AS n FROM export_member_changes WHERE export_id = $1`,
+      [base.id],
+    );
     expect(changes.rows[0].n).toBeLessThanOrEqual(base.users.length + base.removed.length);
     // Nothing changed since: an empty delta; and a full export holds exactly the model's members.
     const none = await runExport('us', base.manifest.object_prefix);
@@ -186,11 +238,14 @@ describe('incremental exports from the change log', () => {
       JSON.stringify({ attribute: 'country', op: 'in', value: ['US', 'CA'] }),
     ]);
     const delta = await runExport('edited', base.manifest.object_prefix);
-    const canadians = [...model.keys()].filter((id) => !model.get(id)!.deleted && model.get(id)!.country === 'CA').sort();
+    const canadians = [...model.keys()]
+      .filter((id) => !model.get(id)!.deleted && model.get(id)!.country === 'CA')
+      .sort();
     expect(canadians.length).toBeGreaterThan(100);
     expect(ids(delta.users)).toEqual(canadians);
     expect(delta.removed).toHaveLength(0);
-    for (const m of methodsOf(delta.id)) expect(m).toEqual({ method: 'full-compare', reason: "the segment's filter changed since the base export" });
+    for (const m of methodsOf(delta.id))
+      expect(m).toEqual({ method: 'full-compare', reason: "the segment's filter changed since the base export" });
     // Relative to that delta the filter is the one it recorded: the log again, and nothing changed.
     const next = await runExport('edited', delta.manifest.object_prefix);
     expect(next.users).toHaveLength(0);
@@ -206,7 +261,8 @@ describe('incremental exports from the change log', () => {
     expect(delta.users).toHaveLength(0);
     const methods = methodsOf(delta.id);
     expect(methods.length).toBeGreaterThan(0);
-    for (const m of methods) expect(m).toEqual({ method: 'full-compare', reason: "the segment's membership moves with time (within_days)" });
+    for (const m of methods)
+      expect(m).toEqual({ method: 'full-compare', reason: "the segment's membership moves with time (within_days)" });
   }, 120_000);
 
   it('prunes the log below what kept exports may compare with, and keeps the layers a kept export is made of', async () => {
@@ -218,12 +274,17 @@ describe('incremental exports from the change log', () => {
     const d1 = await runExport('us', first.manifest.object_prefix);
     await db.query(`UPDATE profiles SET first_name = 'pruned-2' WHERE workspace_id = $1 AND external_id = $2`, [ws, b]);
     const d2 = await runExport('us', d1.manifest.object_prefix);
-    const logged = async () => (await db.query(`SELECT count(*)::int AS n FROM profile_changes WHERE workspace_id = $1`, [ws])).rows[0].n as number;
+    const logged = async () =>
+      (await db.query(`SELECT count(*)::int AS n FROM profile_changes WHERE workspace_id = $1`, [ws])).rows[0]
+        .n as number;
     const before = await logged();
 
     // Retention 0: every superseded export goes, but those d2's members are layered on (d1, first) stay.
     await forgetExportBases(db, 0);
-    const kept = await db.query<{ id: string }>(`SELECT id FROM exports WHERE workspace_id = $1 AND members_forgotten_at IS NULL ORDER BY created_at`, [ws]);
+    const kept = await db.query<{ id: string }>(
+      `SELECT id FROM exports WHERE workspace_id = $1 AND members_forgotten_at IS NULL ORDER BY created_at`,
+      [ws],
+    );
     const keptIds = kept.rows.map((r) => r.id);
     expect(keptIds).toEqual(expect.arrayContaining([first.id, d1.id, d2.id]));
     // What stays in the log is at or above the oldest snapshot a kept export holds, and less than before.
@@ -232,7 +293,10 @@ describe('incremental exports from the change log', () => {
         WHERE e.workspace_id = $1 AND e.members_forgotten_at IS NULL AND e.status <> 'failed'`,
       [ws],
     );
-    const below = await db.query(`SELECT count(*)::int AS n FROM profile_changes WHERE workspace_id = $1 AND xid < $2::xid8`, [ws, bound.rows[0].xmin]);
+    const below = await db.query(
+      `SELECT count(*)::int AS n FROM profile_changes WHERE workspace_id = $1 AND xid < $2::xid8`,
+      [ws, bound.rows[0].xmin],
+    );
     expect(below.rows[0].n).toBe(0);
     expect(await logged()).toBeLessThan(before);
 
@@ -245,10 +309,16 @@ describe('incremental exports from the change log', () => {
     // A new full export supersedes the chain: the whole chain goes in one pass, each layer after the exports on it.
     const latest = await runExport('us');
     await forgetExportBases(db, 0);
-    const left = await db.query<{ id: string }>(`SELECT id FROM exports WHERE workspace_id = $1 AND segment_id = (SELECT segment_id FROM exports WHERE id = $2) AND members_forgotten_at IS NULL`, [ws, latest.id]);
+    const left = await db.query<{ id: string }>(
+      `SELECT id FROM exports WHERE workspace_id = $1 AND segment_id = (SELECT segment_id FROM exports WHERE id = $2) AND members_forgotten_at IS NULL`,
+      [ws, latest.id],
+    );
     expect(left.rows.map((r) => r.id)).toEqual([latest.id]);
     for (const gone of [first.id, d1.id, d2.id, d3.id]) {
-      const rows = await db.query(`SELECT (SELECT count(*) FROM export_members WHERE export_id = $1) + (SELECT count(*) FROM export_member_changes WHERE export_id = $1) AS n`, [gone]);
+      const rows = await db.query(
+        `SELECT (SELECT count(*) FROM export_members WHERE export_id = $1) + (SELECT count(*) FROM export_member_changes WHERE export_id = $1) AS n`,
+        [gone],
+      );
       expect(Number(rows.rows[0].n), gone).toBe(0);
     }
     // With no export of the workspace before it, the log keeps nothing older than the latest's snapshots.

@@ -7,7 +7,13 @@ import { forgetExportBases } from '../src/exports/incremental.js';
 import type { ExportManifest } from '../src/exports/manifest.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { useTestEnv } from './helpers/context.js';
-import { createSegment, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import {
+  createSegment,
+  insertProfiles,
+  readPartFile,
+  requestExport,
+  waitForExport,
+} from './helpers/export-fixtures.js';
 
 // Three shards, so that a base's snapshots and member lists are per range.
 const env = useTestEnv({ config: { EXPORT_SHARD_BUCKETS: '3334' }, workspaces: ['ws', 'other'] });
@@ -28,7 +34,12 @@ interface ExportLines {
 }
 
 async function runExport(body: Record<string, unknown>): Promise<ExportLines> {
-  const res = await requestExport(env, env.ws.apiKey, { segment_id: 'us', fields_to_export: FIELDS, output_format: 'gzip', ...body });
+  const res = await requestExport(env, env.ws.apiKey, {
+    segment_id: 'us',
+    fields_to_export: FIELDS,
+    output_format: 'gzip',
+    ...body,
+  });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   const status = await waitForExport(env, env.ws.apiKey, res.body.object_prefix as string);
   expect(status.status, JSON.stringify(status)).toBe('ready');
@@ -55,14 +66,23 @@ describe('incremental exports (changes_since)', () => {
     const db = env.ctx.pool;
     const ws = env.ws.workspaceId;
     const extIn = (list: string[]) => [ws, list];
-    await db.query(`UPDATE profiles SET first_name = 'Edited' WHERE workspace_id = $1 AND external_id = ANY($2)`, extIn(range(1, 10)));
+    await db.query(
+      `UPDATE profiles SET first_name = 'Edited' WHERE workspace_id = $1 AND external_id = ANY($2)`,
+      extIn(range(1, 10)),
+    );
     await db.query(
       `UPDATE profiles SET custom_events = custom_events || jsonb_build_object('new_event', jsonb_build_object('name', 'new_event', 'first', '2026-11-01T00:00:00.000Z', 'last', '2026-11-01T00:00:00.000Z', 'count', 1))
         WHERE workspace_id = $1 AND external_id = ANY($2)`,
       extIn(range(101, 5)),
     );
-    await db.query(`UPDATE profiles SET country = 'CA' WHERE workspace_id = $1 AND external_id = ANY($2)`, extIn(range(201, 20)));
-    await db.query(`UPDATE profiles SET country = 'US' WHERE workspace_id = $1 AND external_id = ANY($2)`, extIn(range(10_001, 15)));
+    await db.query(
+      `UPDATE profiles SET country = 'CA' WHERE workspace_id = $1 AND external_id = ANY($2)`,
+      extIn(range(201, 20)),
+    );
+    await db.query(
+      `UPDATE profiles SET country = 'US' WHERE workspace_id = $1 AND external_id = ANY($2)`,
+      extIn(range(10_001, 15)),
+    );
     await db.query(`DELETE FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2)`, extIn(range(301, 7)));
     await insertProfiles(db, ws, 20_001, 12);
     // Another workspace's changes never show.
@@ -70,10 +90,13 @@ describe('incremental exports (changes_since)', () => {
 
     const delta = await runExport({ changes_since: full.manifest.object_prefix });
     expect(delta.manifest.changes_since).toBe(full.manifest.object_prefix);
-    expect(ids(delta.users)).toEqual([...range(1, 10), ...range(101, 5), ...range(10_001, 15), ...range(20_001, 12)].sort());
+    expect(ids(delta.users)).toEqual(
+      [...range(1, 10), ...range(101, 5), ...range(10_001, 15), ...range(20_001, 12)].sort(),
+    );
     expect(delta.users.find((u) => u.external_id === 'ext-1')?.first_name).toBe('Edited');
     expect(ids(delta.removed)).toEqual([...range(201, 20), ...range(301, 7)].sort());
-    for (const r of delta.removed) expect(r).toEqual({ external_id: r.external_id, service_id: `svc-${(r.external_id as string).slice(4)}` });
+    for (const r of delta.removed)
+      expect(r).toEqual({ external_id: r.external_id, service_id: `svc-${(r.external_id as string).slice(4)}` });
     expect(delta.manifest.users).toBe(42);
     expect(delta.manifest.removed).toBe(27);
 
@@ -94,7 +117,11 @@ describe('incremental exports (changes_since)', () => {
         round++;
         // Members only (the first test moved ext-201..307 out of the segment).
         const batch = range(1_000 + ((round * 37) % 1_975), 25);
-        await db.query(`UPDATE profiles SET first_name = $3 WHERE workspace_id = $1 AND external_id = ANY($2)`, [env.ws.workspaceId, batch, `round-${round}`]);
+        await db.query(`UPDATE profiles SET first_name = $3 WHERE workspace_id = $1 AND external_id = ANY($2)`, [
+          env.ws.workspaceId,
+          batch,
+          `round-${round}`,
+        ]);
         for (const id of batch) written.set(id, `round-${round}`);
         await new Promise((r) => setTimeout(r, 5));
       }
@@ -111,7 +138,10 @@ describe('incremental exports (changes_since)', () => {
   }, 120_000);
 
   it('refuses a changes_since it cannot be relative to, naming it, and records nothing', async () => {
-    const other = await requestExport(env, env.ws.apiKey, { segment_id: 'everyone', fields_to_export: ['external_id'] });
+    const other = await requestExport(env, env.ws.apiKey, {
+      segment_id: 'everyone',
+      fields_to_export: ['external_id'],
+    });
     expect(other.status).toBe(201);
     const otherPrefix = other.body.object_prefix as string;
     const before = await env.ctx.pool.query('SELECT count(*)::int AS n FROM exports');
@@ -127,18 +157,34 @@ describe('incremental exports (changes_since)', () => {
       ["x' OR '1'='1", /does not name an export/],
     ];
     for (const [changesSince, message] of cases) {
-      const res = await requestExport(env, env.ws.apiKey, { segment_id: 'us', fields_to_export: FIELDS, changes_since: changesSince });
+      const res = await requestExport(env, env.ws.apiKey, {
+        segment_id: 'us',
+        fields_to_export: FIELDS,
+        changes_since: changesSince,
+      });
       expect(res.status, String(changesSince)).toBe(400);
       expect(res.body.message).toMatch(message);
     }
-    const unfinished = await requestExport(env, env.ws.apiKey, { segment_id: 'everyone', fields_to_export: ['external_id'], changes_since: otherPrefix });
+    const unfinished = await requestExport(env, env.ws.apiKey, {
+      segment_id: 'everyone',
+      fields_to_export: ['external_id'],
+      changes_since: otherPrefix,
+    });
     expect([400, 429]).toContain(unfinished.status);
     await waitForExport(env, env.ws.apiKey, otherPrefix);
-    const noKey = await requestExport(env, env.ws.apiKey, { segment_id: 'everyone', fields_to_export: ['first_name'], changes_since: otherPrefix });
+    const noKey = await requestExport(env, env.ws.apiKey, {
+      segment_id: 'everyone',
+      fields_to_export: ['first_name'],
+      changes_since: otherPrefix,
+    });
     expect(noKey.status).toBe(400);
     expect(noKey.body.message).toMatch(/external_id or service_id/);
     // Another workspace cannot name this one's export.
-    const foreign = await requestExport(env, env.other.apiKey, { segment_id: 'everyone', fields_to_export: ['external_id'], changes_since: otherPrefix });
+    const foreign = await requestExport(env, env.other.apiKey, {
+      segment_id: 'everyone',
+      fields_to_export: ['external_id'],
+      changes_since: otherPrefix,
+    });
     expect(foreign.status).toBe(400);
     const after = await env.ctx.pool.query('SELECT count(*)::int AS n FROM exports');
     expect(after.rows[0].n).toBe(before.rows[0].n);
@@ -150,12 +196,17 @@ describe('incremental exports (changes_since)', () => {
     // Retention 0 days: every superseded ready export of the segment goes.
     const forgotten = await forgetExportBases(env.ctx.pool, 0);
     expect(forgotten.exports).toBeGreaterThan(0);
-    const refused = await requestExport(env, env.ws.apiKey, { segment_id: 'us', fields_to_export: FIELDS, changes_since: first.manifest.object_prefix });
+    const refused = await requestExport(env, env.ws.apiKey, {
+      segment_id: 'us',
+      fields_to_export: FIELDS,
+      changes_since: first.manifest.object_prefix,
+    });
     expect(refused.status).toBe(400);
     expect(refused.body.message).toMatch(/no longer kept/);
-    const kept = await env.ctx.pool.query('SELECT count(*)::int AS n FROM export_members m JOIN exports e ON e.id = m.export_id WHERE e.object_prefix = $1', [
-      latest.manifest.object_prefix,
-    ]);
+    const kept = await env.ctx.pool.query(
+      'SELECT count(*)::int AS n FROM export_members m JOIN exports e ON e.id = m.export_id WHERE e.object_prefix = $1',
+      [latest.manifest.object_prefix],
+    );
     expect(kept.rows[0].n).toBeGreaterThan(0);
     const delta = await runExport({ changes_since: latest.manifest.object_prefix });
     expect(delta.users).toHaveLength(0);

@@ -25,7 +25,16 @@ import { docExamples, forExport, openWarehouse, type Warehouse } from './helpers
 type Format = 'gzip' | 'parquet';
 type Layout = 'spec' | 'hive';
 /** Polars infers NDJSON's types per read; custom_attributes (an object of any keys) is left to the DuckDB half. */
-const POLARS_FIELDS = ['external_id', 'service_id', 'email', 'first_name', 'created_at', 'dob', 'total_revenue', 'custom_events'];
+const POLARS_FIELDS = [
+  'external_id',
+  'service_id',
+  'email',
+  'first_name',
+  'created_at',
+  'dob',
+  'total_revenue',
+  'custom_events',
+];
 /** The fields docs/export.md's examples are written for. */
 const DOC_FIELDS = [...POLARS_FIELDS, 'custom_attributes'];
 const USERS = 2_000;
@@ -46,7 +55,12 @@ beforeAll(async () => {
   env.startWorkers([segmentExportJob, exportShardJob]);
   await createSegment(env.ctx.pool, env.ws.workspaceId, 'members', { attribute: 'country', op: 'neq', value: 'ZZ' });
   // Times after any export's 90-day window start, so that a fresh export and an older one plus a delta agree.
-  await generateUsers(env.ctx.pool, { workspaceId: env.ws.workspaceId, count: USERS, seed: 11, now: new Date(Date.now() + 800 * DAY) });
+  await generateUsers(env.ctx.pool, {
+    workspaceId: env.ws.workspaceId,
+    count: USERS,
+    seed: 11,
+    now: new Date(Date.now() + 800 * DAY),
+  });
   const last = await env.ctx.pool.query<{ service_id: string }>(
     `UPDATE profiles SET country = 'ZZ' WHERE id IN (SELECT id FROM profiles WHERE workspace_id = $1 ORDER BY service_id DESC LIMIT 5) RETURNING service_id`,
     [env.ws.workspaceId],
@@ -63,7 +77,12 @@ interface Done {
   prefix: string;
 }
 
-async function exportSegment(format: Format, layout: Layout, changesSince?: string, fields = POLARS_FIELDS): Promise<Done> {
+async function exportSegment(
+  format: Format,
+  layout: Layout,
+  changesSince?: string,
+  fields = POLARS_FIELDS,
+): Promise<Done> {
   const res = await requestExport(env, env.ws.apiKey, {
     segment_id: 'members',
     fields_to_export: fields,
@@ -83,30 +102,49 @@ async function exportSegment(format: Format, layout: Layout, changesSince?: stri
 async function changeProfiles(round: number): Promise<{ renamed: string[]; cleared: string[]; gone: string[] }> {
   const db = env.ctx.pool;
   const ws = env.ws.workspaceId;
-  const ids = (await db.query<{ service_id: string }>(`SELECT service_id FROM profiles WHERE workspace_id = $1 AND country <> 'ZZ' ORDER BY service_id`, [ws])).rows.map(
-    (r) => r.service_id,
+  const ids = (
+    await db.query<{ service_id: string }>(
+      `SELECT service_id FROM profiles WHERE workspace_id = $1 AND country <> 'ZZ' ORDER BY service_id`,
+      [ws],
+    )
+  ).rows.map((r) => r.service_id);
+  const [renamed, cleared, deleted, leaving] = [
+    ids.slice(0, 12),
+    ids.slice(12, 16),
+    ids.slice(16, 21),
+    ids.slice(21, 29),
+  ];
+  await db.query(
+    `UPDATE profiles SET first_name = 'Renamed ' || service_id WHERE workspace_id = $1 AND service_id = ANY($2)`,
+    [ws, renamed],
   );
-  const [renamed, cleared, deleted, leaving] = [ids.slice(0, 12), ids.slice(12, 16), ids.slice(16, 21), ids.slice(21, 29)];
-  await db.query(`UPDATE profiles SET first_name = 'Renamed ' || service_id WHERE workspace_id = $1 AND service_id = ANY($2)`, [ws, renamed]);
   await db.query(`UPDATE profiles SET email = NULL WHERE workspace_id = $1 AND service_id = ANY($2)`, [ws, cleared]);
   await db.query(`DELETE FROM profiles WHERE workspace_id = $1 AND service_id = ANY($2)`, [ws, deleted]);
   await db.query(`UPDATE profiles SET country = 'ZZ' WHERE workspace_id = $1 AND service_id = ANY($2)`, [ws, leaving]);
   await db.query(`UPDATE profiles SET country = 'US' WHERE workspace_id = $1 AND service_id = ANY($2)`, [ws, joiners]);
-  await generateUsers(db, { workspaceId: ws, count: 10, seed: 11 + round, startId: USERS + round * 100, now: new Date(Date.now() + 800 * DAY) });
+  await generateUsers(db, {
+    workspaceId: ws,
+    count: 10,
+    seed: 11 + round,
+    startId: USERS + round * 100,
+    now: new Date(Date.now() + 800 * DAY),
+  });
   return { renamed, cleared, gone: [...deleted, ...leaving] };
 }
 
 async function memberCount(): Promise<number> {
-  const { rows } = await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1 AND country <> 'ZZ'`, [
-    env.ws.workspaceId,
-  ]);
+  const { rows } = await env.ctx.pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1 AND country <> 'ZZ'`,
+    [env.ws.workspaceId],
+  );
   return rows[0]!.n;
 }
 
 // ---- Polars, as docs/export.md "Polars" loads ----
 
 /** The files of one kind the manifest lists. */
-const partsOf = (done: Done, kind: 'users' | 'removed') => done.manifest.parts.filter((p) => p.kind === kind).map((p) => path.join(done.dir, p.file));
+const partsOf = (done: Done, kind: 'users' | 'removed') =>
+  done.manifest.parts.filter((p) => p.kind === kind).map((p) => path.join(done.dir, p.file));
 
 /** One kind of an export's parts as one DataFrame, or null when it has none. */
 async function polarsParts(done: Done, kind: 'users' | 'removed'): Promise<pl.DataFrame | null> {
@@ -142,7 +180,9 @@ async function polarsApply(table: pl.DataFrame, delta: Done): Promise<pl.DataFra
   if (users) {
     // A delta's NDJSON is typed by its own lines: cast to the table's columns (a missing one is null).
     const typed = users.select(
-      ...out.columns.map((c) => (users.columns.includes(c) ? pl.col(c) : pl.lit(null)).cast(out.getColumn(c).dtype).alias(c)),
+      ...out.columns.map((c) =>
+        (users.columns.includes(c) ? pl.col(c) : pl.lit(null)).cast(out.getColumn(c).dtype).alias(c),
+      ),
     );
     out = pl.concat([out.filter(pl.col('service_id').isIn(typed.getColumn('service_id')).not()), typed]);
   }
@@ -166,7 +206,10 @@ function rowsOf(df: pl.DataFrame): string[] {
     }
     return v;
   };
-  return df.toRecords().map((r) => JSON.stringify(plain(r))).sort();
+  return df
+    .toRecords()
+    .map((r) => JSON.stringify(plain(r)))
+    .sort();
 }
 
 describe('loaders of two families, from both layouts, gzip and Parquet', () => {
@@ -200,7 +243,11 @@ describe('loaders of two families, from both layouts, gzip and Parquet', () => {
   }, 240_000);
 
   it("DuckDB: docs/export.md's statements load and apply the hive layout too, and its hive_partitioning read finds each export", async () => {
-    const examples = new Map(docExamples(await readFile(path.join(repoRoot, 'docs/export.md'), 'utf8'), '## Loading into a warehouse').map((e) => [e.name, e]));
+    const examples = new Map(
+      docExamples(await readFile(path.join(repoRoot, 'docs/export.md'), 'utf8'), '## Loading into a warehouse').map(
+        (e) => [e.name, e],
+      ),
+    );
     const run = (wh: Warehouse, name: string, dir?: string) => wh.query(forExport(examples.get(name)!, dir));
     const warehouses: Warehouse[] = [];
     try {
@@ -217,8 +264,12 @@ describe('loaders of two families, from both layouts, gzip and Parquet', () => {
       const parquet = bases.get('parquet')!;
       const segmentDir = path.resolve(parquet.done.dir, '..', '..');
       const hive = examples.get('load-hive-parquet')!;
-      await parquet.wh.query(hive.code.replaceAll('<segment>', segmentDir).replaceAll('<object_prefix>', parquet.done.prefix));
-      const [same] = await parquet.wh.query(`SELECT (SELECT count(*) FROM (FROM users EXCEPT ALL FROM users_hive)) + (SELECT count(*) FROM (FROM users_hive EXCEPT ALL FROM users)) AS n`);
+      await parquet.wh.query(
+        hive.code.replaceAll('<segment>', segmentDir).replaceAll('<object_prefix>', parquet.done.prefix),
+      );
+      const [same] = await parquet.wh.query(
+        `SELECT (SELECT count(*) FROM (FROM users EXCEPT ALL FROM users_hive)) + (SELECT count(*) FROM (FROM users_hive EXCEPT ALL FROM users)) AS n`,
+      );
       expect(Number(same!.n)).toBe(0);
 
       await changeProfiles(2);

@@ -13,7 +13,18 @@ import { segmentExportJob } from '../jobs/segment-export.js';
 import { failExport, finishExport } from '../src/exports/finish.js';
 import type { ExportManifest } from '../src/exports/manifest.js';
 import { type TestEnv, useTestEnv } from './helpers/context.js';
-import { CONTROL_FILES, createSegment, exportStatus, insertProfiles, OLD, readPartFile, RECENT, requestExport, waitForExport, zipEntries } from './helpers/export-fixtures.js';
+import {
+  CONTROL_FILES,
+  createSegment,
+  exportStatus,
+  insertProfiles,
+  OLD,
+  readPartFile,
+  RECENT,
+  requestExport,
+  waitForExport,
+  zipEntries,
+} from './helpers/export-fixtures.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 
 const run = promisify(execFile);
@@ -23,7 +34,14 @@ const run = promisify(execFile);
 const MEMBERS = 26_000;
 const TTL_SECONDS = 6;
 
-const env = useTestEnv({ config: { EXPORT_SHARD_BUCKETS: '3334', DOWNLOAD_URL_TTL_SECONDS: String(TTL_SECONDS), CALLBACK_ALLOW_PRIVATE: 'true' }, workspaces: ['ws', 'other'] });
+const env = useTestEnv({
+  config: {
+    EXPORT_SHARD_BUCKETS: '3334',
+    DOWNLOAD_URL_TTL_SECONDS: String(TTL_SECONDS),
+    CALLBACK_ALLOW_PRIVATE: 'true',
+  },
+  workspaces: ['ws', 'other'],
+});
 let receiver: Server;
 let receiverUrl: string;
 const callbacks: Array<{ body: Record<string, unknown>; answered: number }> = [];
@@ -73,7 +91,20 @@ describe('segment export to the built-in store', () => {
   it('answers 201 before any worker runs; the link is 404 until ready', async () => {
     const res = await requestExport(env, env.ws.apiKey, {
       segment_id: 'us-users',
-      fields_to_export: ['external_id', 'service_id', 'first_name', 'email', 'dob', 'created_at', 'custom_attributes', 'custom_events', 'purchases', 'devices', 'campaigns_received', 'phone'],
+      fields_to_export: [
+        'external_id',
+        'service_id',
+        'first_name',
+        'email',
+        'dob',
+        'created_at',
+        'custom_attributes',
+        'custom_events',
+        'purchases',
+        'devices',
+        'campaigns_received',
+        'phone',
+      ],
       callback_endpoint: receiverUrl,
     });
     expect(res.status).toBe(201);
@@ -96,10 +127,16 @@ describe('segment export to the built-in store', () => {
     expect(keyPrefix).toBe(`segment-export/us-users/${day}/${prefix}`);
     const parts = await partsOf(keyPrefix);
     expect(parts).toHaveLength(6);
-    for (const key of parts) expect(key).toMatch(new RegExp(`^segment-export/us-users/\\d{4}-\\d{2}-\\d{2}/${prefix}/[0-9a-f]{32}\\.zip$`));
+    for (const key of parts)
+      expect(key).toMatch(new RegExp(`^segment-export/us-users/\\d{4}-\\d{2}-\\d{2}/${prefix}/[0-9a-f]{32}\\.zip$`));
 
     const manifest: ExportManifest = JSON.parse(await readFile(localFile(`${keyPrefix}/manifest.json`), 'utf8'));
-    expect(manifest).toMatchObject({ object_prefix: prefix, segment_id: 'us-users', output_format: 'zip', users: MEMBERS });
+    expect(manifest).toMatchObject({
+      object_prefix: prefix,
+      segment_id: 'us-users',
+      output_format: 'zip',
+      users: MEMBERS,
+    });
     expect(manifest.parts.map((p) => p.users)).toEqual([5000, 5000, 5000, 5000, 5000, 1000]);
     expect(manifest.parts.map((p) => p.key).sort()).toEqual([...parts].sort());
 
@@ -108,7 +145,9 @@ describe('segment export to the built-in store', () => {
       const bytes = await readFile(localFile(p.key));
       expect(bytes.length).toBe(p.bytes);
       expect(createHash('sha256').update(bytes).digest('hex')).toBe(p.sha256);
-      expect(await zipEntries(localFile(p.key))).toEqual([p.key.slice(p.key.lastIndexOf('/') + 1).replace('.zip', '.json')]);
+      expect(await zipEntries(localFile(p.key))).toEqual([
+        p.key.slice(p.key.lastIndexOf('/') + 1).replace('.zip', '.json'),
+      ]);
       const lines = await readPartFile(localFile(p.key));
       expect(lines).toHaveLength(p.users);
       for (const line of lines) {
@@ -123,8 +162,20 @@ describe('segment export to the built-in store', () => {
 
     // _SUCCESS: what a loader checks, written after everything else of the export.
     const success = JSON.parse(await readFile(localFile(`${keyPrefix}/_SUCCESS`), 'utf8'));
-    expect(success).toEqual({ export_id: prefix.slice(0, 36), object_prefix: prefix, users: MEMBERS, removed: 0, parts: 6, manifest: 'manifest.json' });
-    const mtimes = await Promise.all((await readdir(localFile(keyPrefix))).map(async (n) => ({ n, t: (await stat(localFile(`${keyPrefix}/${n}`))).mtimeMs })));
+    expect(success).toEqual({
+      export_id: prefix.slice(0, 36),
+      object_prefix: prefix,
+      users: MEMBERS,
+      removed: 0,
+      parts: 6,
+      manifest: 'manifest.json',
+    });
+    const mtimes = await Promise.all(
+      (await readdir(localFile(keyPrefix))).map(async (n) => ({
+        n,
+        t: (await stat(localFile(`${keyPrefix}/${n}`))).mtimeMs,
+      })),
+    );
     const successAt = mtimes.find((m) => m.n === '_SUCCESS')!.t;
     expect(mtimes.filter((m) => m.t > successAt)).toEqual([]);
   });
@@ -134,7 +185,18 @@ describe('segment export to the built-in store', () => {
     const users: Array<Record<string, unknown> & { external_id: string }> = [];
     for (const p of manifest.parts) for (const l of await readPartFile(localFile(p.key))) users.push(JSON.parse(l));
     expect(users).toHaveLength(MEMBERS);
-    const allowed = new Set(['external_id', 'service_id', 'first_name', 'email', 'dob', 'created_at', 'custom_attributes', 'custom_events', 'devices', 'campaigns_received']);
+    const allowed = new Set([
+      'external_id',
+      'service_id',
+      'first_name',
+      'email',
+      'dob',
+      'created_at',
+      'custom_attributes',
+      'custom_events',
+      'devices',
+      'campaigns_received',
+    ]);
     // Collected, then asserted once: an expect per key of 26,000 users would dominate the run time.
     const unexpected = new Set<string>();
     let nulls = 0;
@@ -194,7 +256,8 @@ describe('segment export to the built-in store', () => {
 
     // The callback answered 503 once, then 200: two deliveries of the same body.
     const deadline = Date.now() + 20_000;
-    while (callbacks.filter((c) => c.answered === 200).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    while (callbacks.filter((c) => c.answered === 200).length === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 100));
     expect(callbacks.map((c) => c.answered)).toEqual([503, 200]);
     expect(callbacks[1]!.body).toEqual({ success: true, url });
 
@@ -217,12 +280,19 @@ describe('segment export to the built-in store', () => {
     const done = await waitForExport(env, env.ws.apiKey, String(again.body.object_prefix));
     expect(done).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 6 });
     // The download of gzip parts holds their NDJSON too.
-    const dl = await env.app.inject({ method: 'GET', url: String(again.body.url).replace('http://127.0.0.1:3000', '') });
+    const dl = await env.app.inject({
+      method: 'GET',
+      url: String(again.body.url).replace('http://127.0.0.1:3000', ''),
+    });
     expect(dl.statusCode).toBe(200);
     const dir = await mkdtemp(path.join(tmpdir(), 'ces-dl-'));
     scratch.push(dir);
     await writeFile(path.join(dir, 'all.zip'), dl.rawPayload);
-    const { stdout } = await run('unzip', ['-p', path.join(dir, 'all.zip'), '*.json', '-x', '*/manifest.json', '*/schema.json'], { maxBuffer: 256 * 1024 * 1024 });
+    const { stdout } = await run(
+      'unzip',
+      ['-p', path.join(dir, 'all.zip'), '*.json', '-x', '*/manifest.json', '*/schema.json'],
+      { maxBuffer: 256 * 1024 * 1024 },
+    );
     expect(stdout.split('\n').filter(Boolean)).toHaveLength(MEMBERS);
     const parts = await partsOf(String(done.key_prefix));
     for (const p of parts) expect(p).toMatch(/\.gz$/);
@@ -247,11 +317,26 @@ describe('segment export to the built-in store', () => {
 
   it('a finisher run again after _SUCCESS (killed before marking the export ready) writes nothing and marks it ready', async () => {
     const keyPrefix = String(status.key_prefix);
-    const before = await Promise.all((await readdir(localFile(keyPrefix))).sort().map(async (n) => `${n} ${(await stat(localFile(`${keyPrefix}/${n}`))).mtimeMs}`));
-    const { rows } = await env.ctx.pool.query<{ id: string }>(`UPDATE exports SET status = 'running' WHERE object_prefix = $1 RETURNING id::text`, [prefix]);
+    const before = await Promise.all(
+      (await readdir(localFile(keyPrefix)))
+        .sort()
+        .map(async (n) => `${n} ${(await stat(localFile(`${keyPrefix}/${n}`))).mtimeMs}`),
+    );
+    const { rows } = await env.ctx.pool.query<{ id: string }>(
+      `UPDATE exports SET status = 'running' WHERE object_prefix = $1 RETURNING id::text`,
+      [prefix],
+    );
     await finishExport(env.ctx, rows[0]!.id, []);
-    expect((await exportStatus(env, env.ws.apiKey, prefix)).body).toMatchObject({ status: 'ready', users_done: MEMBERS, parts_done: 6 });
-    const after = await Promise.all((await readdir(localFile(keyPrefix))).sort().map(async (n) => `${n} ${(await stat(localFile(`${keyPrefix}/${n}`))).mtimeMs}`));
+    expect((await exportStatus(env, env.ws.apiKey, prefix)).body).toMatchObject({
+      status: 'ready',
+      users_done: MEMBERS,
+      parts_done: 6,
+    });
+    const after = await Promise.all(
+      (await readdir(localFile(keyPrefix)))
+        .sort()
+        .map(async (n) => `${n} ${(await stat(localFile(`${keyPrefix}/${n}`))).mtimeMs}`),
+    );
     expect(after).toEqual(before);
     // Nor does an attempt to fail it take back what a loader may be reading.
     await env.ctx.pool.query(`UPDATE exports SET status = 'running' WHERE object_prefix = $1`, [prefix]);

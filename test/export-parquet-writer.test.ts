@@ -3,11 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parquetSchema, type SchemaTree } from 'hyparquet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  REMOVED_PARQUET_COLUMNS,
-  usersParquetColumns,
-  writeParquetFile,
-} from '../src/exports/parquet.js';
+import { REMOVED_PARQUET_COLUMNS, usersParquetColumns, writeParquetFile } from '../src/exports/parquet.js';
 import { EXPORT_FIELDS, type ExportField } from '../src/exports/request.js';
 import { compareParquet, fromParquet, readParquet } from './helpers/parquet-values.js';
 
@@ -27,17 +23,21 @@ const TS = 'TIMESTAMP(MICROS, UTC)';
 
 function describeNode(node: SchemaTree): string {
   const e = node.element;
-  if (e.converted_type === 'LIST' || e.logical_type?.type === 'LIST') return `LIST<${describeNode(node.children[0]!.children[0]!)}>`;
+  if (e.converted_type === 'LIST' || e.logical_type?.type === 'LIST')
+    return `LIST<${describeNode(node.children[0]!.children[0]!)}>`;
   if (e.converted_type === 'MAP' || e.logical_type?.type === 'MAP') {
     const entry = node.children[0]!;
     return `MAP<${describeNode(entry.children[0]!)}, ${describeNode(entry.children[1]!)}>`;
   }
-  if (node.children.length > 0) return `STRUCT<${node.children.map((c) => `${c.element.name}: ${describeNode(c)}`).join(', ')}>`;
+  if (node.children.length > 0)
+    return `STRUCT<${node.children.map((c) => `${c.element.name}: ${describeNode(c)}`).join(', ')}>`;
   const lt = e.logical_type;
   if (e.type === 'BYTE_ARRAY' && (e.converted_type === 'UTF8' || lt?.type === 'STRING')) return 'STRING';
-  if (e.type === 'INT64' && lt?.type === 'TIMESTAMP') return `TIMESTAMP(${lt.unit}${lt.isAdjustedToUTC ? ', UTC' : ''})`;
+  if (e.type === 'INT64' && lt?.type === 'TIMESTAMP')
+    return `TIMESTAMP(${lt.unit}${lt.isAdjustedToUTC ? ', UTC' : ''})`;
   if (e.type === 'INT32' && (e.converted_type === 'DATE' || lt?.type === 'DATE')) return 'DATE';
-  if (e.type === 'INT64' && (e.converted_type === undefined || e.converted_type === 'INT_64') && lt === undefined) return 'INT64';
+  if (e.type === 'INT64' && (e.converted_type === undefined || e.converted_type === 'INT_64') && lt === undefined)
+    return 'INT64';
   if (e.type === 'DOUBLE' || e.type === 'BOOLEAN') return e.type;
   return `unexpected ${e.type}/${e.converted_type}/${JSON.stringify(lt)}`;
 }
@@ -45,7 +45,9 @@ function describeNode(node: SchemaTree): string {
 /** Every column and struct member must be nullable; only LIST/MAP's repeated groups and a MAP's key are not. */
 function notNullable(node: SchemaTree, out: string[] = []): string[] {
   for (const child of node.children) {
-    const structural = child.element.repetition_type === 'REPEATED' || (child.element.name === 'key' && node.element.repetition_type === 'REPEATED');
+    const structural =
+      child.element.repetition_type === 'REPEATED' ||
+      (child.element.name === 'key' && node.element.repetition_type === 'REPEATED');
     if (!structural && child.element.repetition_type !== 'OPTIONAL') out.push(child.path.join('.'));
     notNullable(child, out);
   }
@@ -78,7 +80,8 @@ const EXPECTED_TYPES: Record<ExportField, string> = {
   last_name: 'STRING',
   phone: 'STRING',
   purchases: HISTORY,
-  push_tokens: 'LIST<STRUCT<app: STRING, platform: STRING, token: STRING, device_id: STRING, notifications_enabled: BOOLEAN>>',
+  push_tokens:
+    'LIST<STRUCT<app: STRING, platform: STRING, token: STRING, device_id: STRING, notifications_enabled: BOOLEAN>>',
   random_bucket: 'INT64',
   time_zone: 'STRING',
   total_revenue: 'DOUBLE',
@@ -136,7 +139,7 @@ const SPARSE_LINES: Record<string, unknown>[] = [
     dob: '1969-12-31',
     random_bucket: 0,
     total_revenue: 0,
-    custom_attributes: { 'ключ': UNICODE, nested: { k: null }, list: [1, 'two', null] },
+    custom_attributes: { ключ: UNICODE, nested: { k: null }, list: [1, 'two', null] },
     devices: [],
     user_aliases: [{ alias_name: UNICODE, alias_label: null }, null],
     apps: [{ name: 'TV', sessions: null }],
@@ -211,7 +214,21 @@ describe('Parquet parts (writeParquetFile)', () => {
   });
 
   it('makes values of an unexpected type null (or converts them, as documented) instead of failing', async () => {
-    const columns = usersParquetColumns({ fields: ['service_id', 'random_bucket', 'total_revenue', 'dob', 'created_at', 'email', 'last_coordinates', 'devices', 'campaigns_received', 'custom_events'], customAttributes: null });
+    const columns = usersParquetColumns({
+      fields: [
+        'service_id',
+        'random_bucket',
+        'total_revenue',
+        'dob',
+        'created_at',
+        'email',
+        'last_coordinates',
+        'devices',
+        'campaigns_received',
+        'custom_events',
+      ],
+      customAttributes: null,
+    });
     const lines = [
       // Stored jsonb from old data: every nested member of another type than the schema's.
       {
@@ -222,11 +239,30 @@ describe('Parquet parts (writeParquetFile)', () => {
         created_at: 'yesterday',
         email: 7,
         last_coordinates: { lon: 1 },
-        devices: [{ model: { name: 'x' }, ad_tracking_enabled: 'maybe', carrier: 5, unknown_key: 'dropped' }, 'not an object'],
-        campaigns_received: [{ name: 'c', engaged: 'yes', converted: 1, multiple_converted: { a: 'true', b: 'nope' }, last_received: 1700000000000 }],
+        devices: [
+          { model: { name: 'x' }, ad_tracking_enabled: 'maybe', carrier: 5, unknown_key: 'dropped' },
+          'not an object',
+        ],
+        campaigns_received: [
+          {
+            name: 'c',
+            engaged: 'yes',
+            converted: 1,
+            multiple_converted: { a: 'true', b: 'nope' },
+            last_received: 1700000000000,
+          },
+        ],
         custom_events: { not: 'a list' },
       },
-      { service_id: 'old-2', random_bucket: 1.5, total_revenue: '2.25', dob: '2026-01-01T23:00:00Z', created_at: '2026-01-01', email: true, custom_events: [{ name: 'e', count: 'many', first: '2026-01-01 10:00:00' }] },
+      {
+        service_id: 'old-2',
+        random_bucket: 1.5,
+        total_revenue: '2.25',
+        dob: '2026-01-01T23:00:00Z',
+        created_at: '2026-01-01',
+        email: true,
+        custom_events: [{ name: 'e', count: 'many', first: '2026-01-01 10:00:00' }],
+      },
     ];
     await writeFile(file('types.ndjson'), ndjson(lines));
     expect(await writeParquetFile(file('types.ndjson'), file('types.parquet'), columns)).toEqual({ rows: 2 });
@@ -241,16 +277,41 @@ describe('Parquet parts (writeParquetFile)', () => {
       email: '7',
       last_coordinates: null,
       devices: [
-        { model: '{"name":"x"}', os: null, carrier: '5', idfv: null, idfa: null, device_id: null, store_ad_id: null, tv_ad_id: null, ad_tracking_enabled: null },
+        {
+          model: '{"name":"x"}',
+          os: null,
+          carrier: '5',
+          idfv: null,
+          idfa: null,
+          device_id: null,
+          store_ad_id: null,
+          tv_ad_id: null,
+          ad_tracking_enabled: null,
+        },
         // DuckDB's lenient reader keeps a non-object element as a struct of nulls.
-        { model: null, os: null, carrier: null, idfv: null, idfa: null, device_id: null, store_ad_id: null, tv_ad_id: null, ad_tracking_enabled: null },
+        {
+          model: null,
+          os: null,
+          carrier: null,
+          idfv: null,
+          idfa: null,
+          device_id: null,
+          store_ad_id: null,
+          tv_ad_id: null,
+          ad_tracking_enabled: null,
+        },
       ],
       campaigns_received: [
         {
           name: 'c',
           api_campaign_id: null,
           last_received: null,
-          engaged: { opened_email: null, opened_push: null, clicked_email: null, clicked_triggered_in_app_message: null },
+          engaged: {
+            opened_email: null,
+            opened_push: null,
+            clicked_email: null,
+            clicked_triggered_in_app_message: null,
+          },
           converted: true,
           multiple_converted: { a: true, b: null },
           variation_name: null,
@@ -272,7 +333,10 @@ describe('Parquet parts (writeParquetFile)', () => {
   });
 
   it('rejects a line that is not JSON, naming the line but not its content, and leaves no file', async () => {
-    await writeFile(file('bad.ndjson'), ndjson([{ service_id: 'a' }, { service_id: 'b' }, '{"service_id": secret@example.com}', { service_id: 'd' }]));
+    await writeFile(
+      file('bad.ndjson'),
+      ndjson([{ service_id: 'a' }, { service_id: 'b' }, '{"service_id": secret@example.com}', { service_id: 'd' }]),
+    );
     await writeFile(file('bad.parquet'), 'an older file');
     const failure = writeParquetFile(file('bad.ndjson'), file('bad.parquet'), ALL);
     await expect(failure).rejects.toThrow(/bad\.ndjson: line 3 is not valid JSON/);
@@ -280,12 +344,16 @@ describe('Parquet parts (writeParquetFile)', () => {
     await expect(stat(file('bad.parquet'))).rejects.toThrow(/ENOENT/);
 
     await writeFile(file('array.ndjson'), ndjson([{ service_id: 'a' }, '[1, 2]']));
-    await expect(writeParquetFile(file('array.ndjson'), file('array.parquet'), ALL)).rejects.toThrow(/line 2 is JSON but not an object \(an array\)/);
+    await expect(writeParquetFile(file('array.ndjson'), file('array.parquet'), ALL)).rejects.toThrow(
+      /line 2 is JSON but not an object \(an array\)/,
+    );
   });
 
   it('writes the removed- part columns: external_id (nullable) and service_id, as strings', async () => {
     await writeFile(file('removed.ndjson'), ndjson([{ external_id: 'u-1', service_id: 's-1' }, { service_id: 's-2' }]));
-    expect(await writeParquetFile(file('removed.ndjson'), file('removed.parquet'), REMOVED_PARQUET_COLUMNS)).toEqual({ rows: 2 });
+    expect(await writeParquetFile(file('removed.ndjson'), file('removed.parquet'), REMOVED_PARQUET_COLUMNS)).toEqual({
+      rows: 2,
+    });
     const { metadata, rows } = await readParquet(file('removed.parquet'));
     const root = parquetSchema(metadata);
     expect(root.children.map((c) => [c.element.name, describeNode(c), c.element.repetition_type])).toEqual([
@@ -301,9 +369,13 @@ describe('Parquet parts (writeParquetFile)', () => {
   it('cuts large parts into row groups, in order: by rows for short lines, by bytes for long ones', async () => {
     const short = 200_000;
     const text: string[] = [];
-    for (let i = 0; i < short; i++) text.push(`{"service_id":"s-${i}","random_bucket":${i % 10_000},"created_at":"2026-01-01T00:00:00.000Z"}\n`);
+    for (let i = 0; i < short; i++)
+      text.push(`{"service_id":"s-${i}","random_bucket":${i % 10_000},"created_at":"2026-01-01T00:00:00.000Z"}\n`);
     await writeFile(file('many.ndjson'), text.join(''));
-    const columns = usersParquetColumns({ fields: ['service_id', 'random_bucket', 'created_at'], customAttributes: null });
+    const columns = usersParquetColumns({
+      fields: ['service_id', 'random_bucket', 'created_at'],
+      customAttributes: null,
+    });
     expect(await writeParquetFile(file('many.ndjson'), file('many.parquet'), columns)).toEqual({ rows: short });
     const many = await readParquet(file('many.parquet'), ['service_id']);
     expect(many.metadata.row_groups.map((g) => Number(g.num_rows))).toEqual([122_880, short - 122_880]);
@@ -327,10 +399,16 @@ describe('Parquet parts (writeParquetFile)', () => {
   it('runs several conversions at once in one process, each with its own rows', async () => {
     const columns = usersParquetColumns({ fields: ['service_id', 'random_bucket', 'devices'], customAttributes: null });
     const parts = Array.from({ length: 5 }, (_, p) =>
-      Array.from({ length: 3_000 + p * 500 }, (_, i) => ({ service_id: `p${p}-${i}`, random_bucket: p, devices: [{ model: `m${p}`, device_id: `${i}` }] })),
+      Array.from({ length: 3_000 + p * 500 }, (_, i) => ({
+        service_id: `p${p}-${i}`,
+        random_bucket: p,
+        devices: [{ model: `m${p}`, device_id: `${i}` }],
+      })),
     );
     await Promise.all(parts.map((lines, p) => writeFile(file(`par-${p}.ndjson`), ndjson(lines))));
-    const results = await Promise.all(parts.map((_, p) => writeParquetFile(file(`par-${p}.ndjson`), file(`par-${p}.parquet`), columns)));
+    const results = await Promise.all(
+      parts.map((_, p) => writeParquetFile(file(`par-${p}.ndjson`), file(`par-${p}.parquet`), columns)),
+    );
     expect(results).toEqual(parts.map((lines) => ({ rows: lines.length })));
     for (const [p, lines] of parts.entries()) {
       const { rows } = await readParquet(file(`par-${p}.parquet`));
@@ -342,7 +420,8 @@ describe('Parquet parts (writeParquetFile)', () => {
 
 describe('usersParquetColumns', () => {
   it('follows the request order and appends custom_attributes as exportLineSelect does', () => {
-    const names = (fields: ExportField[], customAttributes: string[] | null) => usersParquetColumns({ fields, customAttributes }).map((c) => c.name);
+    const names = (fields: ExportField[], customAttributes: string[] | null) =>
+      usersParquetColumns({ fields, customAttributes }).map((c) => c.name);
     expect(names(['email', 'created_at', 'external_id'], null)).toEqual(['email', 'created_at', 'external_id']);
     expect(names(['email', 'created_at'], ['tier'])).toEqual(['email', 'created_at', 'custom_attributes']);
     expect(names(['custom_attributes', 'email'], ['tier'])).toEqual(['custom_attributes', 'email']);

@@ -96,7 +96,12 @@ describe('part_target_mb', () => {
       [{ part_target_mb: 64, output_format: 'parquet' }, /part_target_mb applies to gzip and zip/],
     ];
     for (const [extra, message] of cases) {
-      const res = await requestExport(env, env.ws.apiKey, { segment_id: 'everyone', fields_to_export: ['external_id'], output_format: 'gzip', ...extra });
+      const res = await requestExport(env, env.ws.apiKey, {
+        segment_id: 'everyone',
+        fields_to_export: ['external_id'],
+        output_format: 'gzip',
+        ...extra,
+      });
       expect(res.status, JSON.stringify(extra)).toBe(400);
       expect(String(res.body.message)).toMatch(message);
     }
@@ -104,7 +109,13 @@ describe('part_target_mb', () => {
   });
 
   it('a scheduled export declares it as the request does, and the workspace file refuses what the API would', () => {
-    const base = { name: 'nightly', segment: 'everyone', cron: '0 3 * * *', fields_to_export: ['external_id'], output_format: 'gzip' };
+    const base = {
+      name: 'nightly',
+      segment: 'everyone',
+      cron: '0 3 * * *',
+      fields_to_export: ['external_id'],
+      output_format: 'gzip',
+    };
     expect(ScheduledExportSchema.safeParse({ ...base, part_target_mb: 128 }).success).toBe(true);
     for (const [extra, message] of [
       [{ part_target_mb: 128, rows_per_part: 10_000 }, /alternatives/],

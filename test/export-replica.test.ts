@@ -7,7 +7,13 @@ import { segmentExportJob } from '../jobs/segment-export.js';
 import type { ExportManifest } from '../src/exports/manifest.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { createSegment, exportedExternalIds, insertProfiles, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import {
+  createSegment,
+  exportedExternalIds,
+  insertProfiles,
+  requestExport,
+  waitForExport,
+} from './helpers/export-fixtures.js';
 import { startOwnPostgres, startOwnReplica, type OwnPostgres } from './helpers/own-servers.js';
 import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
@@ -72,12 +78,15 @@ async function exportNow(changesSince?: string): Promise<{ ids: string[]; manife
 
 const expectedIds = () => Array.from({ length: next - 1 }, (_, i) => `ext-${i + 1}`).sort();
 // Each shard read from the replica runs two COPYs there: its lines, and its member list (piped to the primary).
-const copiesOnReplica = async () => (await readFile(replica.logFile, 'utf8')).split('\n').filter((l) => l.includes('statement: COPY (')).length;
+const copiesOnReplica = async () =>
+  (await readFile(replica.logFile, 'utf8')).split('\n').filter((l) => l.includes('statement: COPY (')).length;
 
 async function replicaCaughtUp(): Promise<void> {
   const { rows } = await env.ctx.pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
   for (let i = 0; i < 200; i++) {
-    const r = await replicaSql.query<{ ok: boolean }>('SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn AS ok', [rows[0]!.lsn]);
+    const r = await replicaSql.query<{ ok: boolean }>('SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn AS ok', [
+      rows[0]!.lsn,
+    ]);
     if (r.rows[0]!.ok) return;
     await new Promise((res) => setTimeout(res, 50));
   }
@@ -91,7 +100,10 @@ describe('segment export with EXPORT_DATABASE_URL on a streaming replica', () =>
     const { ids, manifest } = await exportNow();
     expect(ids.sort()).toEqual(expectedIds());
     expect(await copiesOnReplica()).toBe(copiesBefore + 4);
-    expect(manifest.read_from).toMatchObject({ source: 'replica', primary_lsn_at_request: expect.stringMatching(/^[0-9A-F]+\/[0-9A-F]+$/) });
+    expect(manifest.read_from).toMatchObject({
+      source: 'replica',
+      primary_lsn_at_request: expect.stringMatching(/^[0-9A-F]+\/[0-9A-F]+$/),
+    });
     const { rows } = await replicaSql.query<{ ok: boolean }>('SELECT $1::pg_lsn >= $2::pg_lsn AS ok', [
       manifest.read_from!.replica_replay_lsn,
       manifest.read_from!.primary_lsn_at_request,
@@ -156,8 +168,14 @@ describe('segment export with EXPORT_DATABASE_URL on a streaming replica', () =>
     await replicaCaughtUp();
     const base = await exportNow();
     const db = env.ctx.pool;
-    await db.query(`UPDATE profiles SET first_name = 'on-replica' WHERE workspace_id = $1 AND external_id = ANY($2)`, [ws.workspaceId, ['ext-1', 'ext-2', 'ext-3']]);
-    await db.query(`UPDATE profiles SET country = 'CA' WHERE workspace_id = $1 AND external_id = ANY($2)`, [ws.workspaceId, ['ext-4', 'ext-5']]);
+    await db.query(`UPDATE profiles SET first_name = 'on-replica' WHERE workspace_id = $1 AND external_id = ANY($2)`, [
+      ws.workspaceId,
+      ['ext-1', 'ext-2', 'ext-3'],
+    ]);
+    await db.query(`UPDATE profiles SET country = 'CA' WHERE workspace_id = $1 AND external_id = ANY($2)`, [
+      ws.workspaceId,
+      ['ext-4', 'ext-5'],
+    ]);
     const joined = next;
     await addMembers(2);
     await replicaCaughtUp();
@@ -165,7 +183,9 @@ describe('segment export with EXPORT_DATABASE_URL on a streaming replica', () =>
     const delta = await exportNow(base.manifest.object_prefix);
     expect(delta.manifest.read_from?.source).toBe('replica');
     // The ids of every line: the changed and joined users, and the two removed ones.
-    expect(delta.ids.sort()).toEqual(['ext-1', 'ext-2', 'ext-3', 'ext-4', 'ext-5', `ext-${joined}`, `ext-${joined + 1}`].sort());
+    expect(delta.ids.sort()).toEqual(
+      ['ext-1', 'ext-2', 'ext-3', 'ext-4', 'ext-5', `ext-${joined}`, `ext-${joined + 1}`].sort(),
+    );
     expect(delta.manifest.users).toBe(5);
     expect(delta.manifest.removed).toBe(2);
     // One shard (a small delta is cut into fewer shards), three COPYs there: lines, removed lines, member changes.
@@ -175,12 +195,14 @@ describe('segment export with EXPORT_DATABASE_URL on a streaming replica', () =>
         WHERE e.object_prefix = $1 ORDER BY p.external_id`,
       [delta.manifest.object_prefix],
     );
-    expect(rows).toEqual([
-      { external_id: 'ext-4', is_member: false },
-      { external_id: 'ext-5', is_member: false },
-      { external_id: `ext-${joined}`, is_member: true },
-      { external_id: `ext-${joined + 1}`, is_member: true },
-    ].sort((a, b) => (a.external_id < b.external_id ? -1 : 1)));
+    expect(rows).toEqual(
+      [
+        { external_id: 'ext-4', is_member: false },
+        { external_id: 'ext-5', is_member: false },
+        { external_id: `ext-${joined}`, is_member: true },
+        { external_id: `ext-${joined + 1}`, is_member: true },
+      ].sort((a, b) => (a.external_id < b.external_id ? -1 : 1)),
+    );
     // Relative to it, read through its layers on the replica: nothing changed.
     await replicaCaughtUp();
     const none = await exportNow(delta.manifest.object_prefix);

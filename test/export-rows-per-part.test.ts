@@ -6,7 +6,14 @@ import { segmentExportJob } from '../jobs/segment-export.js';
 import type { ExportManifest } from '../src/exports/manifest.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { useTestEnv } from './helpers/context.js';
-import { createSegment, exportedIdCounts, insertProfiles, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
+import {
+  createSegment,
+  exportedIdCounts,
+  insertProfiles,
+  readPartFile,
+  requestExport,
+  waitForExport,
+} from './helpers/export-fixtures.js';
 
 /* The rows_per_part extension: fewer, larger (or other-sized) parts, every member still exactly once. */
 
@@ -20,8 +27,15 @@ beforeAll(async () => {
   await insertProfiles(env.ctx.pool, env.ws.workspaceId, 1, MEMBERS);
 });
 
-async function exportWith(body: Record<string, unknown>): Promise<{ dir: string; manifest: ExportManifest; lines: number[] }> {
-  const res = await requestExport(env, env.ws.apiKey, { segment_id: 'us', fields_to_export: ['external_id'], output_format: 'gzip', ...body });
+async function exportWith(
+  body: Record<string, unknown>,
+): Promise<{ dir: string; manifest: ExportManifest; lines: number[] }> {
+  const res = await requestExport(env, env.ws.apiKey, {
+    segment_id: 'us',
+    fields_to_export: ['external_id'],
+    output_format: 'gzip',
+    ...body,
+  });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   const done = await waitForExport(env, env.ws.apiKey, String(res.body.object_prefix));
   expect(done.status).toBe('ready');
@@ -62,7 +76,11 @@ describe('rows_per_part', () => {
   it('refuses values out of bounds or of the wrong type, recording nothing', async () => {
     const before = (await env.ctx.pool.query('SELECT count(*)::int AS n FROM exports')).rows[0].n;
     for (const value of [999, 1_000_001, 1500.5, '5000', -1, true, [1000]]) {
-      const res = await requestExport(env, env.ws.apiKey, { segment_id: 'us', fields_to_export: ['external_id'], rows_per_part: value });
+      const res = await requestExport(env, env.ws.apiKey, {
+        segment_id: 'us',
+        fields_to_export: ['external_id'],
+        rows_per_part: value,
+      });
       expect(res.status, JSON.stringify(value)).toBe(400);
       expect(String(res.body.message)).toContain('rows_per_part');
     }

@@ -51,12 +51,20 @@ describe('scheduled exports from the workspace file', () => {
     const deadline = Date.now() + 30_000;
     let rows: Array<{ status: string; users_done: number; request: { fields: string[]; outputFormat: string } }> = [];
     while (Date.now() < deadline) {
-      rows = (await env.ctx.pool.query(`SELECT status, users_done, request FROM exports WHERE scheduled_by = 'nightly-crm' AND status = 'ready'`)).rows;
+      rows = (
+        await env.ctx.pool.query(
+          `SELECT status, users_done, request FROM exports WHERE scheduled_by = 'nightly-crm' AND status = 'ready'`,
+        )
+      ).rows;
       if (rows.length > 0) break;
       await new Promise((r) => setTimeout(r, 200));
     }
     expect(rows.length).toBeGreaterThan(0);
-    expect(rows[0]).toMatchObject({ status: 'ready', users_done: 1_200, request: { fields: ['external_id', 'email'], outputFormat: 'gzip' } });
+    expect(rows[0]).toMatchObject({
+      status: 'ready',
+      users_done: 1_200,
+      request: { fields: ['external_id', 'email'], outputFormat: 'gzip' },
+    });
     // The enabled row has its scheduler, the disabled one none; the re-sync has its own.
     expect(await schedulerIds()).toEqual([`export-schedule-${scheduleId}`, 'scheduled-exports-sync']);
   });
@@ -67,7 +75,10 @@ describe('scheduled exports from the workspace file', () => {
     expect(await schedulerIds()).toEqual(['scheduled-exports-sync']);
     // Exports already started finish; no new run begins.
     await new Promise((r) => setTimeout(r, 1_500));
-    const count = async () => Number((await env.ctx.pool.query(`SELECT count(*) AS n FROM exports WHERE scheduled_by = 'nightly-crm'`)).rows[0].n);
+    const count = async () =>
+      Number(
+        (await env.ctx.pool.query(`SELECT count(*) AS n FROM exports WHERE scheduled_by = 'nightly-crm'`)).rows[0].n,
+      );
     const before = await count();
     await new Promise((r) => setTimeout(r, 2_000));
     expect(await count()).toBe(before);
@@ -136,7 +147,9 @@ describe('incremental scheduled exports (mode: incremental)', () => {
     expect(full.manifest.rows_per_part).toBe(1_000);
     // Every run in the layout its schedule declares.
     expect(full.manifest.layout).toBe('hive');
-    expect(full.manifest.parts[0]!.key).toMatch(/^segment-export\/segment_id=weekly\/export_date=\d{4}-\d{2}-\d{2}\/export_id=[^/]+\/part-\d{5,}\.gz$/);
+    expect(full.manifest.parts[0]!.key).toMatch(
+      /^segment-export\/segment_id=weekly\/export_date=\d{4}-\d{2}-\d{2}\/export_id=[^/]+\/part-\d{5,}\.gz$/,
+    );
     expect(full.users).toHaveLength(1_200);
     expect(full.removed).toHaveLength(0);
     for (const part of full.manifest.parts) expect(part.users).toBeLessThanOrEqual(1_000);
@@ -144,12 +157,15 @@ describe('incremental scheduled exports (mode: incremental)', () => {
 
     const db = env.ctx.pool;
     const ws = env.ws.workspaceId;
-    await db.query(`UPDATE profiles SET first_name = 'Edited' WHERE workspace_id = $1 AND external_id = ANY($2)`, [ws, range(1, 5)]);
-    // A write to a field the schedule does not export is a change all the same.
-    await db.query(`UPDATE profiles SET custom_attributes = custom_attributes || '{"tier": 9}' WHERE workspace_id = $1 AND external_id = ANY($2)`, [
+    await db.query(`UPDATE profiles SET first_name = 'Edited' WHERE workspace_id = $1 AND external_id = ANY($2)`, [
       ws,
-      range(501, 3),
+      range(1, 5),
     ]);
+    // A write to a field the schedule does not export is a change all the same.
+    await db.query(
+      `UPDATE profiles SET custom_attributes = custom_attributes || '{"tier": 9}' WHERE workspace_id = $1 AND external_id = ANY($2)`,
+      [ws, range(501, 3)],
+    );
     await db.query(`DELETE FROM profiles WHERE workspace_id = $1 AND external_id = 'ext-900'`, [ws]);
 
     const second = await run();
@@ -160,14 +176,23 @@ describe('incremental scheduled exports (mode: incremental)', () => {
     expect(delta.users.find((u) => u.external_id === 'ext-1')?.first_name).toBe('Edited');
     expect(delta.removed).toEqual([{ external_id: 'ext-900', service_id: 'svc-900' }]);
 
-    const recorded = await db.query(`SELECT object_prefix, request FROM exports WHERE scheduled_by = 'weekly-warehouse' ORDER BY created_at`);
+    const recorded = await db.query(
+      `SELECT object_prefix, request FROM exports WHERE scheduled_by = 'weekly-warehouse' ORDER BY created_at`,
+    );
     expect(recorded.rows.map((r) => r.object_prefix)).toEqual([first.objectPrefix, second.objectPrefix]);
-    expect(recorded.rows[1].request).toMatchObject({ rowsPerPart: 1_000, changesSince: { objectPrefix: first.objectPrefix } });
+    expect(recorded.rows[1].request).toMatchObject({
+      rowsPerPart: 1_000,
+      changesSince: { objectPrefix: first.objectPrefix },
+    });
   }, 120_000);
 
   it('runs full, not skipped, when its base is refused at creation (pruned since it was chosen)', async () => {
     // A base whose shards recorded no snapshot is refused by createExport, as a base pruned meanwhile would be.
-    const last = (await env.ctx.pool.query(`SELECT id FROM exports WHERE scheduled_by = 'weekly-warehouse' ORDER BY created_at DESC LIMIT 1`)).rows[0].id;
+    const last = (
+      await env.ctx.pool.query(
+        `SELECT id FROM exports WHERE scheduled_by = 'weekly-warehouse' ORDER BY created_at DESC LIMIT 1`,
+      )
+    ).rows[0].id;
     await env.ctx.pool.query(`UPDATE export_shards_done SET snapshot = NULL WHERE export_id = $1`, [last]);
     const fallback = await run();
     expect(fallback.skipped).toBeUndefined();
@@ -184,7 +209,10 @@ describe('incremental scheduled exports (mode: incremental)', () => {
     expect((await readExport(pruned.objectPrefix!)).users).toHaveLength(1_199);
 
     // The runs before exported no email: only a full run gives every loaded row the new column.
-    await env.ctx.pool.query(`UPDATE scheduled_exports SET fields_to_export = ARRAY['external_id', 'service_id', 'first_name', 'email'] WHERE id = $1`, [weeklyId]);
+    await env.ctx.pool.query(
+      `UPDATE scheduled_exports SET fields_to_export = ARRAY['external_id', 'service_id', 'first_name', 'email'] WHERE id = $1`,
+      [weeklyId],
+    );
     const widened = await run();
     expect(widened.changesSince).toBeUndefined();
     const full = await readExport(widened.objectPrefix!);

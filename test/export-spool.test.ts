@@ -33,6 +33,8 @@ describe('export spool directories', () => {
     await utimes(oldUnnamed, twoDaysAgo, twoDaysAgo);
 
     expect(await removeOrphanSpoolDirs(parent)).toBe(2);
-    expect((await readdir(parent)).sort()).toEqual([path.basename(mine), path.basename(alive), path.basename(newUnnamed), 'something-else'].sort());
+    expect((await readdir(parent)).sort()).toEqual(
+      [path.basename(mine), path.basename(alive), path.basename(newUnnamed), 'something-else'].sort(),
+    );
   });
 });

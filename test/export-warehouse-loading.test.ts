@@ -10,7 +10,15 @@ import { generateUsers } from '../src/synthetic-users/generate.js';
 import { repoRoot } from './helpers/cli.js';
 import { useTestEnv } from './helpers/context.js';
 import { createSegment, readPartFile, requestExport, waitForExport } from './helpers/export-fixtures.js';
-import { docExamples, EXPORT_PLACEHOLDER, forExport, openWarehouse, runShell, type DocExample, type Warehouse } from './helpers/warehouse-duckdb.js';
+import {
+  docExamples,
+  EXPORT_PLACEHOLDER,
+  forExport,
+  openWarehouse,
+  runShell,
+  type DocExample,
+  type Warehouse,
+} from './helpers/warehouse-duckdb.js';
 
 /*
  * docs/export.md "Loading into a warehouse": its DuckDB examples (the blocks marked `<!-- duckdb-example: NAME -->`,
@@ -22,8 +30,29 @@ import { docExamples, EXPORT_PLACEHOLDER, forExport, openWarehouse, runShell, ty
 const DOC = path.join(repoRoot, 'docs/export.md');
 const SECTION = '## Loading into a warehouse';
 /** The fields the doc's examples are written for, in the order of its column list. */
-const FIELDS = ['external_id', 'service_id', 'email', 'first_name', 'created_at', 'dob', 'total_revenue', 'custom_events', 'custom_attributes'];
-const EXAMPLES = ['check-sha256', 'macros', 'load-gzip', 'load-gzip-detected', 'unzip', 'load-zip', 'load-parquet', 'load-hive-parquet', 'apply-gzip', 'apply-parquet'] as const;
+const FIELDS = [
+  'external_id',
+  'service_id',
+  'email',
+  'first_name',
+  'created_at',
+  'dob',
+  'total_revenue',
+  'custom_events',
+  'custom_attributes',
+];
+const EXAMPLES = [
+  'check-sha256',
+  'macros',
+  'load-gzip',
+  'load-gzip-detected',
+  'unzip',
+  'load-zip',
+  'load-parquet',
+  'load-hive-parquet',
+  'apply-gzip',
+  'apply-parquet',
+] as const;
 type ExampleName = (typeof EXAMPLES)[number];
 const USERS = 3_000;
 const DAY = 86_400_000;
@@ -42,7 +71,12 @@ beforeAll(async () => {
   // Generated times are relative to `now`; put them all after the start of any export's 90-day window, so that no
   // entry of custom_events ages out of the window between two exports of this file (which would make a fresh full
   // export differ from an earlier one plus a delta, as docs/export.md says it does).
-  await generateUsers(env.ctx.pool, { workspaceId: env.ws.workspaceId, count: USERS, seed: 5, now: new Date(Date.now() + 800 * DAY) });
+  await generateUsers(env.ctx.pool, {
+    workspaceId: env.ws.workspaceId,
+    count: USERS,
+    seed: 5,
+    now: new Date(Date.now() + 800 * DAY),
+  });
   const last = await env.ctx.pool.query<{ service_id: string }>(
     `UPDATE profiles SET country = 'ZZ' WHERE id IN (SELECT id FROM profiles WHERE workspace_id = $1 ORDER BY service_id DESC LIMIT 6) RETURNING service_id`,
     [env.ws.workspaceId],
@@ -92,15 +126,18 @@ async function exportSegment(format: 'gzip' | 'zip' | 'parquet', changesSince?: 
 }
 
 async function memberCount(): Promise<number> {
-  const { rows } = await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1 AND country <> 'ZZ'`, [
-    env.ws.workspaceId,
-  ]);
+  const { rows } = await env.ctx.pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1 AND country <> 'ZZ'`,
+    [env.ws.workspaceId],
+  );
   return rows[0]!.n;
 }
 
 /** Rows in one table and not the other, both ways (0: the same rows). */
 async function difference(wh: Warehouse, a: string, b: string): Promise<number> {
-  const [row] = await wh.query(`SELECT (SELECT count(*) FROM (FROM ${a} EXCEPT ALL FROM ${b})) + (SELECT count(*) FROM (FROM ${b} EXCEPT ALL FROM ${a})) AS n`);
+  const [row] = await wh.query(
+    `SELECT (SELECT count(*) FROM (FROM ${a} EXCEPT ALL FROM ${b})) + (SELECT count(*) FROM (FROM ${b} EXCEPT ALL FROM ${a})) AS n`,
+  );
   return Number(row!.n);
 }
 
@@ -118,7 +155,8 @@ const TYPES = {
   created_at: 'TIMESTAMP WITH TIME ZONE',
   dob: 'DATE',
   total_revenue: 'DOUBLE',
-  custom_events: 'STRUCT("name" VARCHAR, "first" TIMESTAMP WITH TIME ZONE, "last" TIMESTAMP WITH TIME ZONE, count BIGINT)[]',
+  custom_events:
+    'STRUCT("name" VARCHAR, "first" TIMESTAMP WITH TIME ZONE, "last" TIMESTAMP WITH TIME ZONE, count BIGINT)[]',
   custom_attributes: 'JSON',
 };
 
@@ -133,7 +171,8 @@ describe('loading exports into a warehouse: the DuckDB examples of docs/export.m
   it('marks each runnable example, each naming the export by the placeholder', () => {
     expect([...examples.keys()]).toEqual([...EXAMPLES]);
     // load-hive-parquet reads a segment's prefix (test/export-loaders.test.ts runs it).
-    for (const name of EXAMPLES.filter((n) => !['macros', 'load-zip', 'load-hive-parquet'].includes(n))) expect(example(name).code, name).toContain(EXPORT_PLACEHOLDER);
+    for (const name of EXAMPLES.filter((n) => !['macros', 'load-zip', 'load-hive-parquet'].includes(n)))
+      expect(example(name).code, name).toContain(EXPORT_PLACEHOLDER);
     expect(example('unzip').lang).toBe('sh');
     expect(example('check-sha256').lang).toBe('sh');
   });
@@ -151,7 +190,9 @@ describe('loading exports into a warehouse: the DuckDB examples of docs/export.m
     const bytes = await readFile(part);
     bytes.writeUInt8(bytes.readUInt8(bytes.length - 10) ^ 0xff, bytes.length - 10);
     await writeFile(part, bytes);
-    await expect(runExample(wh, 'check-sha256', copy)).rejects.toMatchObject({ stdout: expect.stringContaining(`${gzip.manifest.parts[0]!.file}: FAILED`) });
+    await expect(runExample(wh, 'check-sha256', copy)).rejects.toMatchObject({
+      stdout: expect.stringContaining(`${gzip.manifest.parts[0]!.file}: FAILED`),
+    });
 
     await runExample(wh, 'macros');
     const [counts] = await runExample(wh, 'load-gzip', gzip.dir);
@@ -187,7 +228,12 @@ describe('loading exports into a warehouse: the DuckDB examples of docs/export.m
         total_revenue: line!.total_revenue ?? null,
         custom_attributes: line!.custom_attributes ?? null,
         custom_events: line!.custom_events
-          ? (line!.custom_events as Array<Record<string, unknown>>).map((e) => ({ name: e.name, first: Date.parse(String(e.first)), last: Date.parse(String(e.last)), count: e.count }))
+          ? (line!.custom_events as Array<Record<string, unknown>>).map((e) => ({
+              name: e.name,
+              first: Date.parse(String(e.first)),
+              last: Date.parse(String(e.last)),
+              count: e.count,
+            }))
           : null,
       };
       const got = {
@@ -195,7 +241,12 @@ describe('loading exports into a warehouse: the DuckDB examples of docs/export.m
         created_at: Number(row.created_at),
         custom_attributes: row.custom_attributes === null ? null : JSON.parse(String(row.custom_attributes)),
         custom_events: row.custom_events
-          ? (row.custom_events as Array<Record<string, unknown>>).map((e) => ({ ...e, first: Number(e.first), last: Number(e.last), count: Number(e.count) }))
+          ? (row.custom_events as Array<Record<string, unknown>>).map((e) => ({
+              ...e,
+              first: Number(e.first),
+              last: Number(e.last),
+              count: Number(e.count),
+            }))
           : null,
       };
       expect(got, String(row.service_id)).toEqual(want);
@@ -203,7 +254,8 @@ describe('loading exports into a warehouse: the DuckDB examples of docs/export.m
     }
     // The comparison covered real values, not nulls.
     expect(events).toBeGreaterThan(members);
-    for (const f of ['external_id', 'email', 'dob', 'total_revenue', 'custom_attributes'] as const) expect(rows.filter((r) => r[f] !== null).length, f).toBeGreaterThan(members / 2);
+    for (const f of ['external_id', 'email', 'dob', 'total_revenue', 'custom_attributes'] as const)
+      expect(rows.filter((r) => r[f] !== null).length, f).toBeGreaterThan(members / 2);
 
     // Without columns: timestamps detected as TIMESTAMP, the UTC time of the same instants.
     await runExample(wh, 'load-gzip-detected', gzip.dir);
@@ -212,7 +264,8 @@ describe('loading exports into a warehouse: the DuckDB examples of docs/export.m
     expect(detected.dob).toBe('DATE');
     // A list of structs, members in an order of DuckDB's choosing.
     expect(detected.custom_events).toMatch(/^STRUCT\(.*\)\[\]$/);
-    for (const member of ['"name" VARCHAR', '"first" TIMESTAMP', '"last" TIMESTAMP', 'count BIGINT']) expect(detected.custom_events).toContain(`${member}`);
+    for (const member of ['"name" VARCHAR', '"first" TIMESTAMP', '"last" TIMESTAMP', 'count BIGINT'])
+      expect(detected.custom_events).toContain(`${member}`);
     const [same] = await wh.query(`
       SELECT count(*) AS n FROM users u JOIN users_detected d USING (service_id)
       WHERE d.created_at = timezone('UTC', u.created_at)
@@ -262,12 +315,27 @@ describe('applying an incremental export with the DuckDB statements of docs/expo
       // segment and profiles that join it, new profiles.
       const db = env.ctx.pool;
       const ws = env.ws.workspaceId;
-      const ids = (await db.query<{ service_id: string }>(`SELECT service_id FROM profiles WHERE workspace_id = $1 AND country <> 'ZZ' ORDER BY service_id`, [ws])).rows.map(
-        (r) => r.service_id,
+      const ids = (
+        await db.query<{ service_id: string }>(
+          `SELECT service_id FROM profiles WHERE workspace_id = $1 AND country <> 'ZZ' ORDER BY service_id`,
+          [ws],
+        )
+      ).rows.map((r) => r.service_id);
+      const [renamed, cleared, evented, deleted, leaving] = [
+        ids.slice(0, 20),
+        ids.slice(20, 25),
+        ids.slice(25, 30),
+        ids.slice(30, 37),
+        ids.slice(37, 47),
+      ];
+      await db.query(
+        `UPDATE profiles SET first_name = 'Renamed ' || service_id WHERE workspace_id = $1 AND service_id = ANY($2)`,
+        [ws, renamed],
       );
-      const [renamed, cleared, evented, deleted, leaving] = [ids.slice(0, 20), ids.slice(20, 25), ids.slice(25, 30), ids.slice(30, 37), ids.slice(37, 47)];
-      await db.query(`UPDATE profiles SET first_name = 'Renamed ' || service_id WHERE workspace_id = $1 AND service_id = ANY($2)`, [ws, renamed]);
-      await db.query(`UPDATE profiles SET email = NULL WHERE workspace_id = $1 AND service_id = ANY($2)`, [ws, cleared]);
+      await db.query(`UPDATE profiles SET email = NULL WHERE workspace_id = $1 AND service_id = ANY($2)`, [
+        ws,
+        cleared,
+      ]);
       const at = new Date().toISOString();
       await db.query(
         `UPDATE profiles SET custom_events = coalesce(custom_events, '{}'::jsonb)
@@ -276,15 +344,31 @@ describe('applying an incremental export with the DuckDB statements of docs/expo
         [ws, evented, at],
       );
       await db.query(`DELETE FROM profiles WHERE workspace_id = $1 AND service_id = ANY($2)`, [ws, deleted]);
-      await db.query(`UPDATE profiles SET country = 'ZZ' WHERE workspace_id = $1 AND service_id = ANY($2)`, [ws, leaving]);
-      await db.query(`UPDATE profiles SET country = 'US' WHERE workspace_id = $1 AND service_id = ANY($2)`, [ws, joiners]);
-      await generateUsers(db, { workspaceId: ws, count: 15, seed: 5, startId: USERS, now: new Date(Date.now() + 800 * DAY) });
+      await db.query(`UPDATE profiles SET country = 'ZZ' WHERE workspace_id = $1 AND service_id = ANY($2)`, [
+        ws,
+        leaving,
+      ]);
+      await db.query(`UPDATE profiles SET country = 'US' WHERE workspace_id = $1 AND service_id = ANY($2)`, [
+        ws,
+        joiners,
+      ]);
+      await generateUsers(db, {
+        workspaceId: ws,
+        count: 15,
+        seed: 5,
+        startId: USERS,
+        now: new Date(Date.now() + 800 * DAY),
+      });
 
       for (const f of formats) {
         const wh = warehouses.get(f)!;
         const base = bases.get(f)!;
         const delta = await exportSegment(f, base.manifest.object_prefix);
-        expect(delta.manifest).toMatchObject({ changes_since: base.manifest.object_prefix, users: 20 + 5 + 5 + joiners.length + 15, removed: 7 + 10 });
+        expect(delta.manifest).toMatchObject({
+          changes_since: base.manifest.object_prefix,
+          users: 20 + 5 + 5 + joiners.length + 15,
+          removed: 7 + 10,
+        });
         // Both kinds of part, which the doc's statements both read.
         expect(new Set(delta.manifest.parts.map((p) => p.kind))).toEqual(new Set(['users', 'removed']));
 
@@ -302,12 +386,16 @@ describe('applying an incremental export with the DuckDB statements of docs/expo
 
         // The delta did each thing, not merely nothing to a table that happened to match.
         const has = async (where: string, list: string[]) => {
-          const [row] = await wh.query(`SELECT count(*) AS n FROM users_applied WHERE service_id IN (${list.map((id) => `'${id}'`).join(', ')}) AND ${where}`);
+          const [row] = await wh.query(
+            `SELECT count(*) AS n FROM users_applied WHERE service_id IN (${list.map((id) => `'${id}'`).join(', ')}) AND ${where}`,
+          );
           return Number(row!.n);
         };
         expect(await has(`first_name = 'Renamed ' || service_id`, renamed), f).toBe(renamed.length);
         expect(await has('email IS NULL', cleared), f).toBe(cleared.length);
-        expect(await has(`list_contains(list_transform(custom_events, e -> e.name), 'loaded')`, evented), f).toBe(evented.length);
+        expect(await has(`list_contains(list_transform(custom_events, e -> e.name), 'loaded')`, evented), f).toBe(
+          evented.length,
+        );
         expect(await has('true', [...deleted, ...leaving]), f).toBe(0);
         expect(await has('true', joiners), f).toBe(joiners.length);
       }

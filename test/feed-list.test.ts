@@ -21,12 +21,19 @@ beforeAll(async () => {
   await env.ctx.pool.query(
     `INSERT INTO feed_cards (workspace_id, api_id, type, title, created_at)
      SELECT w, 'k' || g, 'Banner', 'K' || g, timestamptz '2026-01-01' FROM unnest($1::uuid[], $2::int[]) AS x(w, n), generate_series(1, x.n) g`,
-    [[env.exactly100.workspaceId, env.exactly101.workspaceId], [100, 101]],
+    [
+      [env.exactly100.workspaceId, env.exactly101.workspaceId],
+      [100, 101],
+    ],
   );
 });
 
 async function list(query: string, key: string | null = env.ws.apiKey) {
-  const res = await env.app.inject({ method: 'GET', url: `/feed/list${query}`, headers: { ...(key ? bearer(key) : {}), 'content-type': 'application/json' } });
+  const res = await env.app.inject({
+    method: 'GET',
+    url: `/feed/list${query}`,
+    headers: { ...(key ? bearer(key) : {}), 'content-type': 'application/json' },
+  });
   return { status: res.statusCode, body: res.json(), headers: res.headers };
 }
 

@@ -31,7 +31,10 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   } finally {
     await client.end().catch(() => {});
   }
-  const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { lazyConnect: true, maxRetriesPerRequest: 1 });
+  const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+  });
   try {
     await redis.connect();
     await redis.ping();
@@ -80,6 +83,8 @@ function checkStatusesDeclared(dir: string): void {
     }
   }
   if (missing.size > 0) {
-    throw new Error(`The OpenAPI document does not declare statuses the suite saw:\n  ${[...missing].sort().join('\n  ')}`);
+    throw new Error(
+      `The OpenAPI document does not declare statuses the suite saw:\n  ${[...missing].sort().join('\n  ')}`,
+    );
   }
 }

@@ -21,10 +21,14 @@ let scimToken: string;
 beforeAll(async () => {
   scimToken = await createScimToken(env.ctx.pool, env.ws.companyId);
   // Things for the requests to find, so that they get past "not found" to the code that stores.
-  await env.ctx.pool.query(`INSERT INTO canvases (workspace_id, api_id, name, status, api_triggered) VALUES ($1, 'welcome', 'Welcome', 'active', true)`, [env.ws.workspaceId]);
-  await env.ctx.pool.query(`INSERT INTO segments (workspace_id, api_id, name, filter) VALUES ($1, 'vips', 'VIPs', '{"custom_attribute": "vip", "op": "eq", "value": true}')`, [
-    env.ws.workspaceId,
-  ]);
+  await env.ctx.pool.query(
+    `INSERT INTO canvases (workspace_id, api_id, name, status, api_triggered) VALUES ($1, 'welcome', 'Welcome', 'active', true)`,
+    [env.ws.workspaceId],
+  );
+  await env.ctx.pool.query(
+    `INSERT INTO segments (workspace_id, api_id, name, filter) VALUES ($1, 'vips', 'VIPs', '{"custom_attribute": "vip", "op": "eq", "value": true}')`,
+    [env.ws.workspaceId],
+  );
 });
 
 const NUL = 'a\u0000b';
@@ -33,7 +37,10 @@ const deepJson = (levels: number, inner = '1') => `${'{"k":'.repeat(levels)}${in
 /** Every table of the test's schema: its row count and a hash of its rows. */
 async function snapshot(): Promise<Record<string, string>> {
   const schema = env.config.DATABASE_SCHEMA;
-  const { rows } = await env.ctx.pool.query<{ name: string }>(`SELECT tablename AS name FROM pg_tables WHERE schemaname = $1 ORDER BY 1`, [schema]);
+  const { rows } = await env.ctx.pool.query<{ name: string }>(
+    `SELECT tablename AS name FROM pg_tables WHERE schemaname = $1 ORDER BY 1`,
+    [schema],
+  );
   const out: Record<string, string> = {};
   for (const { name } of rows) {
     const r = await env.ctx.pool.query<{ n: number; h: string }>(
@@ -49,11 +56,14 @@ type Route = RouteEntry;
 /** Every route the app registered, HEAD twins excluded: new endpoint families are covered as they land. */
 const allRoutes = (): Route[] => env.app.routeCatalog.filter((r) => r.method !== 'HEAD');
 
-const withParams = (url: string, value: (name: string) => string) => url.replace(/:([A-Za-z_]+)/g, (_, name: string) => value(name)).replace(/\*$/, () => value('*'));
-const paramsOf = (url: string) => [...url.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!).concat(url.endsWith('*') ? ['*'] : []);
+const withParams = (url: string, value: (name: string) => string) =>
+  url.replace(/:([A-Za-z_]+)/g, (_, name: string) => value(name)).replace(/\*$/, () => value('*'));
+const paramsOf = (url: string) =>
+  [...url.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!).concat(url.endsWith('*') ? ['*'] : []);
 
 function headersFor(route: Route): Record<string, string> {
-  const auth = route.config.auth === 'scim' ? { ...bearer(scimToken), 'x-request-origin': ORIGIN } : bearer(env.ws.apiKey);
+  const auth =
+    route.config.auth === 'scim' ? { ...bearer(scimToken), 'x-request-origin': ORIGIN } : bearer(env.ws.apiKey);
   return { ...auth, 'content-type': 'application/json' };
 }
 
@@ -68,7 +78,12 @@ interface JsonSchema {
 }
 
 /** The route's operation in the generated OpenAPI document (query parameters, request body). */
-function operationOf(route: Route): { parameters?: Array<{ in: string; name: string }>; requestBody?: { content?: Record<string, { schema?: JsonSchema }> } } | undefined {
+function operationOf(route: Route):
+  | {
+      parameters?: Array<{ in: string; name: string }>;
+      requestBody?: { content?: Record<string, { schema?: JsonSchema }> };
+    }
+  | undefined {
   const doc = env.app.swagger() as { paths?: Record<string, Record<string, unknown>> };
   const path = route.url.replace(/:([A-Za-z_]+)/g, '{$1}');
   return doc.paths?.[path]?.[route.method.toLowerCase()] as ReturnType<typeof operationOf>;
@@ -91,18 +106,22 @@ function sampleOf(schema: JsonSchema | undefined, text: string, level = 0): unkn
     case 'array':
       return [sampleOf(schema.items, text, level + 1)];
     case 'object':
-      return Object.fromEntries(Object.entries(schema.properties ?? { s: {} }).map(([k, v]) => [k, sampleOf(v, text, level + 1)]));
+      return Object.fromEntries(
+        Object.entries(schema.properties ?? { s: {} }).map(([k, v]) => [k, sampleOf(v, text, level + 1)]),
+      );
     default:
       return text;
   }
 }
 
-const hasBody = (route: Route) => route.method !== 'GET' && (route.method !== 'DELETE' || operationOf(route)?.requestBody !== undefined);
+const hasBody = (route: Route) =>
+  route.method !== 'GET' && (route.method !== 'DELETE' || operationOf(route)?.requestBody !== undefined);
 
 /** Why an answer is not a refusal in the route's error format ('' when it is one). */
 function notARefusal(route: Route, res: LightMyRequestResponse, status?: number): string {
   const where = `${route.method} ${route.url}`;
-  if (status !== undefined ? res.statusCode !== status : res.statusCode < 400 || res.statusCode >= 500) return `${where}: ${res.statusCode} ${res.body.slice(0, 200)}`;
+  if (status !== undefined ? res.statusCode !== status : res.statusCode < 400 || res.statusCode >= 500)
+    return `${where}: ${res.statusCode} ${res.body.slice(0, 200)}`;
   if (!/json/.test(String(res.headers['content-type']))) return `${where}: content type ${res.headers['content-type']}`;
   const body = res.json() as Record<string, unknown>;
   const ok =
@@ -123,7 +142,13 @@ async function send(route: Route, options: Omit<InjectOptions, 'method' | 'heade
 describe('every route: hostile input gets a 4xx in the route error format, and changes nothing', () => {
   it('has routes of every family to check', () => {
     const urls = allRoutes().map((r) => r.url);
-    for (const url of ['/users/track', '/catalogs/:catalog_name/items', '/scim/v2/Users/:id', '/messages/live_activity/update', '/canvas/trigger/schedule/create']) {
+    for (const url of [
+      '/users/track',
+      '/catalogs/:catalog_name/items',
+      '/scim/v2/Users/:id',
+      '/messages/live_activity/update',
+      '/canvas/trigger/schedule/create',
+    ]) {
       expect(urls).toContain(url);
     }
   });
@@ -165,15 +190,33 @@ describe('every route: hostile input gets a 4xx in the route error format, and c
   });
 
   it('the SCIM filter and the export status prefix, named in the issue: 400 in their formats', async () => {
-    const scim = await env.app.inject({ method: 'GET', url: '/scim/v2/Users?filter=userName%20eq%20%22a%00b%22', headers: { ...bearer(scimToken), 'x-request-origin': ORIGIN } });
+    const scim = await env.app.inject({
+      method: 'GET',
+      url: '/scim/v2/Users?filter=userName%20eq%20%22a%00b%22',
+      headers: { ...bearer(scimToken), 'x-request-origin': ORIGIN },
+    });
     expect(scim.statusCode).toBe(400);
-    expect(scim.json()).toMatchObject({ schemas: [ERROR_SCHEMA], status: 400, scimType: 'invalidValue', detail: expect.stringMatching(/^Invalid query: 'filter' contains a NUL character/) });
-    const status = await env.app.inject({ method: 'GET', url: '/users/export/status?object_prefix=%00', headers: bearer(env.ws.apiKey) });
+    expect(scim.json()).toMatchObject({
+      schemas: [ERROR_SCHEMA],
+      status: 400,
+      scimType: 'invalidValue',
+      detail: expect.stringMatching(/^Invalid query: 'filter' contains a NUL character/),
+    });
+    const status = await env.app.inject({
+      method: 'GET',
+      url: '/users/export/status?object_prefix=%00',
+      headers: bearer(env.ws.apiKey),
+    });
     expect(status.statusCode).toBe(400);
-    expect(status.json()).toEqual({ message: "Invalid query: 'object_prefix' contains a NUL character (U+0000), which cannot be stored" });
+    expect(status.json()).toEqual({
+      message: "Invalid query: 'object_prefix' contains a NUL character (U+0000), which cannot be stored",
+    });
     const items = await env.app.inject({ method: 'GET', url: '/catalogs/a%00b/items', headers: bearer(env.ws.apiKey) });
     expect(items.statusCode).toBe(400);
-    expect(items.json().errors[0]).toMatchObject({ id: 'invalid-request', message: expect.stringContaining("'catalog_name' contains a NUL character") });
+    expect(items.json().errors[0]).toMatchObject({
+      id: 'invalid-request',
+      message: expect.stringContaining("'catalog_name' contains a NUL character"),
+    });
   });
 
   it('a NUL in a body string of the documented shape: 4xx, never 500', async () => {
@@ -184,7 +227,10 @@ describe('every route: hostile input gets a 4xx in the route error format, and c
     for (const route of routes) {
       const schema = operationOf(route)?.requestBody?.content?.['application/json']?.schema;
       for (const text of [NUL, 'lone \ud800 surrogate']) {
-        const res = await send(route, { url: withParams(route.url, () => 'x'), payload: JSON.stringify(sampleOf(schema, text)) });
+        const res = await send(route, {
+          url: withParams(route.url, () => 'x'),
+          payload: JSON.stringify(sampleOf(schema, text)),
+        });
         const why = notARefusal(route, res);
         if (why) failures.push(why);
       }
@@ -197,12 +243,16 @@ describe('every route: hostile input gets a 4xx in the route error format, and c
     const before = await snapshot();
     const failures: string[] = [];
     for (const route of allRoutes().filter(hasBody)) {
-      const res = await send(route, { url: withParams(route.url, () => 'x'), payload: `{"items":[${deepJson(10_000)}]}` });
+      const res = await send(route, {
+        url: withParams(route.url, () => 'x'),
+        payload: `{"items":[${deepJson(10_000)}]}`,
+      });
       const why = notARefusal(route, res, 400);
       if (why) failures.push(why);
       else if (route.config.errorFormat === 'catalog') {
         // The catalog routes' documented error id for values nested too deep.
-        if (res.json().errors[0].id !== 'too-deep-nesting-in-value-object') failures.push(`${route.method} ${route.url}: ${res.body}`);
+        if (res.json().errors[0].id !== 'too-deep-nesting-in-value-object')
+          failures.push(`${route.method} ${route.url}: ${res.body}`);
       }
     }
     expect(failures).toEqual([]);
@@ -214,11 +264,17 @@ describe('every route: hostile input gets a 4xx in the route error format, and c
     const failures: string[] = [];
     for (const route of allRoutes().filter(hasBody)) {
       for (const type of ['text/plain', 'text/plain; charset=utf-8']) {
-        const res = await env.app.inject({ method: route.method as 'POST', url: withParams(route.url, () => 'x'), headers: { ...headersFor(route), 'content-type': type }, payload: '{"items": []}' });
+        const res = await env.app.inject({
+          method: route.method as 'POST',
+          url: withParams(route.url, () => 'x'),
+          headers: { ...headersFor(route), 'content-type': type },
+          payload: '{"items": []}',
+        });
         const why = notARefusal(route, res, 415);
         const text = why ? '' : JSON.stringify(res.json());
         if (why) failures.push(why);
-        else if (!text.includes(`the request sent Content-Type \\"${type}\\"`) || !text.includes('application/json')) failures.push(`${route.method} ${route.url}: ${text}`);
+        else if (!text.includes(`the request sent Content-Type \\"${type}\\"`) || !text.includes('application/json'))
+          failures.push(`${route.method} ${route.url}: ${text}`);
       }
     }
     expect(failures).toEqual([]);
@@ -231,12 +287,16 @@ describe('every route: hostile input gets a 4xx in the route error format, and c
     for (const route of allRoutes().filter(hasBody)) {
       for (const [payload, named] of [
         ['{"items": [], "items": [1]}', 'the key \\"items\\" appears more than once in body;'],
-        ['{"items": [{"a": 1}, {"a": 1, "b": {"c": 2, "\\u0063": 3}}]}', 'the key \\"c\\" appears more than once in body.items[1].b;'],
+        [
+          '{"items": [{"a": 1}, {"a": 1, "b": {"c": 2, "\\u0063": 3}}]}',
+          'the key \\"c\\" appears more than once in body.items[1].b;',
+        ],
       ] as const) {
         const res = await send(route, { url: withParams(route.url, () => 'x'), payload });
         const why = notARefusal(route, res, 400);
         if (why) failures.push(why);
-        else if (!JSON.stringify(res.json()).includes(named)) failures.push(`${route.method} ${route.url}: ${res.body}`);
+        else if (!JSON.stringify(res.json()).includes(named))
+          failures.push(`${route.method} ${route.url}: ${res.body}`);
       }
     }
     expect(failures).toEqual([]);
@@ -248,14 +308,21 @@ describe('every route: hostile input gets a 4xx in the route error format, and c
     const failures: string[] = [];
     for (const route of allRoutes().filter(hasBody)) {
       for (const [payload, named] of [
-        ['{"__proto__": {"admin": true}}', 'the key \\"__proto__\\" in body is not accepted: it names an object\'s prototype'],
-        ['{"items": [{"x": {"constructor": {"prototype": {"admin": true}}}}]}', 'the key \\"prototype\\" in body.items[0].x.constructor is not accepted'],
+        [
+          '{"__proto__": {"admin": true}}',
+          'the key \\"__proto__\\" in body is not accepted: it names an object\'s prototype',
+        ],
+        [
+          '{"items": [{"x": {"constructor": {"prototype": {"admin": true}}}}]}',
+          'the key \\"prototype\\" in body.items[0].x.constructor is not accepted',
+        ],
         ['{"items": [{"\\u005f_proto__": 1}]}', 'the key \\"__proto__\\" in body.items[0] is not accepted'],
       ] as const) {
         const res = await send(route, { url: withParams(route.url, () => 'x'), payload });
         const why = notARefusal(route, res, 400);
         if (why) failures.push(why);
-        else if (!JSON.stringify(res.json()).includes(named)) failures.push(`${route.method} ${route.url}: ${res.body}`);
+        else if (!JSON.stringify(res.json()).includes(named))
+          failures.push(`${route.method} ${route.url}: ${res.body}`);
       }
     }
     expect(failures).toEqual([]);
@@ -265,14 +332,28 @@ describe('every route: hostile input gets a 4xx in the route error format, and c
 
   it('a body string with NUL on a route that stores it: 400 naming the field, nothing stored', async () => {
     const create = async (body: unknown) =>
-      env.app.inject({ method: 'POST', url: '/canvas/trigger/schedule/create', headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+      env.app.inject({
+        method: 'POST',
+        url: '/canvas/trigger/schedule/create',
+        headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
+        payload: JSON.stringify(body),
+      });
     const schedule = { time: new Date(Date.now() + 3_600_000).toISOString() };
     const res = await create({ canvas_id: 'welcome', broadcast: true, schedule, trigger_properties: { coupon: NUL } });
     expect(res.statusCode).toBe(400);
-    expect(res.json()).toEqual({ message: "Invalid body: 'trigger_properties.coupon' contains a NUL character (U+0000), which cannot be stored" });
-    const key = await create({ canvas_id: 'welcome', broadcast: true, schedule, trigger_properties: { ['\udfff']: 1 } });
+    expect(res.json()).toEqual({
+      message: "Invalid body: 'trigger_properties.coupon' contains a NUL character (U+0000), which cannot be stored",
+    });
+    const key = await create({
+      canvas_id: 'welcome',
+      broadcast: true,
+      schedule,
+      trigger_properties: { ['\udfff']: 1 },
+    });
     expect(key.statusCode).toBe(400);
-    expect(key.json().message).toBe("Invalid body: the key 'trigger_properties.\\udfff' contains an unpaired UTF-16 surrogate (U+DFFF), which cannot be stored");
+    expect(key.json().message).toBe(
+      "Invalid body: the key 'trigger_properties.\\udfff' contains an unpaired UTF-16 surrogate (U+DFFF), which cannot be stored",
+    );
     const { rows } = await env.ctx.pool.query('SELECT 1 FROM canvas_schedules');
     expect(rows).toHaveLength(0);
   });
@@ -290,7 +371,10 @@ async function track(body: unknown, key = env.ws.apiKey) {
 
 /** The objects staged for a workspace, as the apply will read them. */
 async function staged(workspaceId: string): Promise<string[]> {
-  const { rows } = await env.ctx.pool.query<{ payload: string }>('SELECT payload FROM ingest_staging WHERE workspace_id = $1 ORDER BY id', [workspaceId]);
+  const { rows } = await env.ctx.pool.query<{ payload: string }>(
+    'SELECT payload FROM ingest_staging WHERE workspace_id = $1 ORDER BY id',
+    [workspaceId],
+  );
   return rows.map((r) => r.payload);
 }
 
@@ -303,7 +387,10 @@ function startApplying(): void {
 }
 
 async function profile(workspaceId: string, externalId: string) {
-  const { rows } = await env.ctx.pool.query('SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2', [workspaceId, externalId]);
+  const { rows } = await env.ctx.pool.query('SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2', [
+    workspaceId,
+    externalId,
+  ]);
   return rows[0] as Record<string, unknown> | undefined;
 }
 
@@ -316,7 +403,10 @@ describe('POST /users/track: keys JSON.parse would drop or turn into prototypes'
     expect(r.body.message).toBe(
       'Invalid body: the key "name" appears more than once in body.events[1]; each key may appear once in an object (JSON parsers keep only one of them, so the data of the others would be lost)',
     );
-    const twice = await track(`{"events": [], "attributes": [{"external_id": "dup", "tier": "gold"}], "attributes": []}`, other.apiKey);
+    const twice = await track(
+      `{"events": [], "attributes": [{"external_id": "dup", "tier": "gold"}], "attributes": []}`,
+      other.apiKey,
+    );
     expect(twice.status).toBe(400);
     expect(twice.body.message).toContain('the key "attributes" appears more than once in body;');
     expect(await staged(other.workspaceId)).toEqual([]);
@@ -324,18 +414,36 @@ describe('POST /users/track: keys JSON.parse would drop or turn into prototypes'
 
   it('keeps "constructor" and "prototype" as plain attribute names (only __proto__ and constructor.prototype are refused)', async () => {
     const other = await seedWorkspace(env.ctx.pool);
-    const r = await track({ attributes: [{ external_id: 'plain-keys', constructor: 'Ford', prototype: true, toString: 'x', car: { constructor: { make: 'Ford' } } }] }, other.apiKey);
+    const r = await track(
+      {
+        attributes: [
+          {
+            external_id: 'plain-keys',
+            constructor: 'Ford',
+            prototype: true,
+            toString: 'x',
+            car: { constructor: { make: 'Ford' } },
+          },
+        ],
+      },
+      other.apiKey,
+    );
     expect(r.status, JSON.stringify(r.body)).toBe(201);
     startApplying();
     await waitFor(async () => (await profile(other.workspaceId, 'plain-keys')) !== undefined, 20_000);
     const row = await profile(other.workspaceId, 'plain-keys');
-    expect(row!.custom_attributes).toEqual({ constructor: 'Ford', prototype: true, toString: 'x', car: { constructor: { make: 'Ford' } } });
+    expect(row!.custom_attributes).toEqual({
+      constructor: 'Ford',
+      prototype: true,
+      toString: 'x',
+      car: { constructor: { make: 'Ford' } },
+    });
   });
 });
 
 describe('POST /users/track: an object with unstorable text is refused alone', () => {
   const time = '2026-11-23T10:00:00.000Z';
-  const stored = "which cannot be stored";
+  const stored = 'which cannot be stored';
 
   it('refuses each of the variants with a per-object error naming the field, stages only the valid objects, and ingestion goes on', async () => {
     const other = await seedWorkspace(env.ctx.pool);
@@ -366,11 +474,27 @@ describe('POST /users/track: an object with unstorable text is refused alone', (
       purchases_processed: 1,
       errors: [
         { type: `'first_name' contains a NUL character (U+0000), ${stored}`, input_array: 'attributes', index: 0 },
-        { type: `'tier' contains an unpaired UTF-16 surrogate (U+D83D), ${stored}`, input_array: 'attributes', index: 1 },
-        { type: `the key 'ti\\u0000er' contains a NUL character (U+0000), ${stored}`, input_array: 'attributes', index: 2 },
-        { type: `'prefs.colours[1]' contains a NUL character (U+0000), ${stored}`, input_array: 'attributes', index: 3 },
+        {
+          type: `'tier' contains an unpaired UTF-16 surrogate (U+D83D), ${stored}`,
+          input_array: 'attributes',
+          index: 1,
+        },
+        {
+          type: `the key 'ti\\u0000er' contains a NUL character (U+0000), ${stored}`,
+          input_array: 'attributes',
+          index: 2,
+        },
+        {
+          type: `'prefs.colours[1]' contains a NUL character (U+0000), ${stored}`,
+          input_array: 'attributes',
+          index: 3,
+        },
         { type: `'external_id' contains a NUL character (U+0000), ${stored}`, input_array: 'events', index: 0 },
-        { type: `'external_id' contains an unpaired UTF-16 surrogate (U+D800), ${stored}`, input_array: 'events', index: 1 },
+        {
+          type: `'external_id' contains an unpaired UTF-16 surrogate (U+D800), ${stored}`,
+          input_array: 'events',
+          index: 1,
+        },
         { type: `'name' contains an unpaired UTF-16 surrogate (U+DC00), ${stored}`, input_array: 'events', index: 2 },
         { type: `'product_id' contains a NUL character (U+0000), ${stored}`, input_array: 'purchases', index: 0 },
       ],
@@ -385,12 +509,20 @@ describe('POST /users/track: an object with unstorable text is refused alone', (
     expect(elsewhere.status).toBe(201);
 
     startApplying();
-    await waitFor(async () => (await profile(other.workspaceId, 'bystander')) !== undefined && (await staged(env.ws.workspaceId)).length === 0, 20_000);
+    await waitFor(
+      async () =>
+        (await profile(other.workspaceId, 'bystander')) !== undefined &&
+        (await staged(env.ws.workspaceId)).length === 0,
+      20_000,
+    );
     const ok = await profile(env.ws.workspaceId, 'hostile-ok');
     expect(ok).toMatchObject({ first_name: 'Ada', custom_attributes: { tier: 'gold 😀' } });
     expect(Object.keys(ok!.custom_events as object)).toEqual(['played']);
     expect(Object.keys(ok!.purchases as object)).toEqual(['book']);
-    const { rows } = await env.ctx.pool.query<{ external_id: string }>('SELECT external_id FROM profiles WHERE workspace_id = $1', [env.ws.workspaceId]);
+    const { rows } = await env.ctx.pool.query<{ external_id: string }>(
+      'SELECT external_id FROM profiles WHERE workspace_id = $1',
+      [env.ws.workspaceId],
+    );
     expect(rows.map((p) => p.external_id)).toEqual(['hostile-ok']);
   });
 
@@ -416,21 +548,48 @@ describe('POST /users/track: an object with unstorable text is refused alone', (
     expect(r.body).toMatchObject({ attributes_processed: 1, events_processed: 1, purchases_processed: 1 });
     expect(r.body.errors).toEqual([
       { type: "'dob' must be a date YYYY-MM-DD (years 0001 to 9999) or null", input_array: 'attributes', index: 0 },
-      { type: "'score' is a number too large to store (beyond ±1.7976931348623157e308)", input_array: 'attributes', index: 1 },
-      { type: "'time' must fall within the years 0000 to 9999 in UTC; got '9999-12-31T23:59:00-23:59'", input_array: 'events', index: 0 },
-      { type: "'time' must fall within the years 0000 to 9999 in UTC; got '0000-01-01T00:00:00+01:00'", input_array: 'events', index: 1 },
-      { type: "'price' must be a number from -1000000000000000 to 1000000000000000", input_array: 'purchases', index: 0 },
+      {
+        type: "'score' is a number too large to store (beyond ±1.7976931348623157e308)",
+        input_array: 'attributes',
+        index: 1,
+      },
+      {
+        type: "'time' must fall within the years 0000 to 9999 in UTC; got '9999-12-31T23:59:00-23:59'",
+        input_array: 'events',
+        index: 0,
+      },
+      {
+        type: "'time' must fall within the years 0000 to 9999 in UTC; got '0000-01-01T00:00:00+01:00'",
+        input_array: 'events',
+        index: 1,
+      },
+      {
+        type: "'price' must be a number from -1000000000000000 to 1000000000000000",
+        input_array: 'purchases',
+        index: 0,
+      },
     ]);
     startApplying();
     await waitFor(async () => (await staged(env.ws.workspaceId)).length === 0, 20_000);
-    expect(await profile(env.ws.workspaceId, 'edge')).toMatchObject({ dob: '0001-01-01', total_revenue: 1e17, custom_attributes: { score: 1.5e308 } });
+    expect(await profile(env.ws.workspaceId, 'edge')).toMatchObject({
+      dob: '0001-01-01',
+      total_revenue: 1e17,
+      custom_attributes: { score: 1.5e308 },
+    });
   });
 
   it('a 10,000-deep value in properties or custom attributes: 400 for the whole request, nothing staged', async () => {
     const before = (await staged(env.ws.workspaceId)).length;
-    const props = await track(`{"events": [{"external_id": "deep", "name": "e", "time": "${time}", "properties": {"p": ${deepJson(10_000)}}}, {"external_id": "deep", "name": "ok", "time": "${time}"}]}`);
-    expect(props).toEqual({ status: 400, body: { message: 'Invalid body: arrays and objects may be nested at most 64 levels deep' } });
-    const arrays = await track(`{"attributes": [{"external_id": "deep", "nested": ${'['.repeat(10_000)}${']'.repeat(10_000)}}]}`);
+    const props = await track(
+      `{"events": [{"external_id": "deep", "name": "e", "time": "${time}", "properties": {"p": ${deepJson(10_000)}}}, {"external_id": "deep", "name": "ok", "time": "${time}"}]}`,
+    );
+    expect(props).toEqual({
+      status: 400,
+      body: { message: 'Invalid body: arrays and objects may be nested at most 64 levels deep' },
+    });
+    const arrays = await track(
+      `{"attributes": [{"external_id": "deep", "nested": ${'['.repeat(10_000)}${']'.repeat(10_000)}}]}`,
+    );
     expect(arrays.status).toBe(400);
     expect(arrays.body.message).toMatch(/nested at most 64 levels/);
     expect(await staged(env.ws.workspaceId)).toHaveLength(before);
@@ -447,8 +606,16 @@ describe('POST /users/track: an object with unstorable text is refused alone', (
     expect(r.status).toBe(201);
     expect(r.body.events_processed).toBe(1);
     expect(r.body.errors).toEqual([
-      { type: expect.stringMatching(/^'profile\.k\.k\.k.*' nests arrays or objects more than 50 levels deep$/), input_array: 'attributes', index: 0 },
-      { type: expect.stringMatching(/^'properties\.p\.k\.k.*' nests arrays or objects more than 50 levels deep$/), input_array: 'events', index: 0 },
+      {
+        type: expect.stringMatching(/^'profile\.k\.k\.k.*' nests arrays or objects more than 50 levels deep$/),
+        input_array: 'attributes',
+        index: 0,
+      },
+      {
+        type: expect.stringMatching(/^'properties\.p\.k\.k.*' nests arrays or objects more than 50 levels deep$/),
+        input_array: 'events',
+        index: 0,
+      },
     ]);
   });
 
@@ -487,9 +654,22 @@ describe('bulk import: lines with unstorable text or deep nesting go to the reje
     });
     expect(started.statusCode).toBe(201);
     env.startWorkers([bulkImportJob]);
-    const statusOf = async () => (await env.app.inject({ method: 'GET', url: `/users/import/${started.json().import_id}`, headers: bearer(env.ws.apiKey) })).json();
+    const statusOf = async () =>
+      (
+        await env.app.inject({
+          method: 'GET',
+          url: `/users/import/${started.json().import_id}`,
+          headers: bearer(env.ws.apiKey),
+        })
+      ).json();
     await waitFor(async () => ['completed', 'failed'].includes((await statusOf()).status), 30_000);
-    expect(await statusOf()).toMatchObject({ status: 'completed', records_handled: 7, events_applied: 2, rejected: 5, error: null });
+    expect(await statusOf()).toMatchObject({
+      status: 'completed',
+      records_handled: 7,
+      events_applied: 2,
+      rejected: 5,
+      error: null,
+    });
 
     const rejects = (await (await store.get('imports/hostile.ndjson.rejects.ndjson')).toArray())
       .map(String)

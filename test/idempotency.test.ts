@@ -13,8 +13,16 @@ let other: SeededWorkspace;
 let catalogId: string;
 
 async function call(method: Method, url: string, body: unknown, key?: string, who = ws) {
-  const res = await callApi(env.app, method, url, { key: who.apiKey, body, headers: key === undefined ? {} : { 'idempotency-key': key } });
-  return { status: res.status, body: res.body as Record<string, unknown>, replayed: res.headers['idempotent-replayed'] };
+  const res = await callApi(env.app, method, url, {
+    key: who.apiKey,
+    body,
+    headers: key === undefined ? {} : { 'idempotency-key': key },
+  });
+  return {
+    status: res.status,
+    body: res.body as Record<string, unknown>,
+    replayed: res.headers['idempotent-replayed'],
+  };
 }
 
 const count = async (sql: string, params: unknown[]) => (await env.ctx.pool.query(sql, params)).rowCount ?? 0;
@@ -32,9 +40,10 @@ beforeAll(async () => {
   }
   await insertProfiles(env.ctx.pool, ws.workspaceId, 1, 10);
   catalogId = (
-    await env.ctx.pool.query<{ id: string }>(`INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, 'menu', '[{"name":"Name","type":"string"}]') RETURNING id`, [
-      ws.workspaceId,
-    ])
+    await env.ctx.pool.query<{ id: string }>(
+      `INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, 'menu', '[{"name":"Name","type":"string"}]') RETURNING id`,
+      [ws.workspaceId],
+    )
   ).rows[0]!.id;
 }, 60_000);
 afterAll(async () => {
@@ -53,9 +62,23 @@ describe('Idempotency-Key on a segment export', () => {
     expect(await exportsOf(ws)).toBe(1);
 
     // The same body with its keys in another order is the same request.
-    expect((await call('POST', '/users/export/segment', { fields_to_export: ['external_id'], segment_id: 'seg-a' }, 'export-1')).body).toEqual(first.body);
+    expect(
+      (
+        await call(
+          'POST',
+          '/users/export/segment',
+          { fields_to_export: ['external_id'], segment_id: 'seg-a' },
+          'export-1',
+        )
+      ).body,
+    ).toEqual(first.body);
 
-    const other_ = await call('POST', '/users/export/segment', { segment_id: 'seg-b', fields_to_export: ['external_id'] }, 'export-1');
+    const other_ = await call(
+      'POST',
+      '/users/export/segment',
+      { segment_id: 'seg-b', fields_to_export: ['external_id'] },
+      'export-1',
+    );
     expect(other_.status).toBe(422);
     expect(other_.body.message).toMatch(/Idempotency-Key was used for another request/);
     expect(await exportsOf(ws)).toBe(1);
@@ -73,7 +96,13 @@ describe('Idempotency-Key on a segment export', () => {
     expect(await exportsOf(other)).toBe(1);
 
     // A refusal (unknown segment) changes nothing and does not keep the key: the corrected request is not a "repeat".
-    const refused = await call('POST', '/users/export/segment', { segment_id: 'nope', fields_to_export: ['external_id'] }, 'retry-me', other);
+    const refused = await call(
+      'POST',
+      '/users/export/segment',
+      { segment_id: 'nope', fields_to_export: ['external_id'] },
+      'retry-me',
+      other,
+    );
     expect(refused.status).toBe(400);
     expect(await count('SELECT 1 FROM idempotency_keys WHERE key = $1', ['retry-me'])).toBe(0);
   });
@@ -82,10 +111,16 @@ describe('Idempotency-Key on a segment export', () => {
     const body = { segment_id: 'seg-a', fields_to_export: ['email'] };
     const { requestHash } = await import('../src/idempotency/keys.js');
     const hash = requestHash('POST', '/users/export/segment', {}, body);
-    await env.ctx.pool.query('INSERT INTO idempotency_keys (workspace_id, key, request_hash) VALUES ($1, $2, $3)', [other.workspaceId, 'running', hash]);
+    await env.ctx.pool.query('INSERT INTO idempotency_keys (workspace_id, key, request_hash) VALUES ($1, $2, $3)', [
+      other.workspaceId,
+      'running',
+      hash,
+    ]);
     const busy = await call('POST', '/users/export/segment', body, 'running', other);
     expect(busy.status).toBe(409);
-    await env.ctx.pool.query(`UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE key = 'running'`);
+    await env.ctx.pool.query(
+      `UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE key = 'running'`,
+    );
     // Unanswered for over a minute: the request that claimed it died before its work committed.
     const retaken = await call('POST', '/users/export/segment', body, 'running', other);
     expect(retaken.status).toBe(201);
@@ -95,7 +130,12 @@ describe('Idempotency-Key on a segment export', () => {
   it('refuses a malformed key with 400 and does nothing', async () => {
     const before = await exportsOf(ws);
     for (const key of ['x'.repeat(256), 'has space', 'é']) {
-      const res = await call('POST', '/users/export/segment', { segment_id: 'seg-b', fields_to_export: ['external_id'] }, key);
+      const res = await call(
+        'POST',
+        '/users/export/segment',
+        { segment_id: 'seg-b', fields_to_export: ['external_id'] },
+        key,
+      );
       expect(res.status, key).toBe(400);
     }
     expect(await exportsOf(ws)).toBe(before);
@@ -117,7 +157,9 @@ describe('Idempotency-Key on catalog batches', () => {
   });
 
   it('gives a key past 24 hours a new life', async () => {
-    await env.ctx.pool.query(`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'menu-1'`);
+    await env.ctx.pool.query(
+      `UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'menu-1'`,
+    );
     const later = await call('PUT', '/catalogs/menu/items', { items: [{ id: 'soup', Name: 'Soup' }] }, 'menu-1');
     expect(later).toMatchObject({ status: 202 });
     expect(later.replayed).toBeUndefined();
@@ -127,7 +169,9 @@ describe('Idempotency-Key on catalog batches', () => {
   it('does the work once when two requests with one key arrive together', async () => {
     const body = { items: [{ id: 'pie', Name: 'Pie' }] };
     const before = await batches();
-    const answers = await Promise.all(Array.from({ length: 6 }, () => call('PUT', '/catalogs/menu/items', body, 'together')));
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () => call('PUT', '/catalogs/menu/items', body, 'together')),
+    );
     expect(answers.every((a) => a.status === 202 || a.status === 409)).toBe(true);
     expect(answers.filter((a) => a.status === 202 && a.replayed === undefined)).toHaveLength(1);
     expect(await batches()).toBe(before + 1);
@@ -137,10 +181,19 @@ describe('Idempotency-Key on catalog batches', () => {
 describe('Idempotency-Key on /users/track', () => {
   it('stages a request once, answering repeats with its first answer, and refuses the key for another body', async () => {
     const staged = () => count('SELECT 1 FROM ingest_staging WHERE workspace_id = $1', [other.workspaceId]);
-    const body = { events: [{ external_id: 'u1', name: 'opened', time: '2026-01-01T00:00:00Z' }, { name: 'no-user', time: '2026-01-01T00:00:00Z' }] };
+    const body = {
+      events: [
+        { external_id: 'u1', name: 'opened', time: '2026-01-01T00:00:00Z' },
+        { name: 'no-user', time: '2026-01-01T00:00:00Z' },
+      ],
+    };
     const first = await call('POST', '/users/track', body, 'track-1', other);
     expect(first.status).toBe(201);
-    expect(first.body).toMatchObject({ message: 'success', events_processed: 1, errors: [{ input_array: 'events', index: 1 }] });
+    expect(first.body).toMatchObject({
+      message: 'success',
+      events_processed: 1,
+      errors: [{ input_array: 'events', index: 1 }],
+    });
     const again = await call('POST', '/users/track', body, 'track-1', other);
     expect(again).toMatchObject({ status: 201, body: first.body, replayed: 'true' });
     expect(await staged()).toBe(1);
@@ -155,8 +208,14 @@ describe('Idempotency-Key on /users/track', () => {
 describe('Idempotency-Key on /users/import', () => {
   it('records one import for repeats, answering them with the first answer', async () => {
     const { LocalStore } = await import('../src/storage/local-store.js');
-    await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws).put('imports/a.ndjson', Buffer.from('{"external_id":"u1","name":"e","time":"2026-01-01"}\n'));
-    await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws).put('imports/b.ndjson', Buffer.from('{"external_id":"u1","name":"e","time":"2026-01-01"}\n'));
+    await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws).put(
+      'imports/a.ndjson',
+      Buffer.from('{"external_id":"u1","name":"e","time":"2026-01-01"}\n'),
+    );
+    await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws).put(
+      'imports/b.ndjson',
+      Buffer.from('{"external_id":"u1","name":"e","time":"2026-01-01"}\n'),
+    );
     const imports = () => count('SELECT 1 FROM imports WHERE workspace_id = $1', [ws.workspaceId]);
     const first = await call('POST', '/users/import', { key: 'imports/a.ndjson' }, 'import-1');
     expect(first.status).toBe(201);

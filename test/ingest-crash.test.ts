@@ -80,7 +80,9 @@ describe('a worker killed mid-batch', () => {
     child = spawnCli(['worker', '--queues', 'track-ingest'], workerEnv);
     let stderr = '';
     child.stderr!.on('data', (d) => (stderr += d));
-    const exited = new Promise<NodeJS.Signals | null>((resolve) => child!.on('exit', (_code, signal) => resolve(signal)));
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      child!.on('exit', (_code, signal) => resolve(signal)),
+    );
     await waitFor(async () => (await staged()) < stagedRows - 16, 60_000, 20);
     await waitFor(batchInFlight, 30_000, 1);
     child.kill('SIGKILL');
@@ -100,7 +102,9 @@ describe('a worker killed mid-batch', () => {
     );
     expect(rows).toHaveLength(USERS);
     const actual = new Map<string, { count: number; first: string; last: string }>();
-    for (const p of rows) for (const e of entries(p.custom_events)!) actual.set(`${p.external_id}/${e.name}`, { count: e.count, first: e.first, last: e.last });
+    for (const p of rows)
+      for (const e of entries(p.custom_events)!)
+        actual.set(`${p.external_id}/${e.name}`, { count: e.count, first: e.first, last: e.last });
     expect(actual.size).toBe(expected.size);
     for (const [key, e] of expected) expect(actual.get(key), key).toEqual(e);
     expect([...actual.values()].reduce((s, e) => s + e.count, 0)).toBe(REQUESTS * 75);

@@ -12,12 +12,16 @@ import { entries } from './helpers/aggregates.js';
 
 const env = useTestEnv({ config: { INGEST_PARTITIONS: '4' }, workspaces: ['ws'] });
 
-
 const drain = (partitions = env.config.INGEST_PARTITIONS) =>
   drainThrough(env.ctx.pool, undefined, { maxRows: 50, partitions, log: env.ctx.log, metrics: env.ctx.metrics });
 
 const external = (value: string): Identity => ({ type: 'external_id', value });
-const event = (user: string, name: string) => ({ identity: external(user), create: true, name, time: '2024-01-01T00:00:00.000Z' });
+const event = (user: string, name: string) => ({
+  identity: external(user),
+  create: true,
+  name,
+  time: '2024-01-01T00:00:00.000Z',
+});
 
 async function eventCount(externalId: string): Promise<number> {
   const { rows } = await env.ctx.pool.query<{ n: number }>(
@@ -33,7 +37,15 @@ describe('partitioning a request', () => {
     const objects: TrackObjects = {
       events: Array.from({ length: 60 }, (_, i) => event(`user-${i % 30}`, `e${i}`)),
       purchases: [],
-      attributes: [{ identity: { type: 'email', value: 'a@example.com' }, create: false, at: '2024-01-01T00:00:00.000Z', standard: {}, custom: { x: 1 } }],
+      attributes: [
+        {
+          identity: { type: 'email', value: 'a@example.com' },
+          create: false,
+          at: '2024-01-01T00:00:00.000Z',
+          standard: {},
+          custom: { x: 1 },
+        },
+      ],
     };
     const parts = splitByPartition(objects, 4);
     expect(parts.length).toBeGreaterThan(1);
@@ -63,10 +75,18 @@ describe('staging and draining by partition', () => {
       method: 'POST',
       url: '/users/track',
       headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
-      payload: { events: Array.from({ length: 75 }, (_, i) => ({ external_id: `p-${i % 25}`, name: 'opened', time: '2024-01-01T00:00:00Z' })) },
+      payload: {
+        events: Array.from({ length: 75 }, (_, i) => ({
+          external_id: `p-${i % 25}`,
+          name: 'opened',
+          time: '2024-01-01T00:00:00Z',
+        })),
+      },
     });
     expect(res.statusCode).toBe(201);
-    const { rows } = await env.ctx.pool.query<{ part: number; objects: number; payload: string }>('SELECT part, objects, payload FROM ingest_staging ORDER BY id');
+    const { rows } = await env.ctx.pool.query<{ part: number; objects: number; payload: string }>(
+      'SELECT part, objects, payload FROM ingest_staging ORDER BY id',
+    );
     expect(rows.length).toBeGreaterThan(1);
     expect(rows.reduce((n, r) => n + r.objects, 0)).toBe(75);
     for (const r of rows) {
@@ -78,10 +98,22 @@ describe('staging and draining by partition', () => {
   });
 
   it('drains rows staged with more partitions than the drain uses, and with fewer', async () => {
-    await stageObjects(env.ctx.pool, env.ws.workspaceId, { events: Array.from({ length: 30 }, (_, i) => event(`q-${i}`, 'x')), purchases: [], attributes: [] }, 16);
-    const parts = (await env.ctx.pool.query<{ part: number }>('SELECT DISTINCT part FROM ingest_staging')).rows.map((r) => r.part);
+    await stageObjects(
+      env.ctx.pool,
+      env.ws.workspaceId,
+      { events: Array.from({ length: 30 }, (_, i) => event(`q-${i}`, 'x')), purchases: [], attributes: [] },
+      16,
+    );
+    const parts = (await env.ctx.pool.query<{ part: number }>('SELECT DISTINCT part FROM ingest_staging')).rows.map(
+      (r) => r.part,
+    );
     expect(Math.max(...parts)).toBeGreaterThanOrEqual(4);
-    await stageObjects(env.ctx.pool, env.ws.workspaceId, { events: [event('q-0', 'x')], purchases: [], attributes: [] }, 1);
+    await stageObjects(
+      env.ctx.pool,
+      env.ws.workspaceId,
+      { events: [event('q-0', 'x')], purchases: [], attributes: [] },
+      1,
+    );
     const result = await drain(4);
     expect(result.events).toBe(31);
     expect((await env.ctx.pool.query('SELECT 1 FROM ingest_staging')).rowCount).toBe(0);
@@ -91,9 +123,19 @@ describe('staging and draining by partition', () => {
 
 describe('drain loops of one process', () => {
   it('run one at a time per partition: a second drain claims no rows while the first waits for the partition', async () => {
-    for (let i = 0; i < 10; i++) await stageObjects(env.ctx.pool, env.ws.workspaceId, { events: [event(`turn-${i}`, 'x')], purchases: [], attributes: [] }, 1);
+    for (let i = 0; i < 10; i++)
+      await stageObjects(
+        env.ctx.pool,
+        env.ws.workspaceId,
+        { events: [event(`turn-${i}`, 'x')], purchases: [], attributes: [] },
+        1,
+      );
     const claimable = async () =>
-      (await env.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM (SELECT 1 FROM ingest_staging FOR UPDATE SKIP LOCKED) s')).rows[0]!.n;
+      (
+        await env.ctx.pool.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM (SELECT 1 FROM ingest_staging FOR UPDATE SKIP LOCKED) s',
+        )
+      ).rows[0]!.n;
     const options = { maxRows: 4, partitions: 1, log: env.ctx.log, metrics: env.ctx.metrics };
     // Another process's batch holds partition 0: the first drain claims its first batch, then waits for the lock.
     const holder = await inTransaction();
@@ -120,7 +162,10 @@ describe('drain loops of one process', () => {
 async function blockedOnLock(client: PoolClient): Promise<void> {
   const pid = (client as unknown as { processID: number }).processID;
   for (let i = 0; i < 500; i++) {
-    const { rows } = await env.ctx.pool.query<{ w: string | null }>('SELECT wait_event_type AS w FROM pg_stat_activity WHERE pid = $1', [pid]);
+    const { rows } = await env.ctx.pool.query<{ w: string | null }>(
+      'SELECT wait_event_type AS w FROM pg_stat_activity WHERE pid = $1',
+      [pid],
+    );
     if (rows[0]?.w === 'Lock') return;
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -139,7 +184,12 @@ async function commit(client: PoolClient): Promise<void> {
 }
 
 describe('batches of two partitions on the same user', () => {
-  const attributes = (identity: Identity, at: string, standard: TrackAttributes['standard'], custom: TrackAttributes['custom']): TrackObjects => ({
+  const attributes = (
+    identity: Identity,
+    at: string,
+    standard: TrackAttributes['standard'],
+    custom: TrackAttributes['custom'],
+  ): TrackObjects => ({
     events: [{ identity, create: false, name: identity.type, time: at }],
     purchases: [],
     attributes: [{ identity, create: false, at, standard, custom }],
@@ -154,14 +204,27 @@ describe('batches of two partitions on the same user', () => {
     );
     const newer = await inTransaction();
     await applyObjects(newer, [
-      { workspaceId: env.ws.workspaceId, objects: attributes(external('lww'), '2024-06-02T00:00:00.000Z', { first_name: 'Newer' }, { tier: 'gold', keep: 'newer' }) },
+      {
+        workspaceId: env.ws.workspaceId,
+        objects: attributes(
+          external('lww'),
+          '2024-06-02T00:00:00.000Z',
+          { first_name: 'Newer' },
+          { tier: 'gold', keep: 'newer' },
+        ),
+      },
     ]);
     // The older batch read the row before the newer one committed: it decides to write, then waits for the row lock.
     const older = await inTransaction();
     const olderApplied = applyObjects(older, [
       {
         workspaceId: env.ws.workspaceId,
-        objects: attributes({ type: 'email', value: 'lww@example.com' }, '2024-06-01T00:00:00.000Z', { first_name: 'Older', last_name: 'Only-older' }, { tier: 'silver', keep: null }),
+        objects: attributes(
+          { type: 'email', value: 'lww@example.com' },
+          '2024-06-01T00:00:00.000Z',
+          { first_name: 'Older', last_name: 'Only-older' },
+          { tier: 'silver', keep: null },
+        ),
       },
     ]);
     await blockedOnLock(older);
@@ -169,7 +232,10 @@ describe('batches of two partitions on the same user', () => {
     await olderApplied;
     await commit(older);
 
-    const { rows } = await env.ctx.pool.query('SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2', [env.ws.workspaceId, 'lww']);
+    const { rows } = await env.ctx.pool.query('SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2', [
+      env.ws.workspaceId,
+      'lww',
+    ]);
     const p = rows[0];
     expect(p.first_name).toBe('Newer');
     expect(p.last_name).toBe('Only-older');
@@ -198,17 +264,36 @@ describe('batches of two partitions on the same user', () => {
     const newer = await inTransaction();
     // The newer batch sets the address and its state explicitly: the address's stored state must not replace it.
     await applyObjects(newer, [
-      { workspaceId: env.ws.workspaceId, objects: attributes(external('tie'), '2024-06-02T00:00:00.000Z', { email: 'fresh@example.com', email_subscribe: 'opted_in' }, {}) },
+      {
+        workspaceId: env.ws.workspaceId,
+        objects: attributes(
+          external('tie'),
+          '2024-06-02T00:00:00.000Z',
+          { email: 'fresh@example.com', email_subscribe: 'opted_in' },
+          {},
+        ),
+      },
     ]);
     const older = await inTransaction();
     const olderApplied = applyObjects(older, [
-      { workspaceId: env.ws.workspaceId, objects: attributes({ type: 'email', value: 'tie@example.com' }, '2024-06-01T00:00:00.000Z', { email: 'stale@example.com' }, {}) },
+      {
+        workspaceId: env.ws.workspaceId,
+        objects: attributes(
+          { type: 'email', value: 'tie@example.com' },
+          '2024-06-01T00:00:00.000Z',
+          { email: 'stale@example.com' },
+          {},
+        ),
+      },
     ]);
     await blockedOnLock(older);
     await commit(newer);
     await olderApplied;
     await commit(older);
-    const { rows } = await env.ctx.pool.query('SELECT email, email_subscribe FROM profiles WHERE workspace_id = $1 AND external_id = $2', [env.ws.workspaceId, 'tie']);
+    const { rows } = await env.ctx.pool.query(
+      'SELECT email, email_subscribe FROM profiles WHERE workspace_id = $1 AND external_id = $2',
+      [env.ws.workspaceId, 'tie'],
+    );
     expect(rows[0]).toEqual({ email: 'fresh@example.com', email_subscribe: 'opted_in' });
   });
 });

@@ -8,7 +8,6 @@ import { entries } from './helpers/aggregates.js';
 
 const env = useTestEnv({ workspaces: ['ws'] });
 
-
 async function track(body: unknown, headers: Record<string, string> = bearer(env.ws.apiKey)) {
   const res = await env.app.inject({
     method: 'POST',
@@ -21,11 +20,19 @@ async function track(body: unknown, headers: Record<string, string> = bearer(env
 
 /** Applies everything staged so far, as a worker does. */
 async function drain() {
-  return drainThrough(env.ctx.pool, undefined, { maxRows: 200, partitions: env.config.INGEST_PARTITIONS, log: env.ctx.log, metrics: env.ctx.metrics });
+  return drainThrough(env.ctx.pool, undefined, {
+    maxRows: 200,
+    partitions: env.config.INGEST_PARTITIONS,
+    log: env.ctx.log,
+    metrics: env.ctx.metrics,
+  });
 }
 
 async function profile(externalId: string) {
-  const { rows } = await env.ctx.pool.query('SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2', [env.ws.workspaceId, externalId]);
+  const { rows } = await env.ctx.pool.query('SELECT * FROM profiles WHERE workspace_id = $1 AND external_id = $2', [
+    env.ws.workspaceId,
+    externalId,
+  ]);
   return rows[0];
 }
 
@@ -37,7 +44,12 @@ async function profileCount() {
   return (await env.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM profiles')).rows[0]!.n;
 }
 
-const ev = (external_id: string, name: string, time: string, extra: Record<string, unknown> = {}) => ({ external_id, name, time, ...extra });
+const ev = (external_id: string, name: string, time: string, extra: Record<string, unknown> = {}) => ({
+  external_id,
+  name,
+  time,
+  ...extra,
+});
 
 describe('POST /users/track: acceptance', () => {
   it('stages accepted events before answering 201, and a worker applies them', async () => {
@@ -68,7 +80,11 @@ describe('POST /users/track: acceptance', () => {
   it('answers a count for each array sent, and lists refused objects while taking the valid ones', async () => {
     const r = await track({
       attributes: [{ external_id: 'p1', first_name: 'Pat' }, { first_name: 'nobody' }],
-      events: [ev('p1', 'ok', '2024-01-01T00:00:00Z'), ev('p1', 'bad', 'not a time'), { ...ev('p1', 'x', '2024-01-01'), properties: { $x: 1 } }],
+      events: [
+        ev('p1', 'ok', '2024-01-01T00:00:00Z'),
+        ev('p1', 'bad', 'not a time'),
+        { ...ev('p1', 'x', '2024-01-01'), properties: { $x: 1 } },
+      ],
       purchases: [],
     });
     expect(r.status).toBe(201);
@@ -78,7 +94,11 @@ describe('POST /users/track: acceptance', () => {
       events_processed: 1,
       purchases_processed: 0,
       errors: [
-        { type: "'external_id' or 'service_id' or 'user_alias' or 'email' is required", input_array: 'attributes', index: 1 },
+        {
+          type: "'external_id' or 'service_id' or 'user_alias' or 'email' is required",
+          input_array: 'attributes',
+          index: 1,
+        },
         { type: expect.stringMatching(/^'time' must be ISO 8601/), input_array: 'events', index: 1 },
         { type: expect.stringMatching(/must not begin with '\$'/), input_array: 'events', index: 2 },
       ],
@@ -95,7 +115,10 @@ describe('POST /users/track: acceptance', () => {
       [{}, /Valid data must be provided in the 'attributes', 'events', or 'purchases' fields\./],
       [{ events: [] }, /Valid data must be provided/],
       [{ events: [ev('z1', 'x', 'bad')], attributes: [{}] }, /Valid data must be provided.*events\[0\]: 'time'/],
-      [{ events: Array.from({ length: 76 }, () => ev('z1', 'x', '2024-01-01')) }, /'events' may hold at most 75 objects per request; got 76/],
+      [
+        { events: Array.from({ length: 76 }, () => ev('z1', 'x', '2024-01-01')) },
+        /'events' may hold at most 75 objects per request; got 76/,
+      ],
       [{ attributes: Array.from({ length: 76 }, () => ({ external_id: 'z1' })) }, /'attributes' may hold at most 75/],
       [{ events: 'all of them' }, /events/],
       ['{"events": [', /Malformed JSON/],
@@ -110,11 +133,15 @@ describe('POST /users/track: acceptance', () => {
   });
 
   it('75 events in one request are accepted', async () => {
-    const r = await track({ events: Array.from({ length: 75 }, (_, i) => ev(`bulk-${i % 5}`, 'seen', '2024-01-01T00:00:00Z')) });
+    const r = await track({
+      events: Array.from({ length: 75 }, (_, i) => ev(`bulk-${i % 5}`, 'seen', '2024-01-01T00:00:00Z')),
+    });
     expect(r.status).toBe(201);
     expect(r.body.events_processed).toBe(75);
     await drain();
-    expect(entries((await profile('bulk-0')).custom_events)).toEqual([{ name: 'seen', first: '2024-01-01T00:00:00.000Z', last: '2024-01-01T00:00:00.000Z', count: 15 }]);
+    expect(entries((await profile('bulk-0')).custom_events)).toEqual([
+      { name: 'seen', first: '2024-01-01T00:00:00.000Z', last: '2024-01-01T00:00:00.000Z', count: 15 },
+    ]);
   });
 
   it('refuses missing credentials, unknown keys and a key without users.track; nothing is staged', async () => {
@@ -145,7 +172,14 @@ describe('staging', () => {
     const staged = await Promise.all(
       Array.from({ length: 60 }, (_, i) =>
         stageObjects(env.ctx.pool, env.ws.workspaceId, {
-          events: [{ identity: { type: 'external_id', value: `g${i}` }, create: true, name: `n${i}`, time: '2024-01-01T00:00:00.000Z' }],
+          events: [
+            {
+              identity: { type: 'external_id', value: `g${i}` },
+              create: true,
+              name: `n${i}`,
+              time: '2024-01-01T00:00:00.000Z',
+            },
+          ],
           attributes: [],
           purchases: [],
         }),
@@ -154,7 +188,10 @@ describe('staging', () => {
     expect(staged.every((rows) => rows.length === 1)).toBe(true);
     const ids = staged.map(([id]) => id!);
     expect(new Set(ids).size).toBe(60);
-    const { rows } = await env.ctx.pool.query<{ id: number; payload: string }>('SELECT id, payload FROM ingest_staging WHERE id = ANY($1::bigint[])', [ids]);
+    const { rows } = await env.ctx.pool.query<{ id: number; payload: string }>(
+      'SELECT id, payload FROM ingest_staging WHERE id = ANY($1::bigint[])',
+      [ids],
+    );
     const byId = new Map(rows.map((r) => [r.id, JSON.parse(r.payload).events[0].name]));
     ids.forEach((id, i) => expect(byId.get(id)).toBe(`n${i}`));
     await drain();
@@ -177,7 +214,9 @@ describe('applying: semantics', () => {
   });
 
   it('keeps event names that are also object property names, such as __proto__, as names like any other', async () => {
-    await track({ events: [ev('n1', '__proto__', '2024-01-01T00:00:00Z'), ev('n1', 'constructor', '2024-01-02T00:00:00Z')] });
+    await track({
+      events: [ev('n1', '__proto__', '2024-01-01T00:00:00Z'), ev('n1', 'constructor', '2024-01-02T00:00:00Z')],
+    });
     await drain();
     await track({ events: [ev('n1', '__proto__', '2024-01-03T00:00:00Z')] });
     await drain();
@@ -190,7 +229,14 @@ describe('applying: semantics', () => {
   it('aggregates purchases by product (quantity counts) and adds revenue', async () => {
     await track({
       purchases: [
-        { external_id: 'buyer', product_id: 'sku', currency: 'USD', price: 2.5, quantity: 2, time: '2024-02-01T00:00:00Z' },
+        {
+          external_id: 'buyer',
+          product_id: 'sku',
+          currency: 'USD',
+          price: 2.5,
+          quantity: 2,
+          time: '2024-02-01T00:00:00Z',
+        },
         { external_id: 'buyer', product_id: 'sku', currency: 'USD', price: 1, time: '2024-01-01T00:00:00Z' },
         { external_id: 'buyer', product_id: 'other', currency: 'EUR', price: 10, time: '2024-03-01T00:00:00Z' },
       ],
@@ -206,7 +252,10 @@ describe('applying: semantics', () => {
 
   it('_update_existing_only updates existing profiles and creates none', async () => {
     const before = await profileCount();
-    await track({ events: [ev('ghost', 'x', '2024-01-01', { _update_existing_only: true })], attributes: [{ external_id: 'ghost2', _update_existing_only: true, first_name: 'G' }] });
+    await track({
+      events: [ev('ghost', 'x', '2024-01-01', { _update_existing_only: true })],
+      attributes: [{ external_id: 'ghost2', _update_existing_only: true, first_name: 'G' }],
+    });
     await drain();
     expect(await profileCount()).toBe(before);
     expect(await profile('ghost')).toBeUndefined();
@@ -217,7 +266,10 @@ describe('applying: semantics', () => {
 
   it('user_alias names existing users only; service_id and email find their users', async () => {
     const p = await profile('o1');
-    await env.ctx.pool.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'c-1', $2)`, [env.ws.workspaceId, p.id]);
+    await env.ctx.pool.query(
+      `INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, 'crm', 'c-1', $2)`,
+      [env.ws.workspaceId, p.id],
+    );
     await env.ctx.pool.query(`UPDATE profiles SET email = 'O1@Example.com' WHERE id = $1`, [p.id]);
     const before = await profileCount();
     const r = await track({
@@ -245,12 +297,29 @@ describe('applying: semantics', () => {
     expect(p.first_name).toBe('Second');
     expect(p.country).toBe('FR');
     expect(p.custom_attributes).toEqual({ keep: 1 });
-    expect(Object.keys(p.attribute_times).sort()).toEqual(['country', 'custom_attributes.keep', 'custom_attributes.tier', 'first_name']);
+    expect(Object.keys(p.attribute_times).sort()).toEqual([
+      'country',
+      'custom_attributes.keep',
+      'custom_attributes.tier',
+      'first_name',
+    ]);
     // A write stamped earlier than the stored value loses, whenever it is applied.
     const stale = new Date(Date.parse(p.attribute_times.first_name) - 60_000).toISOString();
     await env.ctx.pool.query(`INSERT INTO ingest_staging (workspace_id, objects, payload) VALUES ($1, 1, $2)`, [
       env.ws.workspaceId,
-      JSON.stringify({ events: [], purchases: [], attributes: [{ identity: { type: 'external_id', value: 'a1' }, create: true, at: stale, standard: { first_name: 'Stale', last_name: 'New' }, custom: {} }] }),
+      JSON.stringify({
+        events: [],
+        purchases: [],
+        attributes: [
+          {
+            identity: { type: 'external_id', value: 'a1' },
+            create: true,
+            at: stale,
+            standard: { first_name: 'Stale', last_name: 'New' },
+            custom: {},
+          },
+        ],
+      }),
     ]);
     await drain();
     p = await profile('a1');
@@ -259,7 +328,13 @@ describe('applying: semantics', () => {
   });
 
   it('several objects for one user in one request apply in the order sent', async () => {
-    await track({ attributes: [{ external_id: 'a2', home_city: 'A' }, { external_id: 'a2', home_city: 'B' }, { external_id: 'a2', home_city: 'C' }] });
+    await track({
+      attributes: [
+        { external_id: 'a2', home_city: 'A' },
+        { external_id: 'a2', home_city: 'B' },
+        { external_id: 'a2', home_city: 'C' },
+      ],
+    });
     await drain();
     expect((await profile('a2')).home_city).toBe('C');
   });
@@ -297,7 +372,15 @@ describe('email subscription states', () => {
 describe('with a real worker', () => {
   it('applies accepted objects without any help, many requests coalesced', async () => {
     env.startWorkers([trackIngestJob]);
-    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => track({ events: Array.from({ length: 10 }, (_, j) => ev(`w${i % 4}`, `e${j % 3}`, `2024-01-01T00:00:${String(j).padStart(2, '0')}Z`)) })));
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        track({
+          events: Array.from({ length: 10 }, (_, j) =>
+            ev(`w${i % 4}`, `e${j % 3}`, `2024-01-01T00:00:${String(j).padStart(2, '0')}Z`),
+          ),
+        }),
+      ),
+    );
     expect(answers.every((a) => a.status === 201)).toBe(true);
     for (let i = 0; i < 200 && (await stagedCount()) > 0; i++) await new Promise((res) => setTimeout(res, 50));
     expect(await stagedCount()).toBe(0);

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { parseEventTime } from '../src/ingest/time.js';
-import { eventShapeOf, FATAL_NOTHING_VALID, FatalTrackError, validateAttributes, validateEvent, validatePurchase, validateTrackBody } from '../src/ingest/validate.js';
+import {
+  eventShapeOf,
+  FATAL_NOTHING_VALID,
+  FatalTrackError,
+  validateAttributes,
+  validateEvent,
+  validatePurchase,
+  validateTrackBody,
+} from '../src/ingest/validate.js';
 
 const base = { external_id: 'u1', name: 'played', time: '2024-01-02T03:04:05Z' };
 const ok = (raw: unknown) => {
@@ -17,12 +25,24 @@ const refused = (raw: unknown) => {
 describe('event identifiers', () => {
   it('takes exactly one of external_id, user_alias, service_id, email', () => {
     expect(ok(base).identity).toEqual({ type: 'external_id', value: 'u1' });
-    expect(ok({ ...base, external_id: undefined, service_id: 's1' }).identity).toEqual({ type: 'service_id', value: 's1' });
-    expect(ok({ ...base, external_id: undefined, email: 'A@B.io' }).identity).toEqual({ type: 'email', value: 'a@b.io' });
-    expect(ok({ ...base, external_id: undefined, user_alias: { alias_name: 'n', alias_label: 'l' } }).identity).toEqual({ type: 'user_alias', label: 'l', name: 'n' });
-    expect(refused({ name: 'x', time: base.time })).toMatch(/'external_id' or 'service_id' or 'user_alias' or 'email' is required/);
+    expect(ok({ ...base, external_id: undefined, service_id: 's1' }).identity).toEqual({
+      type: 'service_id',
+      value: 's1',
+    });
+    expect(ok({ ...base, external_id: undefined, email: 'A@B.io' }).identity).toEqual({
+      type: 'email',
+      value: 'a@b.io',
+    });
+    expect(ok({ ...base, external_id: undefined, user_alias: { alias_name: 'n', alias_label: 'l' } }).identity).toEqual(
+      { type: 'user_alias', label: 'l', name: 'n' },
+    );
+    expect(refused({ name: 'x', time: base.time })).toMatch(
+      /'external_id' or 'service_id' or 'user_alias' or 'email' is required/,
+    );
     expect(refused({ ...base, service_id: 's1' })).toMatch(/only one of/);
-    expect(refused({ ...base, external_id: undefined, email: 'a@b.io', user_alias: { alias_name: 'n', alias_label: 'l' } })).toMatch(/only one of/);
+    expect(
+      refused({ ...base, external_id: undefined, email: 'a@b.io', user_alias: { alias_name: 'n', alias_label: 'l' } }),
+    ).toMatch(/only one of/);
     expect(refused({ ...base, external_id: '' })).toMatch(/'external_id' must not be empty/);
     expect(refused({ ...base, external_id: 5 })).toMatch(/'external_id' must be a string/);
     expect(refused({ ...base, external_id: undefined, email: 'not-an-address' })).toMatch(/email address/);
@@ -33,7 +53,14 @@ describe('event identifiers', () => {
     expect(ok(base).create).toBe(true);
     expect(ok({ ...base, _update_existing_only: true }).create).toBe(false);
     expect(ok({ ...base, _update_existing_only: false }).create).toBe(true);
-    expect(ok({ ...base, external_id: undefined, user_alias: { alias_name: 'n', alias_label: 'l' }, _update_existing_only: false }).create).toBe(false);
+    expect(
+      ok({
+        ...base,
+        external_id: undefined,
+        user_alias: { alias_name: 'n', alias_label: 'l' },
+        _update_existing_only: false,
+      }).create,
+    ).toBe(false);
     expect(refused({ ...base, _update_existing_only: 'yes' })).toMatch(/_update_existing_only/);
   });
 });
@@ -54,14 +81,29 @@ describe('event name, time and fields', () => {
     expect(ok({ ...base, time: '2024-01-02' }).time).toBe('2024-01-02T00:00:00.000Z');
     expect(ok({ ...base, time: '2013-07-23T12:34:56:789-0700' }).time).toBe('2013-07-23T19:34:56.789Z');
     expect(ok({ ...base, time: '2013-07-23T12:34:56:789Z' }).time).toBe('2013-07-23T12:34:56.789Z');
-    for (const bad of ['yesterday', '2024-02-30T00:00:00Z', '2024-13-01', '2024-01-02 03:04:05', '2024-01-02T25:00:00Z', '2013-07-23T12:34:56:78-0700', '1700000000', '']) {
+    for (const bad of [
+      'yesterday',
+      '2024-02-30T00:00:00Z',
+      '2024-13-01',
+      '2024-01-02 03:04:05',
+      '2024-01-02T25:00:00Z',
+      '2013-07-23T12:34:56:78-0700',
+      '1700000000',
+      '',
+    ]) {
       expect(refused({ ...base, time: bad }), bad).toMatch(/'time' must be ISO 8601 or yyyy-MM-dd'T'HH:mm:ss:SSSZ/);
     }
     expect(refused({ ...base, time: 1700000000 })).toMatch(/'time'/);
     expect(parseEventTime('2024-02-29T00:00:00Z')).toBe(Date.UTC(2024, 1, 29));
     // The canonical form (what toISOString writes) is taken as it is, still only for real times.
     expect(ok({ ...base, time: '2024-02-29T23:59:59.999Z' }).time).toBe('2024-02-29T23:59:59.999Z');
-    for (const bad of ['2023-02-29T00:00:00.000Z', '2024-04-31T00:00:00.000Z', '2024-01-01T24:00:00.000Z', '2024-00-10T00:00:00.000Z', '2024-01-01T00:60:00.000Z']) {
+    for (const bad of [
+      '2023-02-29T00:00:00.000Z',
+      '2024-04-31T00:00:00.000Z',
+      '2024-01-01T24:00:00.000Z',
+      '2024-00-10T00:00:00.000Z',
+      '2024-01-01T00:60:00.000Z',
+    ]) {
       expect(refused({ ...base, time: bad }), bad).toMatch(/'time'/);
     }
   });
@@ -104,7 +146,8 @@ describe('the hand-checked shape of common events', () => {
       for (const key of keys) {
         const common = key === 'name' || key === 'time' || key === 'external_id';
         const values = candidates[key]!;
-        if (random() < (common ? 0.9 : 0.1)) raw[key] = random() < 0.6 ? values[0] : values[Math.floor(random() * values.length)];
+        if (random() < (common ? 0.9 : 0.1))
+          raw[key] = random() < 0.6 ? values[0] : values[Math.floor(random() * values.length)];
       }
       const fast = eventShapeOf(raw);
       expect(fast, JSON.stringify(raw).slice(0, 300)).toEqual(eventShapeOf(raw, false));
@@ -123,11 +166,21 @@ describe('event properties', () => {
     expect(refused(props({ ['k'.repeat(256)]: 1 }))).toMatch(/longer than 255/);
     expect(refused(props({ '': 1 }))).toMatch(/non-empty/);
     expect(refused(props({ $price: 1 }))).toMatch(/must not begin with '\$'/);
-    expect(ok(props({ 'price$': 1 })).properties).toEqual({ 'price$': 1 });
+    expect(ok(props({ price$: 1 })).properties).toEqual({ price$: 1 });
   });
 
   it('values: number, boolean, date, string of at most 255 characters, array without dates, object as a string', () => {
-    const v = ok(props({ n: 1.5, i: -3, b: false, d: '2024-01-01T00:00:00Z', s: 's'.repeat(255), a: ['x', 1, true, ['y']], o: { deep: { x: 1 } } })).properties!;
+    const v = ok(
+      props({
+        n: 1.5,
+        i: -3,
+        b: false,
+        d: '2024-01-01T00:00:00Z',
+        s: 's'.repeat(255),
+        a: ['x', 1, true, ['y']],
+        o: { deep: { x: 1 } },
+      }),
+    ).properties!;
     expect(v.o).toBe('{"deep":{"x":1}}');
     expect(v.a).toEqual(['x', 1, true, ['y']]);
     expect(refused(props({ s: 's'.repeat(256) }))).toMatch(/at most 255 characters/);
@@ -171,7 +224,13 @@ describe('purchases', () => {
   const p = { external_id: 'u1', product_id: 'sku-1', currency: 'usd', price: 9.99, time: '2024-01-01T00:00:00Z' };
   it('accepts the purchase object and normalizes currency and quantity', () => {
     const r = validatePurchase({ ...p, quantity: 3, properties: { color: 'red' }, app_id: 'app' });
-    expect(r.ok && r.value).toMatchObject({ product_id: 'sku-1', currency: 'USD', price: 9.99, quantity: 3, time: '2024-01-01T00:00:00.000Z' });
+    expect(r.ok && r.value).toMatchObject({
+      product_id: 'sku-1',
+      currency: 'USD',
+      price: 9.99,
+      quantity: 3,
+      time: '2024-01-01T00:00:00.000Z',
+    });
     const d = validatePurchase(p);
     expect(d.ok && d.value.quantity).toBe(1);
   });
@@ -197,11 +256,30 @@ describe('attributes', () => {
   const at = '2024-05-01T00:00:00.000Z';
   const attrs = (raw: Record<string, unknown>) => validateAttributes({ external_id: 'u1', ...raw }, at);
   it('splits standard fields from custom attributes and normalizes them', () => {
-    const r = attrs({ first_name: 'Ada', country: 'gb', language: 'EN', gender: 'f', email: 'Ada@X.io', current_location: { longitude: 1.5, latitude: 2 }, tier: 'gold', vip: true, tags: ['a'], nested: { a: 1 }, gone: null });
+    const r = attrs({
+      first_name: 'Ada',
+      country: 'gb',
+      language: 'EN',
+      gender: 'f',
+      email: 'Ada@X.io',
+      current_location: { longitude: 1.5, latitude: 2 },
+      tier: 'gold',
+      vip: true,
+      tags: ['a'],
+      nested: { a: 1 },
+      gone: null,
+    });
     expect(r.ok).toBe(true);
     if (!r.ok) return;
     expect(r.value.identity).toEqual({ type: 'external_id', value: 'u1' });
-    expect(r.value.standard).toEqual({ first_name: 'Ada', country: 'GB', language: 'en', gender: 'F', email: 'Ada@X.io', last_coordinates: [1.5, 2] });
+    expect(r.value.standard).toEqual({
+      first_name: 'Ada',
+      country: 'GB',
+      language: 'en',
+      gender: 'F',
+      email: 'Ada@X.io',
+      last_coordinates: [1.5, 2],
+    });
     expect(r.value.custom).toEqual({ tier: 'gold', vip: true, tags: ['a'], nested: { a: 1 }, gone: null });
     expect(r.value.at).toBe(at);
   });
@@ -233,7 +311,10 @@ describe('attributes', () => {
 describe('a whole /users/track body', () => {
   const now = '2024-05-01T00:00:00.000Z';
   it('takes the valid objects and lists the others by array and index', () => {
-    const r = validateTrackBody({ events: [base, { ...base, time: 'x' }, base], purchases: [{}], attributes: [{ external_id: 'u1' }] }, now);
+    const r = validateTrackBody(
+      { events: [base, { ...base, time: 'x' }, base], purchases: [{}], attributes: [{ external_id: 'u1' }] },
+      now,
+    );
     expect(r.objects.events).toHaveLength(2);
     expect(r.objects.attributes).toHaveLength(1);
     expect(r.errors).toEqual([
@@ -244,8 +325,12 @@ describe('a whole /users/track body', () => {
   });
   it('75 objects of each kind are fine, 76 refuse the request', () => {
     const events = Array.from({ length: 75 }, () => base);
-    expect(validateTrackBody({ events, attributes: events.map(() => ({ external_id: 'u' })) }, now).objects.events).toHaveLength(75);
-    expect(() => validateTrackBody({ events: [...events, base] }, now)).toThrow(/'events' may hold at most 75 objects per request; got 76/);
+    expect(
+      validateTrackBody({ events, attributes: events.map(() => ({ external_id: 'u' })) }, now).objects.events,
+    ).toHaveLength(75);
+    expect(() => validateTrackBody({ events: [...events, base] }, now)).toThrow(
+      /'events' may hold at most 75 objects per request; got 76/,
+    );
     expect(() => validateTrackBody({ purchases: Array(76).fill({}) }, now)).toThrow(/'purchases' may hold at most 75/);
   });
   it('is fatal when nothing is valid or the body is not usable', () => {

@@ -25,7 +25,12 @@ beforeAll(async () => {
 });
 
 async function record(key: string, records: unknown[]) {
-  const res = await env.app.inject({ method: 'POST', url: '/internal/records/uninstalls', headers: bearer(key), payload: { records } });
+  const res = await env.app.inject({
+    method: 'POST',
+    url: '/internal/records/uninstalls',
+    headers: bearer(key),
+    payload: { records },
+  });
   expect(res.statusCode, res.body).toBe(201);
 }
 
@@ -38,7 +43,8 @@ async function series(query: string, key: string | null = env.ws.apiKey) {
   return { status: res.statusCode, body: res.json(), headers: res.headers };
 }
 
-const asMap = (data: { time: string; uninstalls: number }[]) => Object.fromEntries(data.map((d) => [d.time, d.uninstalls]));
+const asMap = (data: { time: string; uninstalls: number }[]) =>
+  Object.fromEntries(data.map((d) => [d.time, d.uninstalls]));
 
 describe('GET /kpi/uninstalls/data_series', () => {
   it('gives one entry a UTC day, oldest first, zero-filled, counted up to ending_at', async () => {
@@ -81,7 +87,13 @@ describe('GET /kpi/uninstalls/data_series', () => {
   it('filters by app_id', async () => {
     const ios = await series('length=7&ending_at=2024-01-10T23:59:59Z&app_id=ios');
     expect(asMap(ios.body.data)).toEqual({
-      '2024-01-04': 2, '2024-01-05': 0, '2024-01-06': 0, '2024-01-07': 0, '2024-01-08': 0, '2024-01-09': 1, '2024-01-10': 4,
+      '2024-01-04': 2,
+      '2024-01-05': 0,
+      '2024-01-06': 0,
+      '2024-01-07': 0,
+      '2024-01-08': 0,
+      '2024-01-09': 1,
+      '2024-01-10': 4,
     });
     const android = await series('length=7&ending_at=2024-01-10T23:59:59Z&app_id=android');
     expect(android.body.data.reduce((n: number, d: { uninstalls: number }) => n + d.uninstalls, 0)).toBe(10);
@@ -97,7 +109,7 @@ describe('GET /kpi/uninstalls/data_series', () => {
     expect(long.body.data.reduce((n: number, d: { uninstalls: number }) => n + d.uninstalls, 0)).toBe(22);
   });
 
-  it('refuses an app_id the workspace does not have (unknown or another workspace\'s) with a 400', async () => {
+  it("refuses an app_id the workspace does not have (unknown or another workspace's) with a 400", async () => {
     for (const appId of ['nope', 'foreign']) {
       const { status, body } = await series(`length=7&app_id=${appId}`);
       expect(status).toBe(400);

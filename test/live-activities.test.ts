@@ -13,26 +13,39 @@ const SHAPE = { score: 'number', team: 'string', final: 'boolean', scorers: 'arr
 const STATE = { score: 1, team: 'Lions', final: false, scorers: ['A'], meta: { period: 2 } };
 
 beforeAll(async () => {
-  appRowId = (await env.ctx.pool.query<{ id: string }>(`INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, $2, 'Sports') RETURNING id`, [env.ws.workspaceId, APP])).rows[0]!.id;
-  await env.ctx.pool.query(`INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, 'foreign-app', 'Other')`, [env.other.workspaceId]);
+  appRowId = (
+    await env.ctx.pool.query<{ id: string }>(
+      `INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, $2, 'Sports') RETURNING id`,
+      [env.ws.workspaceId, APP],
+    )
+  ).rows[0]!.id;
+  await env.ctx.pool.query(`INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, 'foreign-app', 'Other')`, [
+    env.other.workspaceId,
+  ]);
   env.startWorkers([liveActivityPushJob, liveActivityRemovalJob]);
 });
 
 type Json = Record<string, unknown>;
 async function declare(activityId: string, shape: Json = SHAPE) {
   return (
-    await env.ctx.pool.query<{ id: string }>(`INSERT INTO live_activities (app_id, activity_id, content_state_shape) VALUES ($1, $2, $3) RETURNING id`, [
-      appRowId,
-      activityId,
-      JSON.stringify(shape),
-    ])
+    await env.ctx.pool.query<{ id: string }>(
+      `INSERT INTO live_activities (app_id, activity_id, content_state_shape) VALUES ($1, $2, $3) RETURNING id`,
+      [appRowId, activityId, JSON.stringify(shape)],
+    )
   ).rows[0]!.id;
 }
-const post = (url: string, payload: unknown, key = env.ws.apiKey, raw = false) => callApi(env.app, 'POST', url, { key, ...(raw ? { raw: payload as string } : { body: payload }) }).then(statusAndBody);
+const post = (url: string, payload: unknown, key = env.ws.apiKey, raw = false) =>
+  callApi(env.app, 'POST', url, { key, ...(raw ? { raw: payload as string } : { body: payload }) }).then(statusAndBody);
 const update = (payload: unknown, key?: string) => post('/messages/live_activity/update', payload, key);
-const activity = async (id: string) => (await env.ctx.pool.query(`SELECT * FROM live_activities WHERE id = $1`, [id])).rows[0]!;
-const pushes = async (id: string) => (await env.ctx.pool.query(`SELECT * FROM live_activity_pushes WHERE live_activity_id = $1 ORDER BY id`, [id])).rows;
-async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, what: string, timeoutMs = 10_000): Promise<T> {
+const activity = async (id: string) =>
+  (await env.ctx.pool.query(`SELECT * FROM live_activities WHERE id = $1`, [id])).rows[0]!;
+const pushes = async (id: string) =>
+  (await env.ctx.pool.query(`SELECT * FROM live_activity_pushes WHERE live_activity_id = $1 ORDER BY id`, [id])).rows;
+async function waitFor<T>(
+  fn: () => Promise<T | undefined | null | false>,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<T> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -41,7 +54,11 @@ async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, what:
     await new Promise((r) => setTimeout(r, 100));
   }
 }
-const delivered = (id: string, n: number) => waitFor(async () => ((await pushes(id)).filter((p) => p.status === 'delivered').length >= n ? pushes(id) : null), `${n} delivered pushes`);
+const delivered = (id: string, n: number) =>
+  waitFor(
+    async () => ((await pushes(id)).filter((p) => p.status === 'delivered').length >= n ? pushes(id) : null),
+    `${n} delivered pushes`,
+  );
 
 describe('POST /messages/live_activity/update: running -> running', () => {
   it('updates the content, ignores dismissal_date, and queues an ActivityKit update push', async () => {
@@ -79,8 +96,19 @@ describe('POST /messages/live_activity/update: running -> running', () => {
 
   it('accepts the alert as platform_push {title, body} and sends no alert without a notification', async () => {
     const id = await declare('game-2');
-    expect((await update({ app_id: APP, activity_id: 'game-2', content_state: STATE, notification: { platform_push: { title: 'T', body: 'B' } } })).status).toBe(201);
-    expect((await update({ app_id: APP, activity_id: 'game-2', content_state: { ...STATE, score: 2 } })).status).toBe(201);
+    expect(
+      (
+        await update({
+          app_id: APP,
+          activity_id: 'game-2',
+          content_state: STATE,
+          notification: { platform_push: { title: 'T', body: 'B' } },
+        })
+      ).status,
+    ).toBe(201);
+    expect((await update({ app_id: APP, activity_id: 'game-2', content_state: { ...STATE, score: 2 } })).status).toBe(
+      201,
+    );
     const [first, second] = await delivered(id, 2);
     expect(first.payload.aps.alert).toEqual({ title: 'T', body: 'B' });
     expect(second.payload.aps).not.toHaveProperty('alert');
@@ -93,7 +121,13 @@ describe('POST /messages/live_activity/update: running -> ended', () => {
   it('ends with a future dismissal date and removes the activity when it comes (delayed job)', async () => {
     const id = await declare('game-3');
     const dismissal = new Date(Date.now() + 1500);
-    const { status } = await update({ app_id: APP, activity_id: 'game-3', content_state: { ...STATE, final: true }, end_activity: true, dismissal_date: dismissal.toISOString() });
+    const { status } = await update({
+      app_id: APP,
+      activity_id: 'game-3',
+      content_state: { ...STATE, final: true },
+      end_activity: true,
+      dismissal_date: dismissal.toISOString(),
+    });
     expect(status).toBe(201);
     const ended = await activity(id);
     expect(ended.state).toBe('ended');
@@ -111,7 +145,13 @@ describe('POST /messages/live_activity/update: running -> ended', () => {
 
   it('removes the activity at once when the dismissal date is past', async () => {
     const id = await declare('game-4');
-    const { status } = await update({ app_id: APP, activity_id: 'game-4', content_state: STATE, end_activity: true, dismissal_date: '2020-01-01T00:00:00Z' });
+    const { status } = await update({
+      app_id: APP,
+      activity_id: 'game-4',
+      content_state: STATE,
+      end_activity: true,
+      dismissal_date: '2020-01-01T00:00:00Z',
+    });
     expect(status).toBe(201);
     const row = await activity(id);
     expect(row.state).toBe('removed');
@@ -123,7 +163,9 @@ describe('POST /messages/live_activity/update: running -> ended', () => {
   it('without a dismissal date, ends and arms removal four hours later (the iOS default)', async () => {
     const id = await declare('game-5');
     const t0 = Date.now();
-    expect((await update({ app_id: APP, activity_id: 'game-5', content_state: STATE, end_activity: true })).status).toBe(201);
+    expect(
+      (await update({ app_id: APP, activity_id: 'game-5', content_state: STATE, end_activity: true })).status,
+    ).toBe(201);
     const row = await activity(id);
     expect(row.state).toBe('ended');
     expect(Math.abs(row.dismissal_date.getTime() - (t0 + 4 * 3600 * 1000))).toBeLessThan(5000);
@@ -135,13 +177,29 @@ describe('POST /messages/live_activity/update: running -> ended', () => {
 
   it('end_activity false is a plain update', async () => {
     const id = await declare('game-6');
-    expect((await update({ app_id: APP, activity_id: 'game-6', content_state: STATE, end_activity: false, dismissal_date: '2020-01-01T00:00:00Z' })).status).toBe(201);
+    expect(
+      (
+        await update({
+          app_id: APP,
+          activity_id: 'game-6',
+          content_state: STATE,
+          end_activity: false,
+          dismissal_date: '2020-01-01T00:00:00Z',
+        })
+      ).status,
+    ).toBe(201);
     expect((await activity(id)).state).toBe('running');
   });
 
   it('refuses an update to an ended or removed activity with 4XX {error} and changes nothing', async () => {
     const id = await declare('game-7');
-    await update({ app_id: APP, activity_id: 'game-7', content_state: STATE, end_activity: true, dismissal_date: '2099-01-01T00:00:00Z' });
+    await update({
+      app_id: APP,
+      activity_id: 'game-7',
+      content_state: STATE,
+      end_activity: true,
+      dismissal_date: '2099-01-01T00:00:00Z',
+    });
     const before = await activity(id);
     const res = await update({ app_id: APP, activity_id: 'game-7', content_state: { ...STATE, score: 9 } });
     expect(res.status).toBe(409);
@@ -205,7 +263,10 @@ describe('POST /messages/live_activity/update: refusals', () => {
       [{ ...base, stale_date: '2026-02-30T00:00:00Z' }, /stale_date must be an ISO 8601/],
       [{ ...base, notification: { alert: 'x' } }, /notification|platform_push/],
       [{ ...base, notification: { platform_push: { title: 'only a title' } } }, /title and body/],
-      [{ ...base, notification: { platform_push: { alert: { title: 1, body: 'b' } } } }, /alert title must be a string/],
+      [
+        { ...base, notification: { platform_push: { alert: { title: 1, body: 'b' } } } },
+        /alert title must be a string/,
+      ],
       [{ ...base, activity_id: 'a'.repeat(256) }, /activity_id must be at most 255/],
       [{ ...base, notification: { platform_push: { title: 't'.repeat(1001), body: 'b' } } }, /at most 1000/],
       [{ ...base, surprise: true }, /surprise/],
@@ -232,12 +293,19 @@ describe('POST /messages/live_activity/update: refusals', () => {
   it('refuses missing credentials and a key without messages.live_activity.update', async () => {
     const id = await declare('game-12');
     const payload = { app_id: APP, activity_id: 'game-12', content_state: STATE };
-    const none = await env.app.inject({ method: 'POST', url: '/messages/live_activity/update', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
+    const none = await env.app.inject({
+      method: 'POST',
+      url: '/messages/live_activity/update',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify(payload),
+    });
     expect(none.statusCode).toBe(401);
     const bare = await update(payload, env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toMatch(/messages\.live_activity\.update/);
-    const registerOnly = await createKey(env.ctx.pool, env.ws.workspaceId, 'register-only', ['messages.live_activity.register']);
+    const registerOnly = await createKey(env.ctx.pool, env.ws.workspaceId, 'register-only', [
+      'messages.live_activity.register',
+    ]);
     expect((await update(payload, registerOnly)).status).toBe(401);
     expect((await activity(id)).content_state).toBeNull();
   });
@@ -249,15 +317,39 @@ describe('POST /messages/live_activity/register', () => {
   const TOKEN_B = 'cd'.repeat(32);
 
   it('registers a new activity with its shape, then more devices; updates reach every token', async () => {
-    const first = await register({ app_id: APP, activity_id: 'match-1', push_token: TOKEN_A, content_state_shape: { score: 'number' }, external_id: 'user-1' });
+    const first = await register({
+      app_id: APP,
+      activity_id: 'match-1',
+      push_token: TOKEN_A,
+      content_state_shape: { score: 'number' },
+      external_id: 'user-1',
+    });
     expect(first.status).toBe(201);
     expect(first.body).toEqual({ message: 'success' });
     expect((await register({ app_id: APP, activity_id: 'match-1', push_token: TOKEN_B })).status).toBe(201);
-    expect((await register({ app_id: APP, activity_id: 'match-1', push_token: TOKEN_A.toUpperCase(), content_state_shape: { score: 'number' } })).status).toBe(201);
-    const row = (await env.ctx.pool.query(`SELECT * FROM live_activities WHERE app_id = $1 AND activity_id = 'match-1'`, [appRowId])).rows[0]!;
+    expect(
+      (
+        await register({
+          app_id: APP,
+          activity_id: 'match-1',
+          push_token: TOKEN_A.toUpperCase(),
+          content_state_shape: { score: 'number' },
+        })
+      ).status,
+    ).toBe(201);
+    const row = (
+      await env.ctx.pool.query(`SELECT * FROM live_activities WHERE app_id = $1 AND activity_id = 'match-1'`, [
+        appRowId,
+      ])
+    ).rows[0]!;
     expect(row.state).toBe('running');
     expect(row.content_state_shape).toEqual({ score: 'number' });
-    const tokens = (await env.ctx.pool.query(`SELECT push_token, external_id FROM live_activity_tokens WHERE live_activity_id = $1 ORDER BY push_token`, [row.id])).rows;
+    const tokens = (
+      await env.ctx.pool.query(
+        `SELECT push_token, external_id FROM live_activity_tokens WHERE live_activity_id = $1 ORDER BY push_token`,
+        [row.id],
+      )
+    ).rows;
     expect(tokens).toEqual([
       { push_token: TOKEN_A, external_id: 'user-1' },
       { push_token: TOKEN_B, external_id: null },
@@ -269,7 +361,16 @@ describe('POST /messages/live_activity/register', () => {
 
   it('adopts a shape for an activity declared without one', async () => {
     const id = await declare('match-2', {});
-    expect((await register({ app_id: APP, activity_id: 'match-2', push_token: TOKEN_A, content_state_shape: { n: 'number' } })).status).toBe(201);
+    expect(
+      (
+        await register({
+          app_id: APP,
+          activity_id: 'match-2',
+          push_token: TOKEN_A,
+          content_state_shape: { n: 'number' },
+        })
+      ).status,
+    ).toBe(201);
     expect((await activity(id)).content_state_shape).toEqual({ n: 'number' });
   });
 
@@ -281,12 +382,20 @@ describe('POST /messages/live_activity/register', () => {
     const activitiesBefore = (await env.ctx.pool.query(`SELECT count(*)::int AS n FROM live_activities`)).rows[0]!.n;
     const cases: [unknown, number, RegExp][] = [
       [{ app_id: APP, activity_id: 'new-one', push_token: TOKEN_A }, 400, /content_state_shape is required/],
-      [{ app_id: APP, activity_id: 'match-3', push_token: TOKEN_A, content_state_shape: { score: 'string' } }, 409, /differs/],
+      [
+        { app_id: APP, activity_id: 'match-3', push_token: TOKEN_A, content_state_shape: { score: 'string' } },
+        409,
+        /differs/,
+      ],
       [{ app_id: APP, activity_id: 'match-4', push_token: TOKEN_A }, 409, /ended/],
       [{ app_id: 'nope', activity_id: 'match-3', push_token: TOKEN_A }, 404, /Unknown app_id/],
       [{ app_id: APP, activity_id: 'match-3', push_token: 'not hex!' }, 400, /push_token must be the hex/],
       [{ app_id: APP, activity_id: 'match-3' }, 400, /push_token is required/],
-      [{ app_id: APP, activity_id: 'x', push_token: TOKEN_A, content_state_shape: { a: 'date' } }, 400, /attribute types/],
+      [
+        { app_id: APP, activity_id: 'x', push_token: TOKEN_A, content_state_shape: { a: 'date' } },
+        400,
+        /attribute types/,
+      ],
       [{ app_id: APP, activity_id: 'x', push_token: TOKEN_A, content_state_shape: [] }, 400, /content_state_shape/],
       [{ app_id: APP, activity_id: 'x', push_token: 'a'.repeat(513), content_state_shape: {} }, 400, /push_token/],
     ];
@@ -298,7 +407,11 @@ describe('POST /messages/live_activity/register', () => {
     const bare = await register({ app_id: APP, activity_id: 'match-3', push_token: TOKEN_A }, env.ws.bareKey);
     expect(bare.status).toBe(401);
     expect(bare.body.message).toMatch(/messages\.live_activity\.register/);
-    expect((await env.ctx.pool.query(`SELECT count(*)::int AS n FROM live_activity_tokens`)).rows[0]!.n).toBe(tokensBefore);
-    expect((await env.ctx.pool.query(`SELECT count(*)::int AS n FROM live_activities`)).rows[0]!.n).toBe(activitiesBefore);
+    expect((await env.ctx.pool.query(`SELECT count(*)::int AS n FROM live_activity_tokens`)).rows[0]!.n).toBe(
+      tokensBefore,
+    );
+    expect((await env.ctx.pool.query(`SELECT count(*)::int AS n FROM live_activities`)).rows[0]!.n).toBe(
+      activitiesBefore,
+    );
   });
 });

@@ -10,7 +10,15 @@ import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { startWorkers } from '../src/queue-processors.js';
 import { waitFor } from './helpers/cli.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { createSegment, exportedExternalIds, exportStatus, insertProfiles, readPartFile, requestExport, startCallbackReceiver } from './helpers/export-fixtures.js';
+import {
+  createSegment,
+  exportedExternalIds,
+  exportStatus,
+  insertProfiles,
+  readPartFile,
+  requestExport,
+  startCallbackReceiver,
+} from './helpers/export-fixtures.js';
 import { startOwnPostgres, startOwnRedis, type OwnPostgres, type OwnRedis } from './helpers/own-servers.js';
 import { seedWorkspace, type SeededWorkspace } from './helpers/seed.js';
 
@@ -60,7 +68,8 @@ async function shardsEnded(prefix: string): Promise<number> {
   return rows[0]!.n;
 }
 
-const exportedIds = (keyPrefix: string) => exportedExternalIds(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), keyPrefix));
+const exportedIds = (keyPrefix: string) =>
+  exportedExternalIds(path.join(localWorkspaceDir(env.config.LOCAL_STORE_DIR, ws), keyPrefix));
 
 /** Runs an export of `segment`, breaks a server once a few of its 40 shards have ended, and checks what users see. */
 async function exportThrough(segment: string, fault: () => Promise<void>) {
@@ -69,7 +78,11 @@ async function exportThrough(segment: string, fault: () => Promise<void>) {
   const workers = startWorkers(workerCtx, [segmentExportJob, exportShardJob, exportCallbackJob]);
   const reconciler = startReconciler(workerCtx, { intervalMs: 1_000 });
   try {
-    const started = await requestExport(env, ws.apiKey, { segment_id: segment, fields_to_export: ['external_id'], callback_endpoint: receiverUrl });
+    const started = await requestExport(env, ws.apiKey, {
+      segment_id: segment,
+      fields_to_export: ['external_id'],
+      callback_endpoint: receiverUrl,
+    });
     expect(started.status).toBe(201);
     const prefix = String(started.body.object_prefix);
     await waitFor(async () => (await shardsEnded(prefix)) >= 3, 60_000, 10);
@@ -147,12 +160,19 @@ describe('an export while its servers restart', () => {
     };
     try {
       const fields = ['external_id', 'custom_attributes'];
-      const base = await requestExport(env, ws.apiKey, { segment_id: 'delta', fields_to_export: fields, output_format: 'gzip' });
+      const base = await requestExport(env, ws.apiKey, {
+        segment_id: 'delta',
+        fields_to_export: fields,
+        output_format: 'gzip',
+      });
       expect((await waitReady(String(base.body.object_prefix))).status).toBe('ready');
-      await env.ctx.pool.query(`UPDATE profiles SET custom_attributes = custom_attributes || '{"tier": "edited"}' WHERE external_id = ANY($1)`, [
-        Array.from({ length: 12_000 }, (_, i) => `ext-${i + 1}`),
+      await env.ctx.pool.query(
+        `UPDATE profiles SET custom_attributes = custom_attributes || '{"tier": "edited"}' WHERE external_id = ANY($1)`,
+        [Array.from({ length: 12_000 }, (_, i) => `ext-${i + 1}`)],
+      );
+      await env.ctx.pool.query(`DELETE FROM profiles WHERE external_id = ANY($1)`, [
+        Array.from({ length: 500 }, (_, i) => `ext-${20_001 + i}`),
       ]);
-      await env.ctx.pool.query(`DELETE FROM profiles WHERE external_id = ANY($1)`, [Array.from({ length: 500 }, (_, i) => `ext-${20_001 + i}`)]);
 
       const delta = await requestExport(env, ws.apiKey, {
         segment_id: 'delta',
@@ -175,7 +195,8 @@ describe('an export while its servers restart', () => {
       const manifest = JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8')) as ExportManifest;
       const idsOf = async (kind: 'users' | 'removed') => {
         const ids: string[] = [];
-        for (const p of manifest.parts.filter((x) => x.kind === kind)) for (const l of await readPartFile(path.join(dir, p.file))) ids.push(JSON.parse(l).external_id);
+        for (const p of manifest.parts.filter((x) => x.kind === kind))
+          for (const l of await readPartFile(path.join(dir, p.file))) ids.push(JSON.parse(l).external_id);
         return ids.sort();
       };
       const users = await idsOf('users');

@@ -42,10 +42,22 @@ beforeAll(async () => {
   ws = await seedWorkspace(pool);
   scimToken = await createScimToken(pool, ws.companyId);
   for (let i = 0; i < 12; i++) await createSegment(pool, ws.workspaceId, `seg-${i}`);
-  await pool.query(`INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, $2, '[{"name": "Name", "type": "string"}]'::jsonb)`, [ws.workspaceId, CATALOG]);
-  const app = await pool.query<{ id: string }>(`INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, $2, 'Sports') RETURNING id`, [ws.workspaceId, APP]);
-  await pool.query(`INSERT INTO live_activities (app_id, activity_id, content_state_shape) VALUES ($1, $2, '{"score": "number"}')`, [app.rows[0]!.id, ACTIVITY]);
-  await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws).put(IMPORT_KEY, Buffer.from('{"external_id": "imp", "name": "open", "time": "2024-01-01T00:00:00Z"}\n'));
+  await pool.query(
+    `INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, $2, '[{"name": "Name", "type": "string"}]'::jsonb)`,
+    [ws.workspaceId, CATALOG],
+  );
+  const app = await pool.query<{ id: string }>(
+    `INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, $2, 'Sports') RETURNING id`,
+    [ws.workspaceId, APP],
+  );
+  await pool.query(
+    `INSERT INTO live_activities (app_id, activity_id, content_state_shape) VALUES ($1, $2, '{"score": "number"}')`,
+    [app.rows[0]!.id, ACTIVITY],
+  );
+  await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws).put(
+    IMPORT_KEY,
+    Buffer.from('{"external_id": "imp", "name": "open", "time": "2024-01-01T00:00:00Z"}\n'),
+  );
   env.startWorkers([trackIngestJob]);
 
   // What the status samples read, made while everything is up.
@@ -67,7 +79,12 @@ afterAll(async () => {
 });
 
 const send = (options: InjectOptions) => env.app.inject(options);
-const json = (method: 'GET' | 'POST' | 'PUT', url: string, body?: unknown, headers: Record<string, string> = bearer(ws.apiKey)): InjectOptions => ({
+const json = (
+  method: 'GET' | 'POST' | 'PUT',
+  url: string,
+  body?: unknown,
+  headers: Record<string, string> = bearer(ws.apiKey),
+): InjectOptions => ({
   method,
   url,
   headers: { ...headers, 'content-type': 'application/json' },
@@ -90,35 +107,124 @@ let segment = 0;
 let tracked = 0;
 let score = 0;
 const samples: Sample[] = [
-  { name: 'track', format: 'message', needsRedis: false, request: () => json('POST', '/users/track', { attributes: [{ external_id: `t-${++tracked}`, first_name: 'Ada' }] }) },
-  { name: 'export request', format: 'message', needsRedis: true, request: () => json('POST', '/users/export/segment', { segment_id: `seg-${segment++}`, fields_to_export: ['external_id'] }) },
-  { name: 'export status', format: 'message', needsRedis: false, request: () => json('GET', `/users/export/status?object_prefix=${objectPrefix}`) },
-  { name: 'catalog item (sync)', format: 'catalog', needsRedis: false, request: () => json('PUT', `/catalogs/${CATALOG}/items/one`, { items: [{ Name: 'first' }] }) },
-  { name: 'catalog items (async)', format: 'catalog', needsRedis: 'either', request: () => json('PUT', `/catalogs/${CATALOG}/items`, { items: [{ id: 'two', Name: 'second' }] }) },
+  {
+    name: 'track',
+    format: 'message',
+    needsRedis: false,
+    request: () => json('POST', '/users/track', { attributes: [{ external_id: `t-${++tracked}`, first_name: 'Ada' }] }),
+  },
+  {
+    name: 'export request',
+    format: 'message',
+    needsRedis: true,
+    request: () =>
+      json('POST', '/users/export/segment', { segment_id: `seg-${segment++}`, fields_to_export: ['external_id'] }),
+  },
+  {
+    name: 'export status',
+    format: 'message',
+    needsRedis: false,
+    request: () => json('GET', `/users/export/status?object_prefix=${objectPrefix}`),
+  },
+  {
+    name: 'catalog item (sync)',
+    format: 'catalog',
+    needsRedis: false,
+    request: () => json('PUT', `/catalogs/${CATALOG}/items/one`, { items: [{ Name: 'first' }] }),
+  },
+  {
+    name: 'catalog items (async)',
+    format: 'catalog',
+    needsRedis: 'either',
+    request: () => json('PUT', `/catalogs/${CATALOG}/items`, { items: [{ id: 'two', Name: 'second' }] }),
+  },
   {
     name: 'SCIM',
     format: 'scim',
     needsRedis: false,
-    request: () => json('GET', `/scim/v2/Users?filter=${encodeURIComponent('userName eq "nobody@example.com"')}`, undefined, { ...bearer(scimToken), 'x-request-origin': ORIGIN }),
+    request: () =>
+      json('GET', `/scim/v2/Users?filter=${encodeURIComponent('userName eq "nobody@example.com"')}`, undefined, {
+        ...bearer(scimToken),
+        'x-request-origin': ORIGIN,
+      }),
   },
   { name: 'templates', format: 'message', needsRedis: false, request: () => json('GET', '/templates/email/list') },
   { name: 'segments list', format: 'message', needsRedis: false, request: () => json('GET', '/segments/list') },
-  { name: 'preference centers', format: 'message', needsRedis: false, request: () => json('GET', '/preference_center/v1/list') },
+  {
+    name: 'preference centers',
+    format: 'message',
+    needsRedis: false,
+    request: () => json('GET', '/preference_center/v1/list'),
+  },
   {
     name: 'live activity update',
     format: 'error',
     needsRedis: true,
-    request: () => json('POST', '/messages/live_activity/update', { app_id: APP, activity_id: ACTIVITY, content_state: { score: ++score } }),
+    request: () =>
+      json('POST', '/messages/live_activity/update', {
+        app_id: APP,
+        activity_id: ACTIVITY,
+        content_state: { score: ++score },
+      }),
   },
-  { name: 'import start', format: 'message', needsRedis: 'either', request: () => json('POST', '/users/import', { key: IMPORT_KEY }) },
-  { name: 'import status', format: 'message', needsRedis: false, request: () => json('GET', `/users/import/${importId}`) },
+  {
+    name: 'import start',
+    format: 'message',
+    needsRedis: 'either',
+    request: () => json('POST', '/users/import', { key: IMPORT_KEY }),
+  },
+  {
+    name: 'import status',
+    format: 'message',
+    needsRedis: false,
+    request: () => json('GET', `/users/import/${importId}`),
+  },
   // The user-data writes take /users/track's durable path: staged in PostgreSQL, applied once Redis is back.
-  { name: 'export by ids', format: 'message', needsRedis: false, request: () => json('POST', '/users/export/ids', { external_ids: ['t-1'], fields_to_export: ['external_id'] }) },
-  { name: 'delete', format: 'message', needsRedis: false, request: () => json('POST', '/users/delete', { external_ids: [`gone-${++tracked}`] }) },
-  { name: 'identify', format: 'message', needsRedis: false, request: () => json('POST', '/users/identify', { aliases_to_identify: [{ external_id: `id-${++tracked}`, user_alias: { alias_name: 'a', alias_label: 'l' } }] }) },
-  { name: 'merge', format: 'message', needsRedis: false, request: () => json('POST', '/users/merge', { merge_updates: [{ identifier_to_merge: { external_id: 'a' }, identifier_to_keep: { external_id: 'b' } }] }) },
-  { name: 'rename', format: 'message', needsRedis: false, request: () => json('POST', '/users/external_ids/rename', { external_id_renames: [{ current_external_id: 'none', new_external_id: `n-${++tracked}` }] }) },
-  { name: 'unsubscribes', format: 'message', needsRedis: false, request: () => json('GET', '/email/unsubscribes?start_date=2026-01-01&end_date=2026-02-01') },
+  {
+    name: 'export by ids',
+    format: 'message',
+    needsRedis: false,
+    request: () => json('POST', '/users/export/ids', { external_ids: ['t-1'], fields_to_export: ['external_id'] }),
+  },
+  {
+    name: 'delete',
+    format: 'message',
+    needsRedis: false,
+    request: () => json('POST', '/users/delete', { external_ids: [`gone-${++tracked}`] }),
+  },
+  {
+    name: 'identify',
+    format: 'message',
+    needsRedis: false,
+    request: () =>
+      json('POST', '/users/identify', {
+        aliases_to_identify: [{ external_id: `id-${++tracked}`, user_alias: { alias_name: 'a', alias_label: 'l' } }],
+      }),
+  },
+  {
+    name: 'merge',
+    format: 'message',
+    needsRedis: false,
+    request: () =>
+      json('POST', '/users/merge', {
+        merge_updates: [{ identifier_to_merge: { external_id: 'a' }, identifier_to_keep: { external_id: 'b' } }],
+      }),
+  },
+  {
+    name: 'rename',
+    format: 'message',
+    needsRedis: false,
+    request: () =>
+      json('POST', '/users/external_ids/rename', {
+        external_id_renames: [{ current_external_id: 'none', new_external_id: `n-${++tracked}` }],
+      }),
+  },
+  {
+    name: 'unsubscribes',
+    format: 'message',
+    needsRedis: false,
+    request: () => json('GET', '/email/unsubscribes?start_date=2026-01-01&end_date=2026-02-01'),
+  },
 ];
 
 /** The error text a 503 of `format` carries. */
@@ -183,7 +289,9 @@ describe('with Redis killed', () => {
     await redisServer.kill();
     down.redis = true;
     try {
-      const res = await send(json('POST', '/users/track', { attributes: [{ external_id: 'during-redis-outage', first_name: 'Grace' }] }));
+      const res = await send(
+        json('POST', '/users/track', { attributes: [{ external_id: 'during-redis-outage', first_name: 'Grace' }] }),
+      );
       expect(res.statusCode, res.body).toBe(201);
       expect(res.json()).toEqual({ message: 'success', attributes_processed: 1 });
       expect(res.headers['x-ratelimit-limit']).toBeDefined();
@@ -200,7 +308,10 @@ describe('with Redis killed', () => {
     }
 
     await waitFor(async () => (await stagedRows()) === 0, 30_000, 250);
-    const { rows } = await env.ctx.pool.query(`SELECT first_name FROM profiles WHERE workspace_id = $1 AND external_id = 'during-redis-outage'`, [ws.workspaceId]);
+    const { rows } = await env.ctx.pool.query(
+      `SELECT first_name FROM profiles WHERE workspace_id = $1 AND external_id = 'during-redis-outage'`,
+      [ws.workspaceId],
+    );
     expect(rows).toEqual([{ first_name: 'Grace' }]);
 
     for (const sample of samples) await expectServed(sample);

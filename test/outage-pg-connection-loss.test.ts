@@ -53,12 +53,18 @@ beforeAll(async () => {
     )
   ).rows[0]!.id;
   await createSegment(pool, ws.workspaceId, 'seg-a');
-  await pool.query(`INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, $2, '[{"name": "Name", "type": "string"}]'::jsonb)`, [ws.workspaceId, CATALOG]);
+  await pool.query(
+    `INSERT INTO catalogs (workspace_id, name, fields) VALUES ($1, $2, '[{"name": "Name", "type": "string"}]'::jsonb)`,
+    [ws.workspaceId, CATALOG],
+  );
   admin = await connectAdmin();
 }, 60_000);
 
 async function connectAdmin(): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: server.url, options: `-c search_path=${env.config.DATABASE_SCHEMA}` });
+  const client = new pg.Client({
+    connectionString: server.url,
+    options: `-c search_path=${env.config.DATABASE_SCHEMA}`,
+  });
   // The stops below end it; it is connected again afterwards.
   client.on('error', () => {});
   await client.connect();
@@ -73,7 +79,12 @@ afterAll(async () => {
 });
 
 const send = (options: InjectOptions) => env.app.inject(options);
-const json = (method: 'GET' | 'POST' | 'PUT', url: string, body?: unknown, headers: Record<string, string> = bearer(ws.apiKey)): InjectOptions => ({
+const json = (
+  method: 'GET' | 'POST' | 'PUT',
+  url: string,
+  body?: unknown,
+  headers: Record<string, string> = bearer(ws.apiKey),
+): InjectOptions => ({
   method,
   url,
   headers: { ...headers, 'content-type': 'application/json' },
@@ -99,7 +110,10 @@ const places: Place[] = [
     name: 'the idempotency key claim',
     table: 'idempotency_keys',
     format: 'message',
-    request: (n) => ({ ...json('POST', '/users/track', { attributes: [{ external_id: `claim-${n}`, first_name: 'Ada' }] }), headers: { ...bearer(ws.apiKey), 'content-type': 'application/json', 'idempotency-key': `claim-${n}` } }),
+    request: (n) => ({
+      ...json('POST', '/users/track', { attributes: [{ external_id: `claim-${n}`, first_name: 'Ada' }] }),
+      headers: { ...bearer(ws.apiKey), 'content-type': 'application/json', 'idempotency-key': `claim-${n}` },
+    }),
     leftBy: (n) => count(`SELECT count(*)::int AS n FROM idempotency_keys WHERE key = $1`, [`claim-${n}`]),
   },
   {
@@ -121,9 +135,9 @@ const places: Place[] = [
     name: 'SCIM',
     table: 'dashboard_users',
     format: 'scim',
-    request: (n) =>
-      json('POST', '/scim/v2/Users', scimUser(n), { ...bearer(scimToken), 'x-request-origin': ORIGIN }),
-    leftBy: (n) => count(`SELECT count(*)::int AS n FROM dashboard_users WHERE user_name = $1`, [`scim-${n}@example.com`]),
+    request: (n) => json('POST', '/scim/v2/Users', scimUser(n), { ...bearer(scimToken), 'x-request-origin': ORIGIN }),
+    leftBy: (n) =>
+      count(`SELECT count(*)::int AS n FROM dashboard_users WHERE user_name = $1`, [`scim-${n}@example.com`]),
   },
   {
     // Inside the transaction of a group's create, after its row: the group must not survive without its members.
@@ -131,15 +145,24 @@ const places: Place[] = [
     table: 'scim_group_members',
     format: 'scim',
     request: (n) =>
-      json('POST', '/scim/v2/Groups', { schemas: ['urn:ietf:params:scim:schemas:core:2.0:Group'], displayName: `group-${n}`, members: [{ value: memberId }] }, {
-        ...bearer(scimToken),
-        'x-request-origin': ORIGIN,
-      }),
+      json(
+        'POST',
+        '/scim/v2/Groups',
+        {
+          schemas: ['urn:ietf:params:scim:schemas:core:2.0:Group'],
+          displayName: `group-${n}`,
+          members: [{ value: memberId }],
+        },
+        {
+          ...bearer(scimToken),
+          'x-request-origin': ORIGIN,
+        },
+      ),
     leftBy: (n) =>
-      count(`SELECT ((SELECT count(*) FROM scim_groups WHERE display_name = $1) + (SELECT count(*) FROM dashboard_user_audit WHERE changes::text LIKE $2))::int AS n`, [
-        `group-${n}`,
-        `%"group-${n}"%`,
-      ]),
+      count(
+        `SELECT ((SELECT count(*) FROM scim_groups WHERE display_name = $1) + (SELECT count(*) FROM dashboard_user_audit WHERE changes::text LIKE $2))::int AS n`,
+        [`group-${n}`, `%"group-${n}"%`],
+      ),
   },
   {
     name: 'a catalog write',
@@ -177,23 +200,30 @@ function expectUnavailable(place: Place, res: LightMyRequestResponse) {
 }
 
 /** Sends `request` while the test holds an exclusive lock on `table`, and returns once the request waits on it. */
-async function insideTable(table: string, request: InjectOptions): Promise<{ answer: Promise<LightMyRequestResponse>; pid: number; release: () => Promise<void> }> {
+async function insideTable(
+  table: string,
+  request: InjectOptions,
+): Promise<{ answer: Promise<LightMyRequestResponse>; pid: number; release: () => Promise<void> }> {
   await admin.query('BEGIN');
   await admin.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
   const answer = send(request);
   let pid = 0;
   let answered: string | undefined;
   void answer.then((r) => (answered = `${r.statusCode} ${r.body}`));
-  await waitFor(async () => {
-    if (answered) throw new Error(`answered before waiting on the lock: ${answered}`);
-    // Inside a transaction the activity view is a snapshot taken at its first read: cleared, it shows what is now.
-    await admin.query('SELECT pg_stat_clear_snapshot()');
-    const { rows } = await admin.query<{ pid: number }>(
-      `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND datname = current_database()`,
-    );
-    pid = rows[0]?.pid ?? 0;
-    return pid !== 0;
-  }, 10_000, 10);
+  await waitFor(
+    async () => {
+      if (answered) throw new Error(`answered before waiting on the lock: ${answered}`);
+      // Inside a transaction the activity view is a snapshot taken at its first read: cleared, it shows what is now.
+      await admin.query('SELECT pg_stat_clear_snapshot()');
+      const { rows } = await admin.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND datname = current_database()`,
+      );
+      pid = rows[0]?.pid ?? 0;
+      return pid !== 0;
+    },
+    10_000,
+    10,
+  );
   return { answer, pid, release: async () => void (await admin.query('ROLLBACK')) };
 }
 
@@ -267,7 +297,11 @@ describe('/users/track under a steady load while PostgreSQL stops 5 times fast a
     let sent = 0;
 
     const track = async (user: string, idempotent: boolean): Promise<void> => {
-      const events = Array.from({ length: EVENTS }, (_, i) => ({ external_id: user, name: `e${i % NAMES}`, time: new Date(Date.UTC(2025, 0, 1, 0, 0, i)).toISOString() }));
+      const events = Array.from({ length: EVENTS }, (_, i) => ({
+        external_id: user,
+        name: `e${i % NAMES}`,
+        time: new Date(Date.UTC(2025, 0, 1, 0, 0, i)).toISOString(),
+      }));
       // A client with an Idempotency-Key retries a refusal with the same key until it is acknowledged; one without
       // gives up on its first refusal (its events may then be stored or not, never twice).
       for (;;) {
@@ -275,7 +309,11 @@ describe('/users/track under a steady load while PostgreSQL stops 5 times fast a
         const res = await send({
           method: 'POST',
           url: '/users/track',
-          headers: { ...bearer(ws.apiKey), 'content-type': 'application/json', ...(idempotent ? { 'idempotency-key': `load-${user}` } : {}) },
+          headers: {
+            ...bearer(ws.apiKey),
+            'content-type': 'application/json',
+            ...(idempotent ? { 'idempotency-key': `load-${user}` } : {}),
+          },
           payload: JSON.stringify({ events }),
         }).catch((err: unknown) => ({ statusCode: 0, body: String(err) }) as LightMyRequestResponse);
         statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
@@ -299,7 +337,18 @@ describe('/users/track under a steady load while PostgreSQL stops 5 times fast a
       })(),
     );
     try {
-      for (const mode of ['fast', 'fast', 'fast', 'fast', 'fast', 'immediate', 'immediate', 'immediate', 'immediate', 'immediate'] as const) {
+      for (const mode of [
+        'fast',
+        'fast',
+        'fast',
+        'fast',
+        'fast',
+        'immediate',
+        'immediate',
+        'immediate',
+        'immediate',
+        'immediate',
+      ] as const) {
         await new Promise((r) => setTimeout(r, 700));
         await server.stop(mode);
         await new Promise((r) => setTimeout(r, 300));
@@ -324,14 +373,22 @@ describe('/users/track under a steady load while PostgreSQL stops 5 times fast a
     );
     const stored = new Map(rows.map((r) => [r.external_id, entries(r.custom_events)!]));
     for (const user of acknowledged) {
-      expect(stored.get(user)?.map((e) => e.count), user).toEqual(Array(NAMES).fill(EVENTS / NAMES));
+      expect(
+        stored.get(user)?.map((e) => e.count),
+        user,
+      ).toEqual(Array(NAMES).fill(EVENTS / NAMES));
     }
     // Refused requests without a key: stored whole or not at all, never twice, never in part.
     for (const [user, stored1] of stored) {
       if (acknowledged.has(user)) continue;
-      expect(stored1.map((e) => e.count), user).toEqual(Array(NAMES).fill(EVENTS / NAMES));
+      expect(
+        stored1.map((e) => e.count),
+        user,
+      ).toEqual(Array(NAMES).fill(EVENTS / NAMES));
     }
     await workers.close(5_000);
-    console.warn(`track under PostgreSQL stops: ${sent} requests, statuses ${JSON.stringify(Object.fromEntries(statuses))}`);
+    console.warn(
+      `track under PostgreSQL stops: ${sent} requests, statuses ${JSON.stringify(Object.fromEntries(statuses))}`,
+    );
   }, 240_000);
 });

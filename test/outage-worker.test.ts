@@ -64,7 +64,12 @@ afterAll(async () => {
 async function stage(batch: string): Promise<void> {
   for (let i = 0; i < REQUESTS; i++) {
     const attributes = Array.from({ length: PER_REQUEST }, (_, j) => ({ external_id: `${batch}-${i}-${j}`, score: j }));
-    const res = await env.app.inject({ method: 'POST', url: '/users/track', headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' }, payload: JSON.stringify({ attributes }) });
+    const res = await env.app.inject({
+      method: 'POST',
+      url: '/users/track',
+      headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' },
+      payload: JSON.stringify({ attributes }),
+    });
     expect(res.statusCode, res.body).toBe(201);
   }
 }
@@ -76,16 +81,25 @@ function expectAlive(): void {
   }
 }
 
-const count = async (sql: string, params: unknown[] = []) => (await env.ctx.pool.query<{ n: number }>(sql, params)).rows[0]!.n;
+const count = async (sql: string, params: unknown[] = []) =>
+  (await env.ctx.pool.query<{ n: number }>(sql, params)).rows[0]!.n;
 const staged = () => count(`SELECT count(*)::int AS n FROM ingest_staging`);
-const profiles = (batch: string) => count(`SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1 AND external_id LIKE $2`, [ws.workspaceId, `${batch}-%`]);
+const profiles = (batch: string) =>
+  count(`SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1 AND external_id LIKE $2`, [
+    ws.workspaceId,
+    `${batch}-%`,
+  ]);
 
 /** Waits until the worker has applied part of what is staged (and not all), then restarts PostgreSQL under it. */
 async function restartWhileApplying(mode: 'fast' | 'immediate', batch: string): Promise<void> {
-  await waitFor(async () => {
-    expectAlive();
-    return (await profiles(batch)) > 0;
-  }, 30_000, 20);
+  await waitFor(
+    async () => {
+      expectAlive();
+      return (await profiles(batch)) > 0;
+    },
+    30_000,
+    20,
+  );
   expect(await staged()).toBeGreaterThan(0);
   await pgServer.stop(mode);
   down.pg = true;
@@ -101,10 +115,14 @@ describe('ces worker across PostgreSQL restarts', () => {
       await stage(batch);
       await restartWhileApplying(mode, batch);
       // Nothing is asked of anyone from here on: no request, no restart.
-      await waitFor(async () => {
-        expectAlive();
-        return (await staged()) === 0;
-      }, 45_000, 250);
+      await waitFor(
+        async () => {
+          expectAlive();
+          return (await staged()) === 0;
+        },
+        45_000,
+        250,
+      );
       expect(await profiles(batch)).toBe(REQUESTS * PER_REQUEST);
       expectAlive();
       expect(workerOutput).not.toMatch(/Unhandled 'error' event|Unhandled error event|uncaughtException/);

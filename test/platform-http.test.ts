@@ -3,8 +3,15 @@ import { RATE_LIMITS } from '../src/auth/rate-limit.js';
 import { createTestEnv, useTestEnv } from './helpers/context.js';
 import { bearer, seedWorkspace } from './helpers/seed.js';
 
-const env = useTestEnv({ config: { RATE_LIMIT_DEFAULT_PER_HOUR: '3', BODY_LIMIT_BYTES: '2048', ADMIN_USER: 'ops', ADMIN_PASSWORD: 'correct-horse' }, workspaces: ['ws', 'other'] });
-
+const env = useTestEnv({
+  config: {
+    RATE_LIMIT_DEFAULT_PER_HOUR: '3',
+    BODY_LIMIT_BYTES: '2048',
+    ADMIN_USER: 'ops',
+    ADMIN_PASSWORD: 'correct-horse',
+  },
+  workspaces: ['ws', 'other'],
+});
 
 const list = (key: string) => env.app.inject({ method: 'GET', url: '/segments/list', headers: bearer(key) });
 
@@ -72,7 +79,12 @@ describe('errors', () => {
   it('refuses malformed JSON, a wrong content type and an oversized body with clear 4xx JSON, changing nothing', async () => {
     const w = await seedWorkspace(env.ctx.pool);
     const post = (payload: string, contentType = 'application/json') =>
-      env.app.inject({ method: 'POST', url: '/users/export/segment', headers: { ...bearer(w.apiKey), 'content-type': contentType }, payload });
+      env.app.inject({
+        method: 'POST',
+        url: '/users/export/segment',
+        headers: { ...bearer(w.apiKey), 'content-type': contentType },
+        payload,
+      });
 
     const malformed = await post('{"segment_id": ');
     expect(malformed.statusCode).toBe(400);
@@ -112,7 +124,11 @@ describe('errors', () => {
 
   it('accepts an empty body with Content-Type application/json on GET, and a trailing ?', async () => {
     const w = await seedWorkspace(env.ctx.pool);
-    const res = await env.app.inject({ method: 'GET', url: '/segments/list?', headers: { ...bearer(w.apiKey), 'content-type': 'application/json' } });
+    const res = await env.app.inject({
+      method: 'GET',
+      url: '/segments/list?',
+      headers: { ...bearer(w.apiKey), 'content-type': 'application/json' },
+    });
     expect(res.statusCode).toBe(200);
   });
 });
@@ -127,7 +143,9 @@ describe('operations', () => {
     await env.app.inject({ method: 'GET', url: '/healthz' });
     const res = await env.app.inject({ method: 'GET', url: '/metrics' });
     expect(res.statusCode).toBe(200);
-    expect(res.body).toMatch(/ces_http_request_duration_seconds_count\{method="GET",route="\/healthz",status="200"\} \d+/);
+    expect(res.body).toMatch(
+      /ces_http_request_duration_seconds_count\{method="GET",route="\/healthz",status="200"\} \d+/,
+    );
     expect(res.body).toContain('ces_process_resident_memory_bytes');
   });
 
@@ -145,13 +163,19 @@ describe('operations', () => {
 
   it('declares the error answers of every operation, with the body its family writes', async () => {
     const doc = (await env.app.inject({ method: 'GET', url: '/openapi.json' })).json();
-    const operations = Object.entries(doc.paths as Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>>)
-      .flatMap(([p, ops]) => Object.entries(ops).map(([m, op]) => ({ key: `${m} ${p}`, responses: op.responses })));
+    const operations = Object.entries(
+      doc.paths as Record<
+        string,
+        Record<string, { responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>
+      >,
+    ).flatMap(([p, ops]) => Object.entries(ops).map(([m, op]) => ({ key: `${m} ${p}`, responses: op.responses })));
     expect(operations.length).toBeGreaterThan(40);
     for (const op of operations.filter((o) => !o.key.includes('/downloads/'))) {
-      for (const status of ['400', '401', '500', '503']) expect(op.responses[status], `${op.key} ${status}`).toBeDefined();
+      for (const status of ['400', '401', '500', '503'])
+        expect(op.responses[status], `${op.key} ${status}`).toBeDefined();
     }
-    const body = (key: string, status: string) => JSON.stringify(operations.find((o) => o.key === key)!.responses[status]!.content);
+    const body = (key: string, status: string) =>
+      JSON.stringify(operations.find((o) => o.key === key)!.responses[status]!.content);
     expect(body('put /catalogs/{catalog_name}/items', '400')).toContain('parameter_values');
     expect(body('put /catalogs/{catalog_name}/items', '409')).toContain('parameter_values');
     expect(body('get /scim/v2/Users/{id}', '404')).toContain('application/scim+json');
@@ -165,9 +189,16 @@ describe('operations', () => {
   it('puts the queue dashboard behind the admin credential', async () => {
     expect((await env.app.inject({ method: 'GET', url: '/admin/queues' })).statusCode).toBe(401);
     const wrong = Buffer.from('ops:wrong-password').toString('base64');
-    expect((await env.app.inject({ method: 'GET', url: '/admin/queues', headers: { authorization: `Basic ${wrong}` } })).statusCode).toBe(401);
+    expect(
+      (await env.app.inject({ method: 'GET', url: '/admin/queues', headers: { authorization: `Basic ${wrong}` } }))
+        .statusCode,
+    ).toBe(401);
     const right = Buffer.from('ops:correct-horse').toString('base64');
-    const ok = await env.app.inject({ method: 'GET', url: '/admin/queues', headers: { authorization: `Basic ${right}` } });
+    const ok = await env.app.inject({
+      method: 'GET',
+      url: '/admin/queues',
+      headers: { authorization: `Basic ${right}` },
+    });
     expect(ok.statusCode).toBe(200);
     expect(ok.headers['content-type']).toMatch(/text\/html/);
   });

@@ -16,16 +16,27 @@ beforeAll(async () => {
   );
 });
 
-const get = (app: TestEnv['app'], url: string, key: string | null = env.ws.apiKey) => callApi(app, 'GET', url, { key: key || null });
+const get = (app: TestEnv['app'], url: string, key: string | null = env.ws.apiKey) =>
+  callApi(app, 'GET', url, { key: key || null });
 
 describe('GET /preference_center/v1/list', () => {
-  it('lists the workspace\'s centers, oldest first, with the list fields only', async () => {
+  it("lists the workspace's centers, oldest first, with the list fields only", async () => {
     const { status, body } = await get(env.app, '/preference_center/v1/list?');
     expect(status).toBe(200);
     expect(body).toEqual({
       preference_centers: [
-        { name: 'Plain', preference_center_api_id: 'pc-plain', created_at: '2026-01-01T00:00:00.000Z', updated_at: '2026-01-01T00:00:00.000Z' },
-        { name: 'Newsletter', preference_center_api_id: 'pc-news', created_at: '2026-01-02T00:00:00.000Z', updated_at: '2026-01-05T10:30:00.000Z' },
+        {
+          name: 'Plain',
+          preference_center_api_id: 'pc-plain',
+          created_at: '2026-01-01T00:00:00.000Z',
+          updated_at: '2026-01-01T00:00:00.000Z',
+        },
+        {
+          name: 'Newsletter',
+          preference_center_api_id: 'pc-news',
+          created_at: '2026-01-02T00:00:00.000Z',
+          updated_at: '2026-01-05T10:30:00.000Z',
+        },
       ],
     });
   });
@@ -60,7 +71,7 @@ describe('GET /preference_center/v1/{preferenceCenterExternalID}', () => {
     expect(body.preference_center_options).toEqual({ 'meta-viewport-content': 'width=device-width, initial-scale=1' });
   });
 
-  it('answers 404 for an unknown id and for another workspace\'s', async () => {
+  it("answers 404 for an unknown id and for another workspace's", async () => {
     for (const id of ['nope', 'pc-foreign']) {
       const { status, body } = await get(env.app, `/preference_center/v1/${id}`);
       expect(status).toBe(404);
@@ -94,7 +105,12 @@ describe('credentials and limits', () => {
       const a = await seedWorkspace(small.ctx.pool);
       const b = await seedWorkspace(small.ctx.pool);
       const statuses = [];
-      for (const url of ['/preference_center/v1/list', '/preference_center/v1/x', '/preference_center/v1/list', '/preference_center/v1/x']) {
+      for (const url of [
+        '/preference_center/v1/list',
+        '/preference_center/v1/x',
+        '/preference_center/v1/list',
+        '/preference_center/v1/x',
+      ]) {
         statuses.push((await get(small.app, url, a.apiKey)).status);
       }
       // Refused requests count too: the 404 is the second of three allowed.

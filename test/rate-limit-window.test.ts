@@ -12,7 +12,10 @@ const config = loadConfig({});
 
 beforeAll(async () => {
   // The run's Redis Cluster under `npm run test:cluster`, else the shared Redis.
-  redis = createRedis({ REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', REDIS_CLUSTER_NODES: inject('redisClusterNodes') });
+  redis = createRedis({
+    REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    REDIS_CLUSTER_NODES: inject('redisClusterNodes'),
+  });
   // A producer connection fails fast instead of queueing: wait until it is up.
   if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
 });
@@ -38,7 +41,12 @@ function limiter(): RateLimiter {
   return new RateLimiter(redis, prefix, config);
 }
 
-const rule = (limit: number, windowSeconds = 60): RateLimitRule => ({ bucket: 'b', scope: 'workspace', windowSeconds, limit: () => limit });
+const rule = (limit: number, windowSeconds = 60): RateLimitRule => ({
+  bucket: 'b',
+  scope: 'workspace',
+  windowSeconds,
+  limit: () => limit,
+});
 const ROUTE = 'GET /things';
 const SCOPE = 'ws-1';
 
@@ -80,44 +88,47 @@ describe('the sliding window', () => {
     [60, 7, 3],
     [3600, 20, 4],
     [3600, 13, 5],
-  ])('over random bursts, no rolling %i s window holds more than %i allowed requests (seed %i)', async (windowSeconds, limit, seed) => {
-    const rl = limiter();
-    const r = rule(limit, windowSeconds);
-    const W = windowSeconds * 1000;
-    const g = W / 60;
-    const random = mulberry32(seed);
-    const times: number[] = [];
-    for (let burst = 0; burst < 60; burst++) {
-      const start = T0 + Math.floor(random() * 6 * W);
-      const spread = Math.floor(random() * 3 * g);
-      const size = 1 + Math.floor(random() * 15);
-      for (let i = 0; i < size; i++) times.push(start + Math.floor(random() * spread));
-    }
-    times.sort((a, b) => a - b);
-    const seen: { t: number; allowed: boolean }[] = [];
-    for (const t of times) {
-      const res = await rl.hit(r, SCOPE, ROUTE, t);
-      seen.push({ t, allowed: res.allowed });
-      expect(res.limit).toBe(limit);
-      expect(res.remaining).toBeGreaterThanOrEqual(0);
-      expect(res.remaining).toBeLessThanOrEqual(limit);
-      expect(Number.isInteger(res.reset)).toBe(true);
-      expect(res.reset).toBeGreaterThan(t / 1000);
-      expect(res.reset).toBeLessThanOrEqual(Math.ceil((t + W + g) / 1000));
-      if (!res.allowed) expect(res.retryAfter).toBeGreaterThanOrEqual(1);
-    }
-    const allowed = seen.filter((s) => s.allowed).map((s) => s.t);
-    expect(allowed.length).toBeGreaterThan(limit);
-    // The busiest rolling window (closed at both ends) starts at an allowed request.
-    for (let i = 0, j = 0; i < allowed.length; i++) {
-      while (j < allowed.length && allowed[j]! <= allowed[i]! + W) j++;
-      expect(j - i, `rolling window from ${allowed[i]! - T0} ms`).toBeLessThanOrEqual(limit);
-    }
-    // Not stricter than it says: a refusal means the limit was reached within the last W + g.
-    for (const s of seen.filter((x) => !x.allowed)) {
-      expect(allowed.filter((t) => t > s.t - W - g && t <= s.t).length).toBeGreaterThanOrEqual(limit);
-    }
-  });
+  ])(
+    'over random bursts, no rolling %i s window holds more than %i allowed requests (seed %i)',
+    async (windowSeconds, limit, seed) => {
+      const rl = limiter();
+      const r = rule(limit, windowSeconds);
+      const W = windowSeconds * 1000;
+      const g = W / 60;
+      const random = mulberry32(seed);
+      const times: number[] = [];
+      for (let burst = 0; burst < 60; burst++) {
+        const start = T0 + Math.floor(random() * 6 * W);
+        const spread = Math.floor(random() * 3 * g);
+        const size = 1 + Math.floor(random() * 15);
+        for (let i = 0; i < size; i++) times.push(start + Math.floor(random() * spread));
+      }
+      times.sort((a, b) => a - b);
+      const seen: { t: number; allowed: boolean }[] = [];
+      for (const t of times) {
+        const res = await rl.hit(r, SCOPE, ROUTE, t);
+        seen.push({ t, allowed: res.allowed });
+        expect(res.limit).toBe(limit);
+        expect(res.remaining).toBeGreaterThanOrEqual(0);
+        expect(res.remaining).toBeLessThanOrEqual(limit);
+        expect(Number.isInteger(res.reset)).toBe(true);
+        expect(res.reset).toBeGreaterThan(t / 1000);
+        expect(res.reset).toBeLessThanOrEqual(Math.ceil((t + W + g) / 1000));
+        if (!res.allowed) expect(res.retryAfter).toBeGreaterThanOrEqual(1);
+      }
+      const allowed = seen.filter((s) => s.allowed).map((s) => s.t);
+      expect(allowed.length).toBeGreaterThan(limit);
+      // The busiest rolling window (closed at both ends) starts at an allowed request.
+      for (let i = 0, j = 0; i < allowed.length; i++) {
+        while (j < allowed.length && allowed[j]! <= allowed[i]! + W) j++;
+        expect(j - i, `rolling window from ${allowed[i]! - T0} ms`).toBeLessThanOrEqual(limit);
+      }
+      // Not stricter than it says: a refusal means the limit was reached within the last W + g.
+      for (const s of seen.filter((x) => !x.allowed)) {
+        expect(allowed.filter((t) => t > s.t - W - g && t <= s.t).length).toBeGreaterThanOrEqual(limit);
+      }
+    },
+  );
 
   it('allows requests again once the old ones leave the window, at t + W + g and not at the next fixed window', async () => {
     const rl = limiter();
@@ -200,14 +211,17 @@ describe('through the app', () => {
     const env = await createTestEnv({ RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE: '3' });
     try {
       const ws = await seedWorkspace(env.ctx.pool);
-      const get = () => env.app.inject({ method: 'GET', url: '/preference_center/v1/list', headers: bearer(ws.apiKey) });
+      const get = () =>
+        env.app.inject({ method: 'GET', url: '/preference_center/v1/list', headers: bearer(ws.apiKey) });
       const started = Date.now();
       const ok = [await get(), await get(), await get()];
-      expect(ok.map((r) => [r.statusCode, r.headers['x-ratelimit-limit'], r.headers['x-ratelimit-remaining']])).toEqual([
-        [200, '3', '2'],
-        [200, '3', '1'],
-        [200, '3', '0'],
-      ]);
+      expect(ok.map((r) => [r.statusCode, r.headers['x-ratelimit-limit'], r.headers['x-ratelimit-remaining']])).toEqual(
+        [
+          [200, '3', '2'],
+          [200, '3', '1'],
+          [200, '3', '0'],
+        ],
+      );
       const over = await get();
       const ended = Date.now();
       expect(over.statusCode).toBe(429);
@@ -228,4 +242,3 @@ describe('through the app', () => {
     }
   });
 });
-

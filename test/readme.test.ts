@@ -18,7 +18,10 @@ describe('README stays true', () => {
   it('documents every environment variable with its description', () => {
     for (const [name, schema] of Object.entries(ConfigSchema.shape)) {
       const row = readme.split('\n').find((l) => l.startsWith(`| \`${name}\` |`));
-      expect(row, `${name} missing from the README's configuration table (npx tsx scripts/config-docs.ts)`).toBeDefined();
+      expect(
+        row,
+        `${name} missing from the README's configuration table (npx tsx scripts/config-docs.ts)`,
+      ).toBeDefined();
       expect(row).toContain((schema as { description?: string }).description ?? '');
     }
   });
@@ -27,7 +30,9 @@ describe('README stays true', () => {
     for (const q of QUEUE_NAMES) expect(readme, q).toContain(`\`${q}\``);
     const env = await createTestEnv();
     try {
-      for (const r of env.app.routeCatalog.filter((r) => r.method !== 'HEAD' && (r.config.permission || r.config.auth === 'scim'))) {
+      for (const r of env.app.routeCatalog.filter(
+        (r) => r.method !== 'HEAD' && (r.config.permission || r.config.auth === 'scim'),
+      )) {
         expect(readme, `${r.method} ${r.url}`).toContain(`| ${r.method} | \`${r.url}\` |`);
       }
     } finally {

@@ -5,10 +5,10 @@ import { bodyOrRaw, callApi, statusAndBody } from './helpers/http.js';
 const env = useTestEnv({ workspaces: ['ws', 'other'] });
 
 beforeAll(async () => {
-  await env.ctx.pool.query(`INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, 'app-ios', 'iOS'), ($2, 'app-foreign', 'Foreign')`, [
-    env.ws.workspaceId,
-    env.other.workspaceId,
-  ]);
+  await env.ctx.pool.query(
+    `INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, 'app-ios', 'iOS'), ($2, 'app-foreign', 'Foreign')`,
+    [env.ws.workspaceId, env.other.workspaceId],
+  );
   await env.ctx.pool.query(
     `INSERT INTO profiles (workspace_id, service_id, external_id, random_bucket, email, email_subscribe, attribute_times)
      VALUES ($1, 's1', 'u1', 1, 'Ann@Example.com', 'opted_in', '{}'),
@@ -19,7 +19,10 @@ beforeAll(async () => {
   );
 });
 
-const post = (kind: string, payload: unknown, key = env.ws.apiKey) => callApi(env.app, 'POST', `/internal/records/${kind}`, { key: key || null, ...bodyOrRaw(payload) }).then(statusAndBody);
+const post = (kind: string, payload: unknown, key = env.ws.apiKey) =>
+  callApi(env.app, 'POST', `/internal/records/${kind}`, { key: key || null, ...bodyOrRaw(payload) }).then(
+    statusAndBody,
+  );
 
 async function counts() {
   const { rows } = await env.ctx.pool.query<{ u: number; h: number; p: number; s: number }>(
@@ -45,11 +48,14 @@ describe('POST /internal/records/uninstalls', () => {
     );
     expect(rows).toHaveLength(3);
     expect(rows.filter((r) => r.named)).toHaveLength(1);
-    const p = await env.ctx.pool.query(`SELECT uninstalled_at FROM profiles WHERE external_id = 'u1' AND workspace_id = $1`, [env.ws.workspaceId]);
+    const p = await env.ctx.pool.query(
+      `SELECT uninstalled_at FROM profiles WHERE external_id = 'u1' AND workspace_id = $1`,
+      [env.ws.workspaceId],
+    );
     expect(p.rows[0].uninstalled_at.toISOString()).toBe('2024-03-01T10:00:00.000Z');
   });
 
-  it('refuses unknown app ids and external ids (also another workspace\'s), recording nothing of the batch', async () => {
+  it("refuses unknown app ids and external ids (also another workspace's), recording nothing of the batch", async () => {
     const before = await counts();
     const unknownApp = await post('uninstalls', { records: [{ app_id: 'app-ios' }, { app_id: 'app-foreign' }] });
     expect(unknownApp.status).toBe(400);
@@ -81,19 +87,26 @@ describe('POST /internal/records/hard_bounces', () => {
     expect(byId.u2).toMatchObject({ email_subscribe: 'opted_in' });
     // The same address in another workspace is untouched.
     expect(byId.u9).toMatchObject({ email_subscribe: 'opted_in' });
-    const subs = await env.ctx.pool.query(`SELECT email, state FROM email_subscriptions WHERE workspace_id = $1 ORDER BY email`, [env.ws.workspaceId]);
+    const subs = await env.ctx.pool.query(
+      `SELECT email, state FROM email_subscriptions WHERE workspace_id = $1 ORDER BY email`,
+      [env.ws.workspaceId],
+    );
     expect(subs.rows).toEqual([
       { email: 'ann@example.com', state: 'unsubscribed' },
       { email: 'bob@example.com', state: 'unsubscribed' },
       { email: 'nobody-yet@example.com', state: 'unsubscribed' },
     ]);
-    const stored = await env.ctx.pool.query(`SELECT email FROM hard_bounces WHERE workspace_id = $1 ORDER BY id`, [env.ws.workspaceId]);
+    const stored = await env.ctx.pool.query(`SELECT email FROM hard_bounces WHERE workspace_id = $1 ORDER BY id`, [
+      env.ws.workspaceId,
+    ]);
     expect(stored.rows.map((r) => r.email)).toEqual(['ann@example.com', 'bob@example.com', 'nobody-yet@example.com']);
   });
 
   it('skips exact repeats, in the batch and against stored rows', async () => {
     const dup = { email: 'ann@example.com', time: '2024-03-02T08:00:00Z' };
-    const res = await post('hard_bounces', { records: [dup, { ...dup, email: 'Ann@Example.com' }, { email: 'new@example.com', time: '2024-03-05T00:00:00Z' }] });
+    const res = await post('hard_bounces', {
+      records: [dup, { ...dup, email: 'Ann@Example.com' }, { email: 'new@example.com', time: '2024-03-05T00:00:00Z' }],
+    });
     expect(res.body).toEqual({ recorded: 1, duplicates: 2, message: 'success' });
   });
 
@@ -111,8 +124,16 @@ describe('POST /internal/records/invalid_phone_numbers', () => {
       { phone: '+15555550100', reason: 'provider_error', time: '2024-03-03T00:00:00Z' },
       { phone: '+15555550100', reason: 'deactivated', time: '2024-03-03T00:00:00Z' },
     ];
-    expect((await post('invalid_phone_numbers', { records })).body).toEqual({ recorded: 2, duplicates: 0, message: 'success' });
-    expect((await post('invalid_phone_numbers', { records })).body).toEqual({ recorded: 0, duplicates: 2, message: 'success' });
+    expect((await post('invalid_phone_numbers', { records })).body).toEqual({
+      recorded: 2,
+      duplicates: 0,
+      message: 'success',
+    });
+    expect((await post('invalid_phone_numbers', { records })).body).toEqual({
+      recorded: 0,
+      duplicates: 2,
+      message: 'success',
+    });
     const { rows } = await env.ctx.pool.query(`SELECT phone, reason FROM invalid_phone_numbers ORDER BY id`);
     expect(rows).toEqual([
       { phone: '+15555550100', reason: 'provider_error' },
@@ -138,7 +159,12 @@ describe('bad input is refused and changes nothing', () => {
     ['hard_bounces', 'not an address', { records: [{ email: 'not-an-address' }] }, /email/],
     ['hard_bounces', 'address over 254 characters', { records: [{ email: `${long}@example.com` }] }, /254/],
     ['hard_bounces', 'address of the wrong type', { records: [{ email: ['a@b.c'] }] }, /email/],
-    ['invalid_phone_numbers', 'number not E.164', { records: [{ phone: '5555550100', reason: 'deactivated' }] }, /E\.164/],
+    [
+      'invalid_phone_numbers',
+      'number not E.164',
+      { records: [{ phone: '5555550100', reason: 'deactivated' }] },
+      /E\.164/,
+    ],
     ['invalid_phone_numbers', 'missing reason', { records: [{ phone: '+15555550100' }] }, /reason/],
     ['invalid_phone_numbers', 'unknown reason', { records: [{ phone: '+15555550100', reason: 'gone' }] }, /reason/],
   ];
@@ -150,17 +176,20 @@ describe('bad input is refused and changes nothing', () => {
     expect(await counts()).toEqual(before);
   });
 
-  it.each(['uninstalls', 'hard_bounces', 'invalid_phone_numbers'])('%s needs a key with internal.records.write', async (kind) => {
-    const before = await counts();
-    const body = { records: [{ app_id: 'app-ios', email: 'a@b.c', phone: '+15555550100', reason: 'deactivated' }] };
-    const missing = await post(kind, body, '');
-    expect(missing.status).toBe(401);
-    expect(missing.body.message).toMatch(/API key/);
-    const bare = await post(kind, body, env.ws.bareKey);
-    expect(bare.status).toBe(401);
-    expect(bare.body.message).toMatch(/internal\.records\.write/);
-    expect(await counts()).toEqual(before);
-  });
+  it.each(['uninstalls', 'hard_bounces', 'invalid_phone_numbers'])(
+    '%s needs a key with internal.records.write',
+    async (kind) => {
+      const before = await counts();
+      const body = { records: [{ app_id: 'app-ios', email: 'a@b.c', phone: '+15555550100', reason: 'deactivated' }] };
+      const missing = await post(kind, body, '');
+      expect(missing.status).toBe(401);
+      expect(missing.body.message).toMatch(/API key/);
+      const bare = await post(kind, body, env.ws.bareKey);
+      expect(bare.status).toBe(401);
+      expect(bare.body.message).toMatch(/internal\.records\.write/);
+      expect(await counts()).toEqual(before);
+    },
+  );
 });
 
 describe('records declared in the workspace file go through the same writers', () => {
@@ -184,10 +213,18 @@ workspaces:
     // The profile came after the first apply; applying again unsubscribes it (the bounce is stored once).
     const again = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(file));
     expect(again.counts.hard_bounces).toEqual({ created: 0, updated: 0, unchanged: 1 });
-    const { rows } = await env.ctx.pool.query(`SELECT email_subscribe FROM profiles WHERE workspace_id = $1 AND external_id = 'carol'`, [workspaceId]);
+    const { rows } = await env.ctx.pool.query(
+      `SELECT email_subscribe FROM profiles WHERE workspace_id = $1 AND external_id = 'carol'`,
+      [workspaceId],
+    );
     expect(rows[0].email_subscribe).toBe('unsubscribed');
-    const subs = await env.ctx.pool.query(`SELECT state FROM email_subscriptions WHERE workspace_id = $1 AND email = 'carol@example.com'`, [workspaceId]);
+    const subs = await env.ctx.pool.query(
+      `SELECT state FROM email_subscriptions WHERE workspace_id = $1 AND email = 'carol@example.com'`,
+      [workspaceId],
+    );
     expect(subs.rows).toEqual([{ state: 'unsubscribed' }]);
-    expect((await env.ctx.pool.query(`SELECT 1 FROM hard_bounces WHERE workspace_id = $1`, [workspaceId])).rowCount).toBe(1);
+    expect(
+      (await env.ctx.pool.query(`SELECT 1 FROM hard_bounces WHERE workspace_id = $1`, [workspaceId])).rowCount,
+    ).toBe(1);
   });
 });

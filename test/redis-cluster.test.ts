@@ -25,7 +25,11 @@ let ws: SeededWorkspace;
 
 beforeAll(async () => {
   cluster = await startOwnRedisCluster();
-  env = await createTestEnv({ REDIS_URL: 'redis://127.0.0.1:1', REDIS_CLUSTER_NODES: cluster.nodes, EXPORT_SHARD_BUCKETS: '2500' });
+  env = await createTestEnv({
+    REDIS_URL: 'redis://127.0.0.1:1',
+    REDIS_CLUSTER_NODES: cluster.nodes,
+    EXPORT_SHARD_BUCKETS: '2500',
+  });
   env.startWorkers([segmentExportJob, exportShardJob, exportCallbackJob, trackIngestJob, catalogBatchJob]);
   ws = await seedWorkspace(env.ctx.pool);
   await createSegment(env.ctx.pool, ws.workspaceId, 'us');
@@ -57,15 +61,24 @@ describe('the service on a Redis Cluster', () => {
     // Four shards (2,500 buckets each) ran as children of one flow, every member once.
     expect(done[0]).toEqual({ shards: 4, users: 2_000 });
 
-    const tracked = await callApi(env.app, 'POST', '/users/track', { key: ws.apiKey, body: { attributes: [{ external_id: 'ext-1', first_name: 'Clustered' }] } });
+    const tracked = await callApi(env.app, 'POST', '/users/track', {
+      key: ws.apiKey,
+      body: { attributes: [{ external_id: 'ext-1', first_name: 'Clustered' }] },
+    });
     expect(tracked.status, JSON.stringify(tracked.body)).toBe(201);
     expect(tracked.headers['x-ratelimit-remaining']).toBeDefined();
     for (let i = 0; i < 100; i++) {
-      const { rows } = await env.ctx.pool.query(`SELECT first_name FROM profiles WHERE workspace_id = $1 AND external_id = 'ext-1'`, [ws.workspaceId]);
+      const { rows } = await env.ctx.pool.query(
+        `SELECT first_name FROM profiles WHERE workspace_id = $1 AND external_id = 'ext-1'`,
+        [ws.workspaceId],
+      );
       if (rows[0]?.first_name === 'Clustered') break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    const { rows } = await env.ctx.pool.query(`SELECT first_name FROM profiles WHERE workspace_id = $1 AND external_id = 'ext-1'`, [ws.workspaceId]);
+    const { rows } = await env.ctx.pool.query(
+      `SELECT first_name FROM profiles WHERE workspace_id = $1 AND external_id = 'ext-1'`,
+      [ws.workspaceId],
+    );
     expect(rows[0]?.first_name).toBe('Clustered');
 
     const keys: string[] = [];

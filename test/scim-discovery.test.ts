@@ -1,7 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
-import { ERROR_SCHEMA, GROUP_EXTENSION_SCHEMA, GROUP_SCHEMA, LIST_SCHEMA, ORIGIN, USER_SCHEMA, scimCall, seedScimCompany, userBody, type ScimCall, type ScimCompany } from './helpers/scim.js';
+import {
+  ERROR_SCHEMA,
+  GROUP_EXTENSION_SCHEMA,
+  GROUP_SCHEMA,
+  LIST_SCHEMA,
+  ORIGIN,
+  USER_SCHEMA,
+  scimCall,
+  seedScimCompany,
+  userBody,
+  type ScimCall,
+  type ScimCompany,
+} from './helpers/scim.js';
 import { checkAgainstSchemas, type SchemaAttribute, type SchemaResource } from './helpers/scim-schema-check.js';
 import { bearer } from './helpers/seed.js';
 
@@ -11,7 +23,13 @@ const RESOURCE_TYPE_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:ResourceType
 const SCHEMA_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:Schema';
 const BASE = 'http://127.0.0.1:3000/scim/v2';
 
-const DISCOVERY_URLS = ['/scim/v2/ServiceProviderConfig', '/scim/v2/Schemas', `/scim/v2/Schemas/${USER_SCHEMA}`, '/scim/v2/ResourceTypes', '/scim/v2/ResourceTypes/User'];
+const DISCOVERY_URLS = [
+  '/scim/v2/ServiceProviderConfig',
+  '/scim/v2/Schemas',
+  `/scim/v2/Schemas/${USER_SCHEMA}`,
+  '/scim/v2/ResourceTypes',
+  '/scim/v2/ResourceTypes/User',
+];
 
 let env: TestEnv;
 let a: ScimCompany;
@@ -54,7 +72,10 @@ const names = (defs: SchemaAttribute[] | undefined) => (defs ?? []).map((d) => d
 
 /** Every attribute definition of the schema, sub-attributes included, with its path. */
 function walk(defs: SchemaAttribute[], path = ''): [string, SchemaAttribute & Record<string, unknown>][] {
-  return defs.flatMap((d) => [[`${path}${d.name}`, d] as [string, SchemaAttribute & Record<string, unknown>], ...walk(d.subAttributes ?? [], `${path}${d.name}.`)]);
+  return defs.flatMap((d) => [
+    [`${path}${d.name}`, d] as [string, SchemaAttribute & Record<string, unknown>],
+    ...walk(d.subAttributes ?? [], `${path}${d.name}.`),
+  ]);
 }
 
 /** The definitions without their descriptions (which say where else the attribute is found). */
@@ -95,9 +116,19 @@ describe('SCIM discovery documents', () => {
     const res = await scimCall(env, 'GET', '/scim/v2/Schemas', a.token);
     expectScimJson(res, 200);
     expect(res.body).toMatchObject({ schemas: [LIST_SCHEMA], totalResults: 6, startIndex: 1, itemsPerPage: 6 });
-    expect(res.body.Resources.map((s: SchemaResource) => s.id)).toEqual([USER_SCHEMA, EXTENSION_SCHEMA, GROUP_SCHEMA, GROUP_EXTENSION_SCHEMA, SPC_SCHEMA, RESOURCE_TYPE_SCHEMA]);
+    expect(res.body.Resources.map((s: SchemaResource) => s.id)).toEqual([
+      USER_SCHEMA,
+      EXTENSION_SCHEMA,
+      GROUP_SCHEMA,
+      GROUP_EXTENSION_SCHEMA,
+      SPC_SCHEMA,
+      RESOURCE_TYPE_SCHEMA,
+    ]);
     for (const schema of res.body.Resources) {
-      expect(schema).toMatchObject({ schemas: [SCHEMA_SCHEMA], meta: { resourceType: 'Schema', location: `${BASE}/Schemas/${schema.id}` } });
+      expect(schema).toMatchObject({
+        schemas: [SCHEMA_SCHEMA],
+        meta: { resourceType: 'Schema', location: `${BASE}/Schemas/${schema.id}` },
+      });
       expect(typeof schema.name).toBe('string');
       expect(typeof schema.description).toBe('string');
       const one = await scimCall(env, 'GET', `/scim/v2/Schemas/${schema.id}`, a.token);
@@ -105,21 +136,56 @@ describe('SCIM discovery documents', () => {
       expect(one.body).toEqual(schema);
     }
     // Schema URIs are case-insensitive (RFC 7643 2.1).
-    expect((await scimCall(env, 'GET', `/scim/v2/Schemas/${USER_SCHEMA.toUpperCase()}`, a.token)).body.id).toBe(USER_SCHEMA);
+    expect((await scimCall(env, 'GET', `/scim/v2/Schemas/${USER_SCHEMA.toUpperCase()}`, a.token)).body.id).toBe(
+      USER_SCHEMA,
+    );
   });
 
   it('the core User schema defines what a user carries, with department, permissions and lastSignInAt also at the root', () => {
     const core = servedSchema(USER_SCHEMA);
     expect(core.name).toBe('User');
-    expect(names(core.attributes)).toEqual(['id', 'externalId', 'userName', 'name', 'displayName', 'active', 'emails', 'groups', 'department', 'permissions', 'lastSignInAt']);
+    expect(names(core.attributes)).toEqual([
+      'id',
+      'externalId',
+      'userName',
+      'name',
+      'displayName',
+      'active',
+      'emails',
+      'groups',
+      'department',
+      'permissions',
+      'lastSignInAt',
+    ]);
     const at = (name: string) => attribute(core.attributes, name);
-    expect(at('id')).toMatchObject({ type: 'string', mutability: 'readOnly', returned: 'always', uniqueness: 'server' });
-    expect(at('externalId')).toMatchObject({ type: 'string', caseExact: true, mutability: 'readWrite', required: false });
-    expect(at('userName')).toMatchObject({ type: 'string', required: true, uniqueness: 'server', caseExact: false, multiValued: false });
+    expect(at('id')).toMatchObject({
+      type: 'string',
+      mutability: 'readOnly',
+      returned: 'always',
+      uniqueness: 'server',
+    });
+    expect(at('externalId')).toMatchObject({
+      type: 'string',
+      caseExact: true,
+      mutability: 'readWrite',
+      required: false,
+    });
+    expect(at('userName')).toMatchObject({
+      type: 'string',
+      required: true,
+      uniqueness: 'server',
+      caseExact: false,
+      multiValued: false,
+    });
     expect(at('userName').description).toContain('254 characters');
     expect(at('name')).toMatchObject({ type: 'complex', required: true, multiValued: false });
     expect(at('name').subAttributes).toEqual([
-      expect.objectContaining({ name: 'givenName', type: 'string', required: true, description: expect.stringContaining('255 characters') }),
+      expect.objectContaining({
+        name: 'givenName',
+        type: 'string',
+        required: true,
+        description: expect.stringContaining('255 characters'),
+      }),
       expect.objectContaining({ name: 'familyName', type: 'string', required: true }),
     ]);
     // Required so that a remove is never tried; a create without it still makes the user active.
@@ -129,18 +195,33 @@ describe('SCIM discovery documents', () => {
     expect(at('permissions').required).toBe(false);
     expect(at('emails')).toMatchObject({ type: 'complex', multiValued: true });
     expect(names(at('emails').subAttributes)).toEqual(['value', 'type', 'primary']);
-    expect(attribute(at('emails').subAttributes, 'type')).toMatchObject({ type: 'string', canonicalValues: ['work', 'home', 'other'] });
+    expect(attribute(at('emails').subAttributes, 'type')).toMatchObject({
+      type: 'string',
+      canonicalValues: ['work', 'home', 'other'],
+    });
     expect(attribute(at('emails').subAttributes, 'primary').type).toBe('boolean');
     expect(at('department')).toMatchObject({ type: 'string', multiValued: false });
     expect(at('lastSignInAt')).toMatchObject({ type: 'dateTime', mutability: 'readOnly' });
     const permissions = at('permissions');
     expect(permissions).toMatchObject({ type: 'complex', multiValued: false });
     expect(names(permissions.subAttributes)).toEqual(['companyPermissions', 'appGroup']);
-    expect(attribute(permissions.subAttributes, 'companyPermissions')).toMatchObject({ type: 'string', multiValued: true });
+    expect(attribute(permissions.subAttributes, 'companyPermissions')).toMatchObject({
+      type: 'string',
+      multiValued: true,
+    });
     const appGroup = attribute(permissions.subAttributes, 'appGroup');
     expect(appGroup).toMatchObject({ type: 'complex', multiValued: true });
-    expect(names(appGroup.subAttributes)).toEqual(['appGroupId', 'appGroupName', 'appGroupPermissions', 'appGroupPermissionSets', 'team']);
-    expect(attribute(appGroup.subAttributes, 'appGroupPermissions')).toMatchObject({ type: 'string', multiValued: true });
+    expect(names(appGroup.subAttributes)).toEqual([
+      'appGroupId',
+      'appGroupName',
+      'appGroupPermissions',
+      'appGroupPermissionSets',
+      'team',
+    ]);
+    expect(attribute(appGroup.subAttributes, 'appGroupPermissions')).toMatchObject({
+      type: 'string',
+      multiValued: true,
+    });
     const sets = attribute(appGroup.subAttributes, 'appGroupPermissionSets');
     expect(sets).toMatchObject({ type: 'complex', multiValued: true });
     expect(names(sets.subAttributes)).toEqual(['appGroupPermissionSetName']);
@@ -153,7 +234,11 @@ describe('SCIM discovery documents', () => {
     // effectivePermissions is the extension's own: read-only, returned only when asked for.
     const extension = servedSchema(EXTENSION_SCHEMA);
     expect(names(extension.attributes)).toEqual(['department', 'permissions', 'lastSignInAt', 'effectivePermissions']);
-    expect(attribute(extension.attributes, 'effectivePermissions')).toMatchObject({ type: 'complex', mutability: 'readOnly', returned: 'request' });
+    expect(attribute(extension.attributes, 'effectivePermissions')).toMatchObject({
+      type: 'complex',
+      mutability: 'readOnly',
+      returned: 'request',
+    });
     const shared = extension.attributes.filter((d) => d.name !== 'effectivePermissions');
     const rootCopies = core.attributes.filter((d) => names(shared).includes(d.name));
     expect(withoutDescriptions(rootCopies)).toEqual(withoutDescriptions(shared));
@@ -183,13 +268,20 @@ describe('SCIM discovery documents', () => {
       schemaExtensions: [{ schema: GROUP_EXTENSION_SCHEMA, required: false }],
       meta: { resourceType: 'ResourceType', location: `${BASE}/ResourceTypes/Group` },
     };
-    expect(res.body).toEqual({ schemas: [LIST_SCHEMA], totalResults: 2, startIndex: 1, itemsPerPage: 2, Resources: [user, group] });
+    expect(res.body).toEqual({
+      schemas: [LIST_SCHEMA],
+      totalResults: 2,
+      startIndex: 1,
+      itemsPerPage: 2,
+      Resources: [user, group],
+    });
     for (const type of [user, group]) {
       const one = await scimCall(env, 'GET', `/scim/v2/ResourceTypes/${type.id}`, a.token);
       expectScimJson(one, 200);
       expect(one.body).toEqual(type);
       // What a resource type names is served.
-      for (const urn of [type.schema, ...type.schemaExtensions.map((e) => e.schema)]) expect(served.map((s) => s.id)).toContain(urn);
+      for (const urn of [type.schema, ...type.schemaExtensions.map((e) => e.schema)])
+        expect(served.map((s) => s.id)).toContain(urn);
     }
   });
 
@@ -207,12 +299,15 @@ describe('SCIM discovery documents', () => {
         // RFC 7643 2.1: ATTRNAME = ALPHA *(nameChar), nameChar = "-" / "_" / DIGIT / ALPHA.
         // RFC 7643 2.1 ATTRNAME, and `$ref`, which the RFC's own schemas use for references.
         expect(def.name, where).toMatch(/^([A-Za-z][A-Za-z0-9_-]*|\$ref)$/);
-        for (const [characteristic, values] of Object.entries(allowed)) expect(values, `${where} ${characteristic}`).toContain(def[characteristic]);
-        for (const flag of ['multiValued', 'required', 'caseExact']) expect(typeof def[flag], `${where} ${flag}`).toBe('boolean');
+        for (const [characteristic, values] of Object.entries(allowed))
+          expect(values, `${where} ${characteristic}`).toContain(def[characteristic]);
+        for (const flag of ['multiValued', 'required', 'caseExact'])
+          expect(typeof def[flag], `${where} ${flag}`).toBe('boolean');
         expect(typeof def.description, where).toBe('string');
         if (def.type === 'complex') expect(def.subAttributes?.length, `${where} has sub-attributes`).toBeGreaterThan(0);
         else expect(def.subAttributes, `${where} is not complex`).toBeUndefined();
-        if (def.type === 'reference') expect(def.referenceTypes, `${where} referenceTypes`).toEqual(expect.arrayContaining([expect.any(String)]));
+        if (def.type === 'reference')
+          expect(def.referenceTypes, `${where} referenceTypes`).toEqual(expect.arrayContaining([expect.any(String)]));
         checked += 1;
       }
     }
@@ -225,7 +320,10 @@ describe('SCIM discovery documents', () => {
     const types = await scimCall(env, 'GET', '/scim/v2/ResourceTypes', a.token);
     for (const type of types.body.Resources) expect(checkAgainstSchemas(type, served)).toEqual([]);
     // The check reads the schemas it is given: without the ServiceProviderConfig schema nothing of it is defined.
-    const withoutSpc = checkAgainstSchemas(spc.body, served.filter((s) => s.id !== SPC_SCHEMA));
+    const withoutSpc = checkAgainstSchemas(
+      spc.body,
+      served.filter((s) => s.id !== SPC_SCHEMA),
+    );
     expect(withoutSpc).toContain(`schemas lists ${SPC_SCHEMA}, which no served schema defines`);
     expect(withoutSpc).toContain(`patch: defined by none of ${SPC_SCHEMA}`);
   });
@@ -250,7 +348,13 @@ describe('SCIM discovery documents', () => {
         `unknown: defined by none of ${SPC_SCHEMA}`,
       ].sort(),
     );
-    const user = { schemas: [USER_SCHEMA, EXTENSION_SCHEMA], userName: 'x@example.com', name: { givenName: 'A' }, lastSignInAt: 'yesterday', [EXTENSION_SCHEMA]: { team: [] } };
+    const user = {
+      schemas: [USER_SCHEMA, EXTENSION_SCHEMA],
+      userName: 'x@example.com',
+      name: { givenName: 'A' },
+      lastSignInAt: 'yesterday',
+      [EXTENSION_SCHEMA]: { team: [] },
+    };
     expect(checkAgainstSchemas(user, served).sort()).toEqual(
       [
         'name.familyName: required, missing',
@@ -259,21 +363,48 @@ describe('SCIM discovery documents', () => {
         `${EXTENSION_SCHEMA}.team: not a sub-attribute the schema defines`,
       ].sort(),
     );
-    expect(checkAgainstSchemas({ schemas: [USER_SCHEMA], userName: 'x@example.com', name: { givenName: 'A', familyName: 'B' }, active: true, [EXTENSION_SCHEMA]: {} }, served)).toEqual([
-      `${EXTENSION_SCHEMA}: a schema container, but schemas does not list ${EXTENSION_SCHEMA}`,
-    ]);
+    expect(
+      checkAgainstSchemas(
+        {
+          schemas: [USER_SCHEMA],
+          userName: 'x@example.com',
+          name: { givenName: 'A', familyName: 'B' },
+          active: true,
+          [EXTENSION_SCHEMA]: {},
+        },
+        served,
+      ),
+    ).toEqual([`${EXTENSION_SCHEMA}: a schema container, but schemas does not list ${EXTENSION_SCHEMA}`]);
   });
 
   it('ignores query parameters (RFC 7644 4): no filter, no paging', async () => {
     const all = await scimCall(env, 'GET', '/scim/v2/Schemas', a.token);
-    const queried = await scimCall(env, 'GET', `/scim/v2/Schemas?count=1&startIndex=3&filter=${encodeURIComponent('id eq "x"')}&attributes=id`, a.token);
+    const queried = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Schemas?count=1&startIndex=3&filter=${encodeURIComponent('id eq "x"')}&attributes=id`,
+      a.token,
+    );
     expectScimJson(queried, 200);
     expect(queried.body).toEqual(all.body);
   });
 
   it('answers 404 in the SCIM error shape for a schema or resource type it does not serve', async () => {
-    expectScimError(await scimCall(env, 'GET', '/scim/v2/Schemas/urn:ietf:params:scim:schemas:core:2.0:Agent', a.token), 404, 'Schema not found');
-    expectScimError(await scimCall(env, 'GET', '/scim/v2/Schemas/urn:ietf:params:scim:schemas:extension:enterprise:2.0:User', a.token), 404, 'Schema not found');
+    expectScimError(
+      await scimCall(env, 'GET', '/scim/v2/Schemas/urn:ietf:params:scim:schemas:core:2.0:Agent', a.token),
+      404,
+      'Schema not found',
+    );
+    expectScimError(
+      await scimCall(
+        env,
+        'GET',
+        '/scim/v2/Schemas/urn:ietf:params:scim:schemas:extension:enterprise:2.0:User',
+        a.token,
+      ),
+      404,
+      'Schema not found',
+    );
     expectScimError(await scimCall(env, 'GET', '/scim/v2/ResourceTypes/Agent', a.token), 404, 'ResourceType not found');
   });
 });
@@ -292,14 +423,18 @@ describe('SCIM discovery authentication: the same SCIM token and X-Request-Origi
   });
 
   it('refuses an unknown token without repeating any part of it', async () => {
-    const tokens = [`ces_scim_${randomBytes(24).toString('base64url').slice(0, 31)}`, randomBytes(30).toString('base64url')];
+    const tokens = [
+      `ces_scim_${randomBytes(24).toString('base64url').slice(0, 31)}`,
+      randomBytes(30).toString('base64url'),
+    ];
     for (const token of tokens) {
       expect(token).toHaveLength(40);
       for (const url of DISCOVERY_URLS) {
         const res = await scimCall(env, 'GET', url, token);
         expectScimError(res, 401, 'Invalid SCIM token: it is unknown or has been revoked');
         const answer = `${res.raw}\n${JSON.stringify(res.headers)}`;
-        for (let i = 0; i + 6 <= token.length; i += 1) expect(answer, `${url} repeats ${token.slice(i, i + 6)}`).not.toContain(token.slice(i, i + 6));
+        for (let i = 0; i + 6 <= token.length; i += 1)
+          expect(answer, `${url} repeats ${token.slice(i, i + 6)}`).not.toContain(token.slice(i, i + 6));
       }
     }
   });
@@ -321,7 +456,11 @@ describe('unknown routes', () => {
       for (const token of [a.token, '']) {
         const res = await scimCall(env, method, url, token, method === 'GET' || method === 'DELETE' ? undefined : {});
         expectScimJson(res, 404);
-        expect(res.body, `${method} ${url}`).toEqual({ schemas: [ERROR_SCHEMA], detail: `No route ${method} ${path}`, status: 404 });
+        expect(res.body, `${method} ${url}`).toEqual({
+          schemas: [ERROR_SCHEMA],
+          detail: `No route ${method} ${path}`,
+          status: 404,
+        });
       }
     }
   });
@@ -353,10 +492,19 @@ describe('a user resource validates against the served User schemas', () => {
     expect(got.status, got.raw).toBe(200);
     expect(got.body.schemas).toEqual([USER_SCHEMA, EXTENSION_SCHEMA]);
     expect(checkAgainstSchemas(got.body, served), 'the GET answer').toEqual([]);
-    expect(got.body).toMatchObject({ externalId: 'okta-00u1', active: true, emails: [{ value: 'schema.check@example.com', type: 'work', primary: true }] });
+    expect(got.body).toMatchObject({
+      externalId: 'okta-00u1',
+      active: true,
+      emails: [{ value: 'schema.check@example.com', type: 'work', primary: true }],
+    });
     // lastSignInAt is null until a sign-in: unassigned, so left out of the container (the root keeps the spec's null).
     expect(got.body[EXTENSION_SCHEMA]).toEqual({ department: got.body.department, permissions: got.body.permissions });
-    const list = await scimCall(env, 'GET', `/scim/v2/Users?filter=${encodeURIComponent('userName eq "schema.check@example.com"')}`, a.token);
+    const list = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Users?filter=${encodeURIComponent('userName eq "schema.check@example.com"')}`,
+      a.token,
+    );
     expect(list.body.Resources).toHaveLength(1);
     expect(checkAgainstSchemas(list.body.Resources[0], served), 'the list entry').toEqual([]);
   });

@@ -26,7 +26,13 @@ function runScript(): Promise<{ code: number | null; stdout: string; stderr: str
   return new Promise((resolve, reject) => {
     const child = spawn('bash', [path.join(repoRoot, 'scripts/scim-flows.sh')], {
       cwd: repoRoot,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', BASE: base, SCIM_TOKEN: company.token, WORKSPACE: 'Marketing', PERMISSION_SET: 'Editors' },
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        BASE: base,
+        SCIM_TOKEN: company.token,
+        WORKSPACE: 'Marketing',
+        PERMISSION_SET: 'Editors',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -47,7 +53,13 @@ describe('scripts/scim-flows.sh', () => {
     const run = await runScript();
     expect(run.code, `${run.stdout.slice(-3000)}\n${run.stderr}`).toBe(0);
     expect(run.stdout).toContain('All flows ran as documented.');
-    for (const step of ['Okta: push the group', 'Okta: remove a member', 'Entra ID: add members', 'Entra ID: delete the group']) expect(run.stdout).toContain(step);
+    for (const step of [
+      'Okta: push the group',
+      'Okta: remove a member',
+      'Entra ID: add members',
+      'Entra ID: delete the group',
+    ])
+      expect(run.stdout).toContain(step);
 
     // What the group flows did, as an auditor reads it: both members joined and left both groups.
     const { rows } = await env.ctx.pool.query<{ action: string; n: number }>(
@@ -59,7 +71,21 @@ describe('scripts/scim-flows.sh', () => {
       { action: 'join_group', n: 4 },
       { action: 'leave_group', n: 4 },
     ]);
-    const groups = await env.ctx.pool.query(`SELECT action FROM scim_group_audit WHERE company_id = $1 ORDER BY id`, [company.companyId]);
-    expect(groups.rows.map((r) => r.action)).toEqual(['create', 'update', 'update', 'update', 'update', 'delete', 'create', 'update', 'update', 'update', 'delete']);
+    const groups = await env.ctx.pool.query(`SELECT action FROM scim_group_audit WHERE company_id = $1 ORDER BY id`, [
+      company.companyId,
+    ]);
+    expect(groups.rows.map((r) => r.action)).toEqual([
+      'create',
+      'update',
+      'update',
+      'update',
+      'update',
+      'delete',
+      'create',
+      'update',
+      'update',
+      'update',
+      'delete',
+    ]);
   });
 });

@@ -46,13 +46,23 @@ const patchGroup = (id: string, operations: unknown[], token = a.token) =>
   scimCall(env, 'PATCH', `/scim/v2/Groups/${id}`, token, { schemas: [PATCH_SCHEMA], Operations: operations });
 
 const effectiveOf = async (userId: string, c: ScimCompany = a) => {
-  const res = await scimCall(env, 'GET', `/scim/v2/Users/${userId}?attributes=groups,${EXTENSION_SCHEMA}:effectivePermissions`, c.token);
+  const res = await scimCall(
+    env,
+    'GET',
+    `/scim/v2/Users/${userId}?attributes=groups,${EXTENSION_SCHEMA}:effectivePermissions`,
+    c.token,
+  );
   expect(res.status, res.raw).toBe(200);
   return { groups: res.body.groups, effective: res.body[EXTENSION_SCHEMA]?.effectivePermissions };
 };
 
 const userAudit = async (userId: string) =>
-  (await env.ctx.pool.query(`SELECT action, changes, actor FROM dashboard_user_audit WHERE dashboard_user_id = $1 ORDER BY id`, [userId])).rows;
+  (
+    await env.ctx.pool.query(
+      `SELECT action, changes, actor FROM dashboard_user_audit WHERE dashboard_user_id = $1 ORDER BY id`,
+      [userId],
+    )
+  ).rows;
 
 function expectScimError(res: ScimCall, status: number, scimType?: string): void {
   expect(res.status, res.raw).toBe(status);
@@ -61,8 +71,13 @@ function expectScimError(res: ScimCall, status: number, scimType?: string): void
   if (scimType) expect(res.body.scimType).toBe(scimType);
 }
 
-const editors = { appGroup: [{ appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] }] };
-const marketingAdmin = { companyPermissions: ['manage_company_settings'], appGroup: [{ appGroupName: 'Marketing', appGroupPermissions: ['admin'] }] };
+const editors = {
+  appGroup: [{ appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] }],
+};
+const marketingAdmin = {
+  companyPermissions: ['manage_company_settings'],
+  appGroup: [{ appGroupName: 'Marketing', appGroupPermissions: ['admin'] }],
+};
 
 describe('Groups: create, read, find, and the role they carry', () => {
   it('creates a group with members and a role; members show it in groups and in their effective permissions', async () => {
@@ -75,21 +90,52 @@ describe('Groups: create, read, find, and the role they carry', () => {
       schemas: [GROUP_SCHEMA, GROUP_EXTENSION_SCHEMA],
       displayName: 'Product Editors',
       members: [
-        { value: expect.any(String), display: expect.stringMatching(/groups@example.com$/), type: 'User', $ref: expect.stringContaining('/scim/v2/Users/') },
+        {
+          value: expect.any(String),
+          display: expect.stringMatching(/groups@example.com$/),
+          type: 'User',
+          $ref: expect.stringContaining('/scim/v2/Users/'),
+        },
         expect.objectContaining({ type: 'User' }),
       ],
-      [GROUP_EXTENSION_SCHEMA]: { permissions: { companyPermissions: [], appGroup: [{ appGroupId: a.productId, appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] }] } },
+      [GROUP_EXTENSION_SCHEMA]: {
+        permissions: {
+          companyPermissions: [],
+          appGroup: [
+            {
+              appGroupId: a.productId,
+              appGroupName: 'Product',
+              appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }],
+            },
+          ],
+        },
+      },
       meta: { resourceType: 'Group', location: created.headers.location },
     });
     expect(group.members.map((m: { value: string }) => m.value).sort()).toEqual([ada, grace].sort());
     expect((await scimCall(env, 'GET', `/scim/v2/Groups/${group.id}`, a.token)).body).toEqual(group);
 
     const { groups, effective } = await effectiveOf(ada);
-    expect(groups).toEqual([{ value: group.id, display: 'Product Editors', $ref: `http://127.0.0.1:3000/scim/v2/Groups/${group.id}`, type: 'direct' }]);
+    expect(groups).toEqual([
+      {
+        value: group.id,
+        display: 'Product Editors',
+        $ref: `http://127.0.0.1:3000/scim/v2/Groups/${group.id}`,
+        type: 'direct',
+      },
+    ]);
     // The set's strings are listed with the set (seeded Editors holds basic_access).
     expect(effective).toEqual({
       companyPermissions: [],
-      appGroup: [{ appGroupId: a.productId, appGroupName: 'Product', appGroupPermissions: ['basic_access'], appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }], team: [] }],
+      appGroup: [
+        {
+          appGroupId: a.productId,
+          appGroupName: 'Product',
+          appGroupPermissions: ['basic_access'],
+          appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }],
+          team: [],
+        },
+      ],
     });
     // The user's own permissions are untouched: none.
     const user = (await scimCall(env, 'GET', `/scim/v2/Users/${ada}`, a.token)).body;
@@ -101,10 +147,27 @@ describe('Groups: create, read, find, and the role they carry', () => {
     expect(audit[1].actor).toBe(`okta-a (${ORIGIN})`);
     expect(audit[1].changes).toMatchObject({
       groups: { from: [], to: ['Product Editors'] },
-      'effectivePermissions.appGroup[Product]': { from: null, to: { appGroupPermissions: ['basic_access'], appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }], team: [] } },
+      'effectivePermissions.appGroup[Product]': {
+        from: null,
+        to: {
+          appGroupPermissions: ['basic_access'],
+          appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }],
+          team: [],
+        },
+      },
     });
-    const groupAudit = (await env.ctx.pool.query(`SELECT action, changes FROM scim_group_audit WHERE group_id = $1`, [group.id])).rows;
-    expect(groupAudit).toEqual([{ action: 'create', changes: expect.objectContaining({ displayName: { from: null, to: 'Product Editors' }, members: { from: null, to: 2 } }) }]);
+    const groupAudit = (
+      await env.ctx.pool.query(`SELECT action, changes FROM scim_group_audit WHERE group_id = $1`, [group.id])
+    ).rows;
+    expect(groupAudit).toEqual([
+      {
+        action: 'create',
+        changes: expect.objectContaining({
+          displayName: { from: null, to: 'Product Editors' },
+          members: { from: null, to: 2 },
+        }),
+      },
+    ]);
   });
 
   it('own permissions and every group grant join per workspace and team', async () => {
@@ -113,11 +176,29 @@ describe('Groups: create, read, find, and the role they carry', () => {
         schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'],
         userName: 'joined@example.com',
         name: { givenName: 'J', familyName: 'Oined' },
-        permissions: { appGroup: [{ appGroupName: 'Marketing', appGroupPermissions: ['basic_access'], team: [{ teamName: 'Growth', teamPermissions: ['admin'] }] }] },
+        permissions: {
+          appGroup: [
+            {
+              appGroupName: 'Marketing',
+              appGroupPermissions: ['basic_access'],
+              team: [{ teamName: 'Growth', teamPermissions: ['admin'] }],
+            },
+          ],
+        },
       })
     ).body.id as string;
     await createGroup(groupBody('Marketing Admins', [id], marketingAdmin));
-    await createGroup(groupBody('Growth Viewers', [id], { appGroup: [{ appGroupName: 'Marketing', appGroupPermissions: [], team: [{ teamName: 'Growth', teamPermissions: ['view_user_profile'] }] }] }));
+    await createGroup(
+      groupBody('Growth Viewers', [id], {
+        appGroup: [
+          {
+            appGroupName: 'Marketing',
+            appGroupPermissions: [],
+            team: [{ teamName: 'Growth', teamPermissions: ['view_user_profile'] }],
+          },
+        ],
+      }),
+    );
     const { effective } = await effectiveOf(id);
     expect(effective).toEqual({
       companyPermissions: ['manage_company_settings'],
@@ -135,21 +216,40 @@ describe('Groups: create, read, find, and the role they carry', () => {
   it('finds groups by displayName (any letter case), externalId, id and member, paged', async () => {
     const member = await createUser('finder@example.com');
     const g = (await createGroup({ ...groupBody('Finance Team', [member]), externalId: 'okta-grp-1' })).body;
-    const find = async (filter: string) => (await scimCall(env, 'GET', `/scim/v2/Groups?filter=${encodeURIComponent(filter)}`, a.token)).body;
-    for (const filter of ['displayName eq "finance team"', 'DISPLAYNAME EQ "FINANCE TEAM"', 'externalId eq "okta-grp-1"', `id eq "${g.id}"`, `members[value eq "${member}"]`, `members.value eq "${member}"`, `displayName eq "Finance Team" and members[value eq "${member}"]`]) {
+    const find = async (filter: string) =>
+      (await scimCall(env, 'GET', `/scim/v2/Groups?filter=${encodeURIComponent(filter)}`, a.token)).body;
+    for (const filter of [
+      'displayName eq "finance team"',
+      'DISPLAYNAME EQ "FINANCE TEAM"',
+      'externalId eq "okta-grp-1"',
+      `id eq "${g.id}"`,
+      `members[value eq "${member}"]`,
+      `members.value eq "${member}"`,
+      `displayName eq "Finance Team" and members[value eq "${member}"]`,
+    ]) {
       const found = await find(filter);
       expect(found, filter).toMatchObject({ schemas: [LIST_SCHEMA], totalResults: 1, startIndex: 1, itemsPerPage: 1 });
       expect(found.Resources[0].id).toBe(g.id);
     }
     expect((await find('displayName eq "Nobody"')).totalResults).toBe(0);
     // Entra ID reads groups without members.
-    const lean = await scimCall(env, 'GET', `/scim/v2/Groups?filter=${encodeURIComponent('displayName eq "Finance Team"')}&excludedAttributes=members`, a.token);
+    const lean = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Groups?filter=${encodeURIComponent('displayName eq "Finance Team"')}&excludedAttributes=members`,
+      a.token,
+    );
     expect(lean.body.Resources[0]).not.toHaveProperty('members');
     expect(lean.body.Resources[0].displayName).toBe('Finance Team');
     const paged = await scimCall(env, 'GET', '/scim/v2/Groups?startIndex=2&count=1', a.token);
     expect(paged.body).toMatchObject({ startIndex: 2, itemsPerPage: 1 });
     expect(paged.body.totalResults).toBeGreaterThanOrEqual(3);
-    const bad = await scimCall(env, 'GET', `/scim/v2/Groups?filter=${encodeURIComponent('displayName co "Fin"')}`, a.token);
+    const bad = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Groups?filter=${encodeURIComponent('displayName co "Fin"')}`,
+      a.token,
+    );
     expectScimError(bad, 400, 'invalidFilter');
   });
 });
@@ -162,7 +262,16 @@ describe('Groups: PATCH in Okta and Entra ID bodies', () => {
     let res = await patchGroup(g.id, [{ op: 'replace', value: { id: g.id, displayName: 'Okta Push Renamed' } }]);
     expect(res.status, res.raw).toBe(200);
     expect(res.body.displayName).toBe('Okta Push Renamed');
-    res = await patchGroup(g.id, [{ op: 'add', path: 'members', value: [{ value: u1, display: 'okta1@example.com' }, { value: u2, display: 'okta2@example.com' }] }]);
+    res = await patchGroup(g.id, [
+      {
+        op: 'add',
+        path: 'members',
+        value: [
+          { value: u1, display: 'okta1@example.com' },
+          { value: u2, display: 'okta2@example.com' },
+        ],
+      },
+    ]);
     expect(res.body.members.map((m: { value: string }) => m.value).sort()).toEqual([u1, u2].sort());
     res = await patchGroup(g.id, [{ op: 'remove', path: `members[value eq "${u1}"]` }]);
     expect(res.body.members.map((m: { value: string }) => m.value)).toEqual([u2]);
@@ -170,7 +279,11 @@ describe('Groups: PATCH in Okta and Entra ID bodies', () => {
   });
 
   it('Entra ID: PascalCase Add and Remove of members with a value list, Replace of displayName and externalId', async () => {
-    const [u1, u2, u3] = [await createUser('entra1@example.com'), await createUser('entra2@example.com'), await createUser('entra3@example.com')];
+    const [u1, u2, u3] = [
+      await createUser('entra1@example.com'),
+      await createUser('entra2@example.com'),
+      await createUser('entra3@example.com'),
+    ];
     const g = (await createGroup(groupBody('Entra Group'))).body;
     let res = await patchGroup(g.id, [
       { op: 'Add', path: 'members', value: [{ value: u1 }, { value: u2 }] },
@@ -195,7 +308,18 @@ describe('Groups: PATCH in Okta and Entra ID bodies', () => {
     const mine = await createUser('mine@example.com');
     const theirs = await createUser('theirs@example.com', b);
     const g = (await createGroup(groupBody('Mixed'))).body;
-    const res = await patchGroup(g.id, [{ op: 'add', path: 'members', value: [{ value: mine }, { value: theirs }, { value: 'fake-member-id' }, { value: '00000000-0000-4000-8000-000000000000' }] }]);
+    const res = await patchGroup(g.id, [
+      {
+        op: 'add',
+        path: 'members',
+        value: [
+          { value: mine },
+          { value: theirs },
+          { value: 'fake-member-id' },
+          { value: '00000000-0000-4000-8000-000000000000' },
+        ],
+      },
+    ]);
     expect(res.status, res.raw).toBe(200);
     expect(res.body.members.map((m: { value: string }) => m.value)).toEqual([mine]);
     expect((await effectiveOf(theirs, b)).groups).toBeUndefined();
@@ -205,17 +329,26 @@ describe('Groups: PATCH in Okta and Entra ID bodies', () => {
   it("a change of the group's role is on each member's trail as group_grants, and takes effect at once", async () => {
     const u = await createUser('role.change@example.com');
     const g = (await createGroup(groupBody('Role Change', [u], editors))).body;
-    const res = await patchGroup(g.id, [{ op: 'replace', path: `${GROUP_EXTENSION_SCHEMA}:permissions`, value: marketingAdmin }]);
+    const res = await patchGroup(g.id, [
+      { op: 'replace', path: `${GROUP_EXTENSION_SCHEMA}:permissions`, value: marketingAdmin },
+    ]);
     expect(res.status, res.raw).toBe(200);
     // replace of a complex attribute sets the sub-attributes given: appGroup is Marketing's alone now.
-    expect(res.body[GROUP_EXTENSION_SCHEMA].permissions.appGroup.map((x: { appGroupName: string }) => x.appGroupName)).toEqual(['Marketing']);
+    expect(
+      res.body[GROUP_EXTENSION_SCHEMA].permissions.appGroup.map((x: { appGroupName: string }) => x.appGroupName),
+    ).toEqual(['Marketing']);
     const { effective } = await effectiveOf(u);
     expect(effective.companyPermissions).toEqual(['manage_company_settings']);
     const audit = await userAudit(u);
-    expect(audit.at(-1)).toMatchObject({ action: 'group_grants', changes: { 'effectivePermissions.companyPermissions': { from: [], to: ['manage_company_settings'] } } });
+    expect(audit.at(-1)).toMatchObject({
+      action: 'group_grants',
+      changes: { 'effectivePermissions.companyPermissions': { from: [], to: ['manage_company_settings'] } },
+    });
     // A rename by PATCH (which re-reads the role by names) changes no member's access: no row on its trail.
     const rows = (await userAudit(u)).length;
-    expect((await patchGroup(g.id, [{ op: 'replace', path: 'displayName', value: 'Role Change Renamed' }])).status).toBe(200);
+    expect(
+      (await patchGroup(g.id, [{ op: 'replace', path: 'displayName', value: 'Role Change Renamed' }])).status,
+    ).toBe(200);
     expect(await userAudit(u)).toHaveLength(rows);
     // Removing the role (the extension's URN as the path) leaves the group without grants.
     const bare = await patchGroup(g.id, [{ op: 'remove', path: GROUP_EXTENSION_SCHEMA }]);
@@ -228,15 +361,27 @@ describe('Groups: replace and delete', () => {
   it('PUT renames and keeps members when omitted; members [] empties the group', async () => {
     const u = await createUser('put.member@example.com');
     const g = (await createGroup(groupBody('Put Group', [u]))).body;
-    let res = await scimCall(env, 'PUT', `/scim/v2/Groups/${g.id}`, a.token, { schemas: [GROUP_SCHEMA], displayName: 'Put Group Renamed' });
+    let res = await scimCall(env, 'PUT', `/scim/v2/Groups/${g.id}`, a.token, {
+      schemas: [GROUP_SCHEMA],
+      displayName: 'Put Group Renamed',
+    });
     expect(res.status, res.raw).toBe(200);
     expect(res.body.members.map((m: { value: string }) => m.value)).toEqual([u]);
     // Echoing a GET back changes nothing.
-    const before = (await env.ctx.pool.query(`SELECT count(*)::int AS n FROM scim_group_audit WHERE group_id = $1`, [g.id])).rows[0].n;
+    const before = (
+      await env.ctx.pool.query(`SELECT count(*)::int AS n FROM scim_group_audit WHERE group_id = $1`, [g.id])
+    ).rows[0].n;
     res = await scimCall(env, 'PUT', `/scim/v2/Groups/${g.id}`, a.token, res.body);
     expect(res.status, res.raw).toBe(200);
-    expect((await env.ctx.pool.query(`SELECT count(*)::int AS n FROM scim_group_audit WHERE group_id = $1`, [g.id])).rows[0].n).toBe(before);
-    res = await scimCall(env, 'PUT', `/scim/v2/Groups/${g.id}`, a.token, { schemas: [GROUP_SCHEMA], displayName: 'Put Group Renamed', members: [] });
+    expect(
+      (await env.ctx.pool.query(`SELECT count(*)::int AS n FROM scim_group_audit WHERE group_id = $1`, [g.id])).rows[0]
+        .n,
+    ).toBe(before);
+    res = await scimCall(env, 'PUT', `/scim/v2/Groups/${g.id}`, a.token, {
+      schemas: [GROUP_SCHEMA],
+      displayName: 'Put Group Renamed',
+      members: [],
+    });
     expect(res.body).not.toHaveProperty('members');
     expect((await userAudit(u)).map((r) => r.action)).toEqual(['create', 'join_group', 'leave_group']);
   });
@@ -252,8 +397,13 @@ describe('Groups: replace and delete', () => {
     const after = await effectiveOf(u);
     expect(after.groups).toBeUndefined();
     expect(after.effective).toEqual({ companyPermissions: [], appGroup: [] });
-    expect((await userAudit(u)).at(-1)).toMatchObject({ action: 'leave_group', changes: { groups: { from: ['Doomed'], to: [] } } });
-    const trail = (await env.ctx.pool.query(`SELECT action FROM scim_group_audit WHERE group_id = $1 ORDER BY id`, [g.id])).rows;
+    expect((await userAudit(u)).at(-1)).toMatchObject({
+      action: 'leave_group',
+      changes: { groups: { from: ['Doomed'], to: [] } },
+    });
+    const trail = (
+      await env.ctx.pool.query(`SELECT action FROM scim_group_audit WHERE group_id = $1 ORDER BY id`, [g.id])
+    ).rows;
     expect(trail.map((r) => r.action)).toEqual(['create', 'delete']);
   });
 
@@ -294,12 +444,36 @@ describe('Groups: refusals change nothing', () => {
     ['displayName missing', { schemas: [GROUP_SCHEMA] }, 'invalidValue'],
     ['displayName a number', { schemas: [GROUP_SCHEMA], displayName: 7 }, 'invalidValue'],
     ['displayName too long', { schemas: [GROUP_SCHEMA], displayName: 'x'.repeat(256) }, 'invalidValue'],
-    ['schemas without the Group URN', { schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'], displayName: 'G' }, 'invalidValue'],
+    [
+      'schemas without the Group URN',
+      { schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'], displayName: 'G' },
+      'invalidValue',
+    ],
     ['members not an array', { schemas: [GROUP_SCHEMA], displayName: 'G', members: { value: 'x' } }, 'invalidValue'],
-    ['a member of type Group', { schemas: [GROUP_SCHEMA], displayName: 'G', members: [{ value: 'x', type: 'Group' }] }, 'invalidValue'],
-    ['too many members', { schemas: [GROUP_SCHEMA], displayName: 'G', members: Array.from({ length: 10_001 }, (_, i) => ({ value: `m${i}` })) }, 'invalidValue'],
-    ['a role naming an unknown workspace', groupBody('G', [], { appGroup: [{ appGroupName: 'Nowhere', appGroupPermissions: [] }] }), 'invalidValue'],
-    ['a role with a permission not allowed', groupBody('G', [], { companyPermissions: ['rule_the_world'] }), 'invalidValue'],
+    [
+      'a member of type Group',
+      { schemas: [GROUP_SCHEMA], displayName: 'G', members: [{ value: 'x', type: 'Group' }] },
+      'invalidValue',
+    ],
+    [
+      'too many members',
+      {
+        schemas: [GROUP_SCHEMA],
+        displayName: 'G',
+        members: Array.from({ length: 10_001 }, (_, i) => ({ value: `m${i}` })),
+      },
+      'invalidValue',
+    ],
+    [
+      'a role naming an unknown workspace',
+      groupBody('G', [], { appGroup: [{ appGroupName: 'Nowhere', appGroupPermissions: [] }] }),
+      'invalidValue',
+    ],
+    [
+      'a role with a permission not allowed',
+      groupBody('G', [], { companyPermissions: ['rule_the_world'] }),
+      'invalidValue',
+    ],
   ])('POST with %s: 400, nothing stored', async (_label, body, scimType) => {
     const before = await snapshot();
     const res = await scimCall(env, 'POST', '/scim/v2/Groups', a.token, body);
@@ -307,10 +481,18 @@ describe('Groups: refusals change nothing', () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it('a role naming another company\'s workspace is refused with the path of the field', async () => {
-    const res = await scimCall(env, 'POST', '/scim/v2/Groups', b.token, groupBody('Cross', [], { appGroup: [{ appGroupId: a.marketingId, appGroupPermissions: [] }] }));
+  it("a role naming another company's workspace is refused with the path of the field", async () => {
+    const res = await scimCall(
+      env,
+      'POST',
+      '/scim/v2/Groups',
+      b.token,
+      groupBody('Cross', [], { appGroup: [{ appGroupId: a.marketingId, appGroupPermissions: [] }] }),
+    );
     expectScimError(res, 400, 'invalidValue');
-    expect(res.body.detail).toContain(`${GROUP_EXTENSION_SCHEMA}:permissions.appGroup[0].appGroupId: no workspace with this id in this company`);
+    expect(res.body.detail).toContain(
+      `${GROUP_EXTENSION_SCHEMA}:permissions.appGroup[0].appGroupId: no workspace with this id in this company`,
+    );
   });
 
   it('PATCH refusals: all or nothing', async () => {
@@ -318,25 +500,45 @@ describe('Groups: refusals change nothing', () => {
     const g = (await createGroup(groupBody('Patch Refusals', [u]))).body;
     const before = await snapshot();
     const cases: [unknown[], string][] = [
-      [[{ op: 'add', path: 'members', value: [{ value: u }] }, { op: 'remove', path: 'displayName' }], 'mutability'],
-      [[{ op: 'replace', path: 'displayName', value: 'x' }, { op: 'replace', path: 'nothing', value: 1 }], 'invalidPath'],
+      [
+        [
+          { op: 'add', path: 'members', value: [{ value: u }] },
+          { op: 'remove', path: 'displayName' },
+        ],
+        'mutability',
+      ],
+      [
+        [
+          { op: 'replace', path: 'displayName', value: 'x' },
+          { op: 'replace', path: 'nothing', value: 1 },
+        ],
+        'invalidPath',
+      ],
       [[{ op: 'replace', value: { id: '00000000-0000-4000-8000-000000000000' } }], 'mutability'],
       [[{ op: 'remove' }], 'noTarget'],
       [[{ op: 'add', path: `members[value eq "${u}"]`, value: 'x' }], 'invalidPath'],
       [[{ op: 'replace', path: 'displayName', value: 42 }], 'invalidValue'],
-      [[{ op: 'replace', path: `${GROUP_EXTENSION_SCHEMA}:permissions`, value: { companyPermissions: ['fly'] } }], 'invalidValue'],
+      [
+        [{ op: 'replace', path: `${GROUP_EXTENSION_SCHEMA}:permissions`, value: { companyPermissions: ['fly'] } }],
+        'invalidValue',
+      ],
       [[{ op: 'replace', path: 'urn:example:other:Group:x', value: 1 }], 'invalidPath'],
     ];
     for (const [operations, scimType] of cases) expectScimError(await patchGroup(g.id, operations), 400, scimType);
     expect(await snapshot()).toEqual(before);
   });
 
-  it('unknown ids, another company\'s group, missing credentials and an API key: nothing seen, nothing changed', async () => {
+  it("unknown ids, another company's group, missing credentials and an API key: nothing seen, nothing changed", async () => {
     const g = (await createGroup(groupBody('Private Group'))).body;
     const before = await snapshot();
     for (const id of ['00000000-0000-4000-8000-000000000000', 'not-a-uuid', g.id]) {
       const token = id === g.id ? b.token : a.token;
-      for (const [method, body] of [['GET', undefined], ['PUT', groupBody('X')], ['PATCH', { schemas: [PATCH_SCHEMA], Operations: [{ op: 'remove', path: 'members' }] }], ['DELETE', undefined]] as const) {
+      for (const [method, body] of [
+        ['GET', undefined],
+        ['PUT', groupBody('X')],
+        ['PATCH', { schemas: [PATCH_SCHEMA], Operations: [{ op: 'remove', path: 'members' }] }],
+        ['DELETE', undefined],
+      ] as const) {
         const res = await scimCall(env, method, `/scim/v2/Groups/${id}`, token, body);
         expectScimError(res, 404);
         expect(res.body.detail).toBe('Group not found');
@@ -344,7 +546,11 @@ describe('Groups: refusals change nothing', () => {
     }
     const listed = await scimCall(env, 'GET', '/scim/v2/Groups', b.token);
     expect(listed.body.Resources.map((x: { id: string }) => x.id)).not.toContain(g.id);
-    const noToken = await env.app.inject({ method: 'GET', url: '/scim/v2/Groups', headers: { 'x-request-origin': ORIGIN } });
+    const noToken = await env.app.inject({
+      method: 'GET',
+      url: '/scim/v2/Groups',
+      headers: { 'x-request-origin': ORIGIN },
+    });
     expect(noToken.statusCode).toBe(401);
     const apiKey = await scimCall(env, 'POST', '/scim/v2/Groups', a.apiKey, groupBody('By API key'));
     expect(apiKey.status).toBe(401);
@@ -374,31 +580,70 @@ workspaces: [{ name: Studio }]
     const company = { ...a, token, companyId: summary.companyId };
 
     // Okta looks the group up by displayName before pushing it, and finds the declared one; a create would be 409.
-    const found = await scimCall(env, 'GET', `/scim/v2/Groups?filter=${encodeURIComponent('displayName eq "marketing editors"')}`, token);
+    const found = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Groups?filter=${encodeURIComponent('displayName eq "marketing editors"')}`,
+      token,
+    );
     expect(found.body.totalResults).toBe(1);
     const group = found.body.Resources[0];
-    expect(group[GROUP_EXTENSION_SCHEMA].permissions.appGroup[0]).toMatchObject({ appGroupName: 'Studio', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] });
-    expectScimError(await scimCall(env, 'POST', '/scim/v2/Groups', token, groupBody('Marketing Editors')), 409, 'uniqueness');
+    expect(group[GROUP_EXTENSION_SCHEMA].permissions.appGroup[0]).toMatchObject({
+      appGroupName: 'Studio',
+      appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }],
+    });
+    expectScimError(
+      await scimCall(env, 'POST', '/scim/v2/Groups', token, groupBody('Marketing Editors')),
+      409,
+      'uniqueness',
+    );
 
     const member = await createUser('file.member@example.com', company);
-    expect((await patchGroup(group.id, [{ op: 'add', path: 'members', value: [{ value: member }] }], token)).status).toBe(200);
-    expect((await effectiveOf(member, company)).effective.appGroup[0].appGroupPermissions).toEqual(['basic_access', 'edit_segments']);
+    expect(
+      (await patchGroup(group.id, [{ op: 'add', path: 'members', value: [{ value: member }] }], token)).status,
+    ).toBe(200);
+    expect((await effectiveOf(member, company)).effective.appGroup[0].appGroupPermissions).toEqual([
+      'basic_access',
+      'edit_segments',
+    ]);
 
     // The same file again changes nothing; another role in it reaches the member, on its trail, by the file.
-    expect((await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(fileOf('Editors')))).counts.scim_groups).toEqual({ created: 0, updated: 0, unchanged: 1 });
-    expect((await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(fileOf('Viewers')))).counts.scim_groups).toEqual({ created: 0, updated: 1, unchanged: 0 });
+    expect((await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(fileOf('Editors')))).counts.scim_groups).toEqual({
+      created: 0,
+      updated: 0,
+      unchanged: 1,
+    });
+    expect((await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(fileOf('Viewers')))).counts.scim_groups).toEqual({
+      created: 0,
+      updated: 1,
+      unchanged: 0,
+    });
     expect((await effectiveOf(member, company)).effective.appGroup[0].appGroupPermissions).toEqual(['basic_access']);
-    expect((await userAudit(member)).at(-1)).toMatchObject({ action: 'group_grants', actor: 'workspace file (ces workspace apply)' });
+    expect((await userAudit(member)).at(-1)).toMatchObject({
+      action: 'group_grants',
+      actor: 'workspace file (ces workspace apply)',
+    });
     // Members are the identity provider's: the file left them.
-    expect((await scimCall(env, 'GET', `/scim/v2/Groups/${group.id}`, token)).body.members.map((m: { value: string }) => m.value)).toEqual([member]);
+    expect(
+      (await scimCall(env, 'GET', `/scim/v2/Groups/${group.id}`, token)).body.members.map(
+        (m: { value: string }) => m.value,
+      ),
+    ).toEqual([member]);
   });
 
   it('a role naming what the company lacks refuses the whole file, naming the field', async () => {
     const { applyWorkspaceFile } = await import('../src/workspace/apply.js');
     const { parseWorkspaceFile, WorkspaceFileError } = await import('../src/workspace/parse.js');
-    const apply = applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(fileOf('Nobody').replace('Role Company', 'Role Company 2').replace('file0', 'file1')));
+    const apply = applyWorkspaceFile(
+      env.ctx.pool,
+      parseWorkspaceFile(fileOf('Nobody').replace('Role Company', 'Role Company 2').replace('file0', 'file1')),
+    );
     await expect(apply).rejects.toBeInstanceOf(WorkspaceFileError);
-    await expect(apply).rejects.toThrow(/scim_groups\[0\]\.permissions: permissions\.appGroup\[0\]\.appGroupPermissionSets\[0\]\.appGroupPermissionSetName: no permission set named "Nobody"/);
-    expect((await env.ctx.pool.query(`SELECT count(*)::int AS n FROM companies WHERE name = 'Role Company 2'`)).rows[0].n).toBe(0);
+    await expect(apply).rejects.toThrow(
+      /scim_groups\[0\]\.permissions: permissions\.appGroup\[0\]\.appGroupPermissionSets\[0\]\.appGroupPermissionSetName: no permission set named "Nobody"/,
+    );
+    expect(
+      (await env.ctx.pool.query(`SELECT count(*)::int AS n FROM companies WHERE name = 'Role Company 2'`)).rows[0].n,
+    ).toBe(0);
   });
 });

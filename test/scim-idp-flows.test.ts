@@ -20,10 +20,21 @@ afterAll(async () => env?.close());
 
 const ENTERPRISE = 'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User';
 const PATCH_OP = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
-const ourExtension = { [EXTENSION_SCHEMA]: { department: 'engineering', permissions: { companyPermissions: [], appGroup: [{ appGroupName: 'Marketing', appGroupPermissions: ['basic_access'] }] } } };
+const ourExtension = {
+  [EXTENSION_SCHEMA]: {
+    department: 'engineering',
+    permissions: {
+      companyPermissions: [],
+      appGroup: [{ appGroupName: 'Marketing', appGroupPermissions: ['basic_access'] }],
+    },
+  },
+};
 
 async function audit(id: string) {
-  const { rows } = await env.ctx.pool.query(`SELECT action FROM dashboard_user_audit WHERE dashboard_user_id = $1 ORDER BY id`, [id]);
+  const { rows } = await env.ctx.pool.query(
+    `SELECT action FROM dashboard_user_audit WHERE dashboard_user_id = $1 ORDER BY id`,
+    [id],
+  );
   return rows.map((r) => r.action);
 }
 
@@ -32,7 +43,13 @@ describe('Okta: look up, create, update, deactivate, reactivate', () => {
     const lookup = `/scim/v2/Users?filter=${encodeURIComponent('userName eq "test.user@okta.local"')}&startIndex=1&count=100`;
     const none = await scimCall(env, 'GET', lookup, a.token);
     expect(none.status).toBe(200);
-    expect(none.body).toEqual({ schemas: [LIST_SCHEMA], totalResults: 0, startIndex: 1, itemsPerPage: 0, Resources: [] });
+    expect(none.body).toEqual({
+      schemas: [LIST_SCHEMA],
+      totalResults: 0,
+      startIndex: 1,
+      itemsPerPage: 0,
+      Resources: [],
+    });
 
     const created = await scimCall(env, 'POST', '/scim/v2/Users', a.token, {
       schemas: ['urn:ietf:params:scim:schemas:core:2.0:User', EXTENSION_SCHEMA],
@@ -96,7 +113,10 @@ describe('Okta: look up, create, update, deactivate, reactivate', () => {
     expect(on.body.active).toBe(true);
 
     // Okta's password sync PATCH is accepted and changes nothing stored.
-    const password = await scimCall(env, 'PATCH', `/scim/v2/Users/${id}`, a.token, { schemas: [PATCH_OP], Operations: [{ op: 'replace', value: { password: 'n3wPass' } }] });
+    const password = await scimCall(env, 'PATCH', `/scim/v2/Users/${id}`, a.token, {
+      schemas: [PATCH_OP],
+      Operations: [{ op: 'replace', value: { password: 'n3wPass' } }],
+    });
     expect(password.status, password.raw).toBe(200);
 
     expect(await audit(id)).toEqual(['create', 'update', 'deactivate', 'reactivate']);
@@ -123,11 +143,26 @@ describe('Microsoft Entra ID: create, get by query, update, disable, delete', ()
     // The enterprise extension's department is read as ours.
     expect(created.body.department).toBe('finance');
 
-    const byUserName = await scimCall(env, 'GET', `/scim/v2/Users?filter=${encodeURIComponent(`userName eq "${userName}"`)}`, a.token);
+    const byUserName = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Users?filter=${encodeURIComponent(`userName eq "${userName}"`)}`,
+      a.token,
+    );
     expect(byUserName.body.totalResults).toBe(1);
-    const zero = await scimCall(env, 'GET', `/scim/v2/Users?filter=${encodeURIComponent('userName eq "non-existent user@testuser.com"')}`, a.token);
+    const zero = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Users?filter=${encodeURIComponent('userName eq "non-existent user@testuser.com"')}`,
+      a.token,
+    );
     expect(zero.body).toMatchObject({ totalResults: 0, Resources: [] });
-    const byExternalId = await scimCall(env, 'GET', `/scim/v2/Users?filter=${encodeURIComponent('externalId eq "0a21f0f2-8d2a-4f8e-bf98-7363c4aed4ef"')}`, a.token);
+    const byExternalId = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Users?filter=${encodeURIComponent('externalId eq "0a21f0f2-8d2a-4f8e-bf98-7363c4aed4ef"')}`,
+      a.token,
+    );
     expect(byExternalId.body.Resources.map((r: { id: string }) => r.id)).toEqual([id]);
 
     // Entra's multi-valued update, as its guide shows it, also renames the user: refused whole (userName is
@@ -140,14 +175,26 @@ describe('Microsoft Entra ID: create, get by query, update, disable, delete', ()
         { op: 'Replace', value: { active: false, userName: newUserName } },
       ],
     });
-    const renamed = await scimCall(env, 'PATCH', `/scim/v2/Users/${id}`, a.token, multiValued('5b50642d-79fc-4410-9e90-4c077cdd1a59@testuser.com'));
+    const renamed = await scimCall(
+      env,
+      'PATCH',
+      `/scim/v2/Users/${id}`,
+      a.token,
+      multiValued('5b50642d-79fc-4410-9e90-4c077cdd1a59@testuser.com'),
+    );
     expect(renamed.status, renamed.raw).toBe(400);
     expect(renamed.body.scimType).toBe('mutability');
-    expect((await scimCall(env, 'GET', `/scim/v2/Users/${id}`, a.token)).body).toMatchObject({ active: true, emails: [{ value: 'Test_User_fd0ea19b-0777-472c-9f96-4f70d2226f2e@testuser.com' }] });
+    expect((await scimCall(env, 'GET', `/scim/v2/Users/${id}`, a.token)).body).toMatchObject({
+      active: true,
+      emails: [{ value: 'Test_User_fd0ea19b-0777-472c-9f96-4f70d2226f2e@testuser.com' }],
+    });
     // The same update keeping the userName applies.
     const multi = await scimCall(env, 'PATCH', `/scim/v2/Users/${id}`, a.token, multiValued(userName));
     expect(multi.status, multi.raw).toBe(200);
-    expect(multi.body).toMatchObject({ active: false, emails: [{ primary: true, type: 'work', value: 'updatedEmail@microsoft.com' }] });
+    expect(multi.body).toMatchObject({
+      active: false,
+      emails: [{ primary: true, type: 'work', value: 'updatedEmail@microsoft.com' }],
+    });
 
     const single = await scimCall(env, 'PATCH', `/scim/v2/Users/${id}`, a.token, {
       schemas: [PATCH_OP],
@@ -167,7 +214,11 @@ describe('Microsoft Entra ID: create, get by query, update, disable, delete', ()
       ],
     });
     expect(attributes.status, attributes.raw).toBe(200);
-    expect(attributes.body).toMatchObject({ active: true, department: 'marketing', emails: [{ value: 'again@microsoft.com' }] });
+    expect(attributes.body).toMatchObject({
+      active: true,
+      department: 'marketing',
+      emails: [{ value: 'again@microsoft.com' }],
+    });
 
     // Disable User, with Entra's string boolean as some tenants send it.
     const disable = await scimCall(env, 'PATCH', `/scim/v2/Users/${id}`, a.token, {

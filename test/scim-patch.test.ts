@@ -1,6 +1,15 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestEnv } from './helpers/context.js';
-import { ERROR_SCHEMA, EXTENSION_SCHEMA, PATCH_SCHEMA, scimCall, seedScimCompanies, userBody, type ScimCall, type ScimCompany } from './helpers/scim.js';
+import {
+  ERROR_SCHEMA,
+  EXTENSION_SCHEMA,
+  PATCH_SCHEMA,
+  scimCall,
+  seedScimCompanies,
+  userBody,
+  type ScimCall,
+  type ScimCompany,
+} from './helpers/scim.js';
 
 /*
  * PATCH /scim/v2/Users/{id} (RFC 7644 3.5.2), `active`, the filters and attribute selection identity providers use.
@@ -31,7 +40,10 @@ function expectScimError(res: ScimCall, status: number, scimType?: string): void
 /** The stored row and its audit trail: what "nothing changed" is checked against. */
 async function stateOf(id: string) {
   const row = await env.ctx.pool.query(`SELECT * FROM dashboard_users WHERE id = $1`, [id]);
-  const audit = await env.ctx.pool.query(`SELECT action, changes FROM dashboard_user_audit WHERE dashboard_user_id = $1 ORDER BY id`, [id]);
+  const audit = await env.ctx.pool.query(
+    `SELECT action, changes FROM dashboard_user_audit WHERE dashboard_user_id = $1 ORDER BY id`,
+    [id],
+  );
   return { row: row.rows[0], audit: audit.rows };
 }
 
@@ -56,15 +68,26 @@ describe('PATCH /scim/v2/Users/{id}: the operation forms', () => {
       [EXTENSION_SCHEMA]: { department: 'finance' },
     });
     const { row, audit } = await stateOf(id);
-    expect(row).toMatchObject({ given_name: 'Augusta', family_name: 'King', department: 'finance', external_id: 'okta-00u1' });
+    expect(row).toMatchObject({
+      given_name: 'Augusta',
+      family_name: 'King',
+      department: 'finance',
+      external_id: 'okta-00u1',
+    });
     expect(audit.map((r) => r.action)).toEqual(['create', 'update']);
-    expect(audit[1].changes).toMatchObject({ department: { from: 'engineering', to: 'finance' }, externalId: { from: null, to: 'okta-00u1' } });
+    expect(audit[1].changes).toMatchObject({
+      department: { from: 'engineering', to: 'finance' },
+      externalId: { from: null, to: 'okta-00u1' },
+    });
   });
 
   it('applies a partial resource without a path (Okta), URN-qualified names and both extensions', async () => {
     const id = await createUser('nopath@example.com');
     const res = await patch(id, [
-      { op: 'replace', value: { name: { familyName: 'Byron' }, 'urn:ietf:params:scim:schemas:core:2.0:User:externalId': 'x-1' } },
+      {
+        op: 'replace',
+        value: { name: { familyName: 'Byron' }, 'urn:ietf:params:scim:schemas:core:2.0:User:externalId': 'x-1' },
+      },
       { op: 'replace', value: { [EXTENSION_SCHEMA]: { department: 'bi' } } },
       { op: 'Add', path: 'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department', value: 'marketing' },
       { op: 'Replace', path: 'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:employeeNumber', value: '42' },
@@ -76,7 +99,9 @@ describe('PATCH /scim/v2/Users/{id}: the operation forms', () => {
   });
 
   it('adds to, replaces and removes from multi-valued attributes: emails and permissions', async () => {
-    const id = await createUser('multi@example.com', { emails: [{ value: 'multi@example.com', type: 'work', primary: true }] });
+    const id = await createUser('multi@example.com', {
+      emails: [{ value: 'multi@example.com', type: 'work', primary: true }],
+    });
     let res = await patch(id, [
       { op: 'add', path: 'emails', value: [{ value: 'home@example.org', type: 'home' }] },
       { op: 'replace', path: 'emails[type eq "work"].value', value: 'new.work@example.com' },
@@ -101,7 +126,13 @@ describe('PATCH /scim/v2/Users/{id}: the operation forms', () => {
     expect(res.body.permissions.appGroup.map((g: { appGroupName: string }) => g.appGroupName)).toEqual(['Marketing']);
 
     res = await patch(id, [
-      { op: 'replace', path: 'permissions', value: { appGroup: [{ appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] }] } },
+      {
+        op: 'replace',
+        path: 'permissions',
+        value: {
+          appGroup: [{ appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] }],
+        },
+      },
       { op: 'remove', path: 'externalId' },
       { op: 'remove', path: 'emails' },
     ]);
@@ -109,7 +140,13 @@ describe('PATCH /scim/v2/Users/{id}: the operation forms', () => {
     // replace of a complex attribute replaces the sub-attributes given and keeps the others.
     expect(res.body.permissions).toEqual({
       companyPermissions: ['admin'],
-      appGroup: [{ appGroupId: a.productId, appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] }],
+      appGroup: [
+        {
+          appGroupId: a.productId,
+          appGroupName: 'Product',
+          appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }],
+        },
+      ],
     });
     // RFC 7643 2.5: an empty multi-valued attribute is unassigned, and left out.
     expect(res.body).not.toHaveProperty('emails');
@@ -140,7 +177,9 @@ describe('PATCH /scim/v2/Users/{id}: the operation forms', () => {
 
   it('answers 204 with no body when the client asks for Prefer: return=minimal', async () => {
     const id = await createUser('minimal@example.com');
-    const res = await patch(id, [{ op: 'replace', path: 'name.givenName', value: 'Min' }], a.token, { prefer: 'return=minimal' });
+    const res = await patch(id, [{ op: 'replace', path: 'name.givenName', value: 'Min' }], a.token, {
+      prefer: 'return=minimal',
+    });
     expect(res.status).toBe(204);
     expect(res.raw).toBe('');
     expect((await stateOf(id)).row.given_name).toBe('Min');
@@ -149,17 +188,27 @@ describe('PATCH /scim/v2/Users/{id}: the operation forms', () => {
   it('two PATCHes racing on one user both land: each applies to what the other wrote', async () => {
     const id = await createUser('race.patch@example.com');
     const results = await Promise.all(
-      ['admin', 'add_remove_app_groups'].map((p) => patch(id, [{ op: 'add', path: 'permissions.companyPermissions', value: [p] }])),
+      ['admin', 'add_remove_app_groups'].map((p) =>
+        patch(id, [{ op: 'add', path: 'permissions.companyPermissions', value: [p] }]),
+      ),
     );
     expect(results.map((r) => r.status)).toEqual([200, 200]);
     const { row } = await stateOf(id);
-    expect([...row.permissions.companyPermissions].sort()).toEqual(['add_remove_app_groups', 'admin', 'manage_company_settings']);
+    expect([...row.permissions.companyPermissions].sort()).toEqual([
+      'add_remove_app_groups',
+      'admin',
+      'manage_company_settings',
+    ]);
   });
 });
 
 describe('PATCH: what the RFC 7644 conformance suites check', () => {
   const EXTENSION_PATH = EXTENSION_SCHEMA;
-  const marketing = { appGroupName: 'Marketing', appGroupPermissions: ['basic_access', 'edit_segments'], team: [{ teamName: 'Growth', teamPermissions: ['admin'] }] };
+  const marketing = {
+    appGroupName: 'Marketing',
+    appGroupPermissions: ['basic_access', 'edit_segments'],
+    team: [{ teamName: 'Growth', teamPermissions: ['admin'] }],
+  };
 
   it('add of a workspace the user already has, as the identity provider sent it at creation, changes nothing and succeeds', async () => {
     const id = await createUser('again@example.com');
@@ -167,9 +216,29 @@ describe('PATCH: what the RFC 7644 conformance suites check', () => {
     for (const operation of [
       { op: 'add', path: 'permissions.appGroup', value: [marketing] },
       { op: 'add', path: `${EXTENSION_PATH}:permissions.appGroup`, value: [marketing] },
-      { op: 'add', value: { permissions: { appGroup: [marketing, { appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] }] } } },
+      {
+        op: 'add',
+        value: {
+          permissions: {
+            appGroup: [
+              marketing,
+              { appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] },
+            ],
+          },
+        },
+      },
       // What a GET returned, server-filled ids included.
-      { op: 'add', path: 'permissions.appGroup', value: [{ ...marketing, appGroupId: a.marketingId, team: [{ teamId: a.growthTeamId, teamName: 'Growth', teamPermissions: ['admin'] }] }] },
+      {
+        op: 'add',
+        path: 'permissions.appGroup',
+        value: [
+          {
+            ...marketing,
+            appGroupId: a.marketingId,
+            team: [{ teamId: a.growthTeamId, teamName: 'Growth', teamPermissions: ['admin'] }],
+          },
+        ],
+      },
     ]) {
       const res = await patch(id, [operation]);
       expect(res.status, res.raw).toBe(200);
@@ -180,7 +249,17 @@ describe('PATCH: what the RFC 7644 conformance suites check', () => {
   it('add to a workspace the user has joins the new permissions and teams to it', async () => {
     const id = await createUser('more@example.com');
     const res = await patch(id, [
-      { op: 'add', path: 'permissions.appGroup', value: [{ appGroupName: 'Marketing', appGroupPermissions: ['view_pii', 'basic_access'], team: [{ teamName: 'Growth', teamPermissions: ['basic_access'] }] }] },
+      {
+        op: 'add',
+        path: 'permissions.appGroup',
+        value: [
+          {
+            appGroupName: 'Marketing',
+            appGroupPermissions: ['view_pii', 'basic_access'],
+            team: [{ teamName: 'Growth', teamPermissions: ['basic_access'] }],
+          },
+        ],
+      },
     ]);
     expect(res.status, res.raw).toBe(200);
     expect(res.body.permissions.appGroup[0]).toEqual({
@@ -192,11 +271,17 @@ describe('PATCH: what the RFC 7644 conformance suites check', () => {
   });
 
   it('add of an email the user has updates it rather than repeating it, and a new primary takes primary from the others', async () => {
-    const id = await createUser('mails@example.com', { emails: [{ value: 'mails@example.com', type: 'work', primary: true }] });
-    let res = await patch(id, [{ op: 'add', path: 'emails', value: [{ value: 'MAILS@example.com', type: 'work', primary: true }] }]);
+    const id = await createUser('mails@example.com', {
+      emails: [{ value: 'mails@example.com', type: 'work', primary: true }],
+    });
+    let res = await patch(id, [
+      { op: 'add', path: 'emails', value: [{ value: 'MAILS@example.com', type: 'work', primary: true }] },
+    ]);
     expect(res.status, res.raw).toBe(200);
     expect(res.body.emails).toEqual([{ value: 'MAILS@example.com', type: 'work', primary: true }]);
-    res = await patch(id, [{ op: 'add', path: 'emails', value: [{ value: 'home@example.org', type: 'home', primary: true }] }]);
+    res = await patch(id, [
+      { op: 'add', path: 'emails', value: [{ value: 'home@example.org', type: 'home', primary: true }] },
+    ]);
     expect(res.body.emails).toEqual([
       { value: 'MAILS@example.com', type: 'work', primary: false },
       { value: 'home@example.org', type: 'home', primary: true },
@@ -207,13 +292,20 @@ describe('PATCH: what the RFC 7644 conformance suites check', () => {
 
   it('a path naming our extension by its URN adds, replaces and removes its attributes', async () => {
     const id = await createUser('urn.path@example.com');
-    let res = await patch(id, [{ op: 'replace', path: EXTENSION_PATH, value: { department: 'finance', permissions: { companyPermissions: ['admin'] } } }]);
+    let res = await patch(id, [
+      {
+        op: 'replace',
+        path: EXTENSION_PATH,
+        value: { department: 'finance', permissions: { companyPermissions: ['admin'] } },
+      },
+    ]);
     expect(res.status, res.raw).toBe(200);
     expect(res.body).toMatchObject({ department: 'finance', [EXTENSION_SCHEMA]: { department: 'finance' } });
     expect(res.body.permissions.companyPermissions).toEqual(['admin']);
     res = await patch(id, [{ op: 'remove', path: EXTENSION_PATH }]);
     expect(res.status, res.raw).toBe(200);
-    for (const attribute of ['department', 'permissions', EXTENSION_SCHEMA]) expect(res.body).not.toHaveProperty(attribute);
+    for (const attribute of ['department', 'permissions', EXTENSION_SCHEMA])
+      expect(res.body).not.toHaveProperty(attribute);
     const { row } = await stateOf(id);
     expect(row).toMatchObject({ department: null, permissions: null });
     res = await patch(id, [{ op: 'add', path: EXTENSION_PATH, value: { department: 'bi' } }]);
@@ -228,11 +320,16 @@ describe('PATCH: what the RFC 7644 conformance suites check', () => {
       { op: 'remove', path: 'displayName' },
     ]);
     expect(res.status, res.raw).toBe(200);
-    for (const attribute of ['department', 'permissions', 'displayName', EXTENSION_SCHEMA]) expect(res.body).not.toHaveProperty(attribute);
+    for (const attribute of ['department', 'permissions', 'displayName', EXTENSION_SCHEMA])
+      expect(res.body).not.toHaveProperty(attribute);
     res = await scimCall(env, 'GET', `/scim/v2/Users/${id}`, a.token);
-    for (const attribute of ['department', 'permissions', 'displayName']) expect(res.body).not.toHaveProperty(attribute);
+    for (const attribute of ['department', 'permissions', 'displayName'])
+      expect(res.body).not.toHaveProperty(attribute);
     const { audit } = await stateOf(id);
-    expect(audit.at(-1).changes).toMatchObject({ department: { from: 'engineering', to: null }, displayName: { from: 'Ada L.', to: null } });
+    expect(audit.at(-1).changes).toMatchObject({
+      department: { from: 'engineering', to: null },
+      displayName: { from: 'Ada L.', to: null },
+    });
     for (const path of ['active', 'userName', 'name']) {
       res = await patch(id, [{ op: 'remove', path }]);
       expectScimError(res, 400, 'mutability');
@@ -247,9 +344,13 @@ describe('PATCH: what the RFC 7644 conformance suites check', () => {
     const id = await createUser('bad.urn@example.com');
     const res = await patch(id, [{ op: 'replace', path: 'urn:example:custom:2.0:User:thing', value: 'x' }]);
     expectScimError(res, 400, 'invalidPath');
-    expect(res.body.detail).toContain('names no schema of the User resource; its schemas are urn:ietf:params:scim:schemas:core:2.0:User, urn:ietf:params:scim:schemas:extension:ces:2.0:User');
+    expect(res.body.detail).toContain(
+      'names no schema of the User resource; its schemas are urn:ietf:params:scim:schemas:core:2.0:User, urn:ietf:params:scim:schemas:extension:ces:2.0:User',
+    );
     const inExtension = await patch(id, [{ op: 'replace', path: `${EXTENSION_PATH}:nothing`, value: 'x' }]);
-    expect(inExtension.body.detail).toContain(`the path must name an attribute of ${EXTENSION_SCHEMA}: department or permissions`);
+    expect(inExtension.body.detail).toContain(
+      `the path must name an attribute of ${EXTENSION_SCHEMA}: department or permissions`,
+    );
   });
 });
 
@@ -258,29 +359,137 @@ describe('PATCH refusals: all or nothing', () => {
     const id = await createUser('atomic@example.com');
     const before = await stateOf(id);
     const cases: [unknown[], string][] = [
-      [[{ op: 'replace', path: 'name.givenName', value: 'Changed' }, { op: 'replace', path: 'department', value: 'not-a-department' }], 'invalidValue'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'active', value: 'maybe' }], 'invalidValue'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'nosuchattribute', value: 1 }], 'invalidPath'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'remove' }], 'noTarget'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'id', value: '00000000-0000-4000-8000-000000000000' }], 'mutability'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'userName', value: 'someone.else@example.com' }], 'mutability'],
-      [[{ op: 'replace', value: { active: false, userName: 'other@example.com' } }], 'mutability'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'remove', path: 'name.givenName' }], 'mutability'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'remove', path: 'userName' }], 'mutability'],
       [
-        [{ op: 'add', path: 'permissions.appGroup', value: [{ appGroupName: 'Product', appGroupPermissions: ['basic_access'] }] }],
+        [
+          { op: 'replace', path: 'name.givenName', value: 'Changed' },
+          { op: 'replace', path: 'department', value: 'not-a-department' },
+        ],
         'invalidValue',
       ],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'urn:ietf:params:scim:schemas:extension:ces:2.0:User', value: 'x' }], 'invalidValue'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'urn:ietf:params:scim:schemas:extension:ces:2.0:User:nothing', value: 'x' }], 'invalidPath'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'remove', path: 'active' }], 'mutability'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'emails', value: [{ value: 'not an email' }] }], 'invalidValue'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'add', path: 'permissions.appGroup', value: [{ appGroupName: 'Nowhere', appGroupPermissions: [] }] }], 'invalidValue'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'name.givenName' }], 'invalidValue'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'name[givenName eq "Ada"]', value: 'x' }], 'invalidPath'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'urn:example:custom:2.0:User:thing', value: 'x' }], 'invalidPath'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'replace', path: 'lastSignInAt', value: '2024-01-01T00:00:00Z' }], 'mutability'],
-      [[{ op: 'replace', path: 'active', value: false }, { op: 'move', path: 'active', value: true }], 'invalidValue'],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'replace', path: 'active', value: 'maybe' },
+        ],
+        'invalidValue',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'replace', path: 'nosuchattribute', value: 1 },
+        ],
+        'invalidPath',
+      ],
+      [[{ op: 'replace', path: 'active', value: false }, { op: 'remove' }], 'noTarget'],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'replace', path: 'id', value: '00000000-0000-4000-8000-000000000000' },
+        ],
+        'mutability',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'replace', path: 'userName', value: 'someone.else@example.com' },
+        ],
+        'mutability',
+      ],
+      [[{ op: 'replace', value: { active: false, userName: 'other@example.com' } }], 'mutability'],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'remove', path: 'name.givenName' },
+        ],
+        'mutability',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'remove', path: 'userName' },
+        ],
+        'mutability',
+      ],
+      [
+        [
+          {
+            op: 'add',
+            path: 'permissions.appGroup',
+            value: [{ appGroupName: 'Product', appGroupPermissions: ['basic_access'] }],
+          },
+        ],
+        'invalidValue',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'replace', path: 'urn:ietf:params:scim:schemas:extension:ces:2.0:User', value: 'x' },
+        ],
+        'invalidValue',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'replace', path: 'urn:ietf:params:scim:schemas:extension:ces:2.0:User:nothing', value: 'x' },
+        ],
+        'invalidPath',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'remove', path: 'active' },
+        ],
+        'mutability',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'replace', path: 'emails', value: [{ value: 'not an email' }] },
+        ],
+        'invalidValue',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'add', path: 'permissions.appGroup', value: [{ appGroupName: 'Nowhere', appGroupPermissions: [] }] },
+        ],
+        'invalidValue',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'replace', path: 'name.givenName' },
+        ],
+        'invalidValue',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'replace', path: 'name[givenName eq "Ada"]', value: 'x' },
+        ],
+        'invalidPath',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'replace', path: 'urn:example:custom:2.0:User:thing', value: 'x' },
+        ],
+        'invalidPath',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'replace', path: 'lastSignInAt', value: '2024-01-01T00:00:00Z' },
+        ],
+        'mutability',
+      ],
+      [
+        [
+          { op: 'replace', path: 'active', value: false },
+          { op: 'move', path: 'active', value: true },
+        ],
+        'invalidValue',
+      ],
     ];
     for (const [operations, scimType] of cases) {
       const res = await patch(id, operations);
@@ -296,16 +505,34 @@ describe('PATCH refusals: all or nothing', () => {
     const url = `/scim/v2/Users/${id}`;
     expectScimError(await scimCall(env, 'PATCH', url, a.token, '{"schemas": ['), 400, 'invalidSyntax');
     expectScimError(await scimCall(env, 'PATCH', url, a.token, [{ op: 'replace' }]), 400, 'invalidSyntax');
-    expectScimError(await scimCall(env, 'PATCH', url, a.token, { Operations: [{ op: 'replace', path: 'active', value: false }] }), 400, 'invalidValue');
-    expectScimError(await scimCall(env, 'PATCH', url, a.token, { schemas: [PATCH_SCHEMA], Operations: [] }), 400, 'invalidValue');
-    expectScimError(await scimCall(env, 'PATCH', url, a.token, { schemas: [PATCH_SCHEMA], Operations: 'replace' }), 400, 'invalidValue');
+    expectScimError(
+      await scimCall(env, 'PATCH', url, a.token, { Operations: [{ op: 'replace', path: 'active', value: false }] }),
+      400,
+      'invalidValue',
+    );
+    expectScimError(
+      await scimCall(env, 'PATCH', url, a.token, { schemas: [PATCH_SCHEMA], Operations: [] }),
+      400,
+      'invalidValue',
+    );
+    expectScimError(
+      await scimCall(env, 'PATCH', url, a.token, { schemas: [PATCH_SCHEMA], Operations: 'replace' }),
+      400,
+      'invalidValue',
+    );
     const many = Array.from({ length: 101 }, () => ({ op: 'replace', path: 'active', value: false }));
     expectScimError(await patch(id, many), 400, 'invalidValue');
     expectScimError(await patch(id, [{ op: 'replace', path: 'x'.repeat(600), value: 1 }]), 400, 'invalidValue');
     // Text PostgreSQL cannot store is refused before anything is read or written.
     expectScimError(await patch(id, [{ op: 'replace', path: 'externalId', value: 'a\u0000b' }]), 400);
-    expectScimError(await patch(id, [{ op: 'add', path: 'emails[type eq "wo\u0000rk"].value', value: 'x@example.com' }]), 400);
-    expectScimError(await scimCall(env, 'GET', `/scim/v2/Users?filter=${encodeURIComponent('externalId eq "a\u0000b"')}`, a.token), 400);
+    expectScimError(
+      await patch(id, [{ op: 'add', path: 'emails[type eq "wo\u0000rk"].value', value: 'x@example.com' }]),
+      400,
+    );
+    expectScimError(
+      await scimCall(env, 'GET', `/scim/v2/Users?filter=${encodeURIComponent('externalId eq "a\u0000b"')}`, a.token),
+      400,
+    );
     expect(await stateOf(id)).toEqual(before);
   });
 
@@ -331,7 +558,10 @@ describe('PATCH refusals: all or nothing', () => {
 
 describe('active: deactivate, still readable and filterable, reactivate', () => {
   it('a deactivated user keeps being returned by GET and every filter, and the trail says deactivate and reactivate', async () => {
-    const id = await createUser('leaver@example.com', { externalId: 'ext-leaver', emails: [{ value: 'leaver.work@example.com', type: 'work' }] });
+    const id = await createUser('leaver@example.com', {
+      externalId: 'ext-leaver',
+      emails: [{ value: 'leaver.work@example.com', type: 'work' }],
+    });
     const off = await patch(id, [{ op: 'replace', path: 'active', value: false }]);
     expect(off.status, off.raw).toBe(200);
     expect(off.body.active).toBe(false);
@@ -339,7 +569,13 @@ describe('active: deactivate, still readable and filterable, reactivate', () => 
     const got = await scimCall(env, 'GET', `/scim/v2/Users/${id}`, a.token);
     expect(got.status).toBe(200);
     expect(got.body.active).toBe(false);
-    for (const filter of ['userName eq "LEAVER@example.com"', 'externalId eq "ext-leaver"', `id eq "${id}"`, 'emails[type eq "work"].value eq "leaver.work@example.com"', 'active eq false and userName eq "leaver@example.com"']) {
+    for (const filter of [
+      'userName eq "LEAVER@example.com"',
+      'externalId eq "ext-leaver"',
+      `id eq "${id}"`,
+      'emails[type eq "work"].value eq "leaver.work@example.com"',
+      'active eq false and userName eq "leaver@example.com"',
+    ]) {
       const found = await scimCall(env, 'GET', `/scim/v2/Users?filter=${encodeURIComponent(filter)}`, a.token);
       expect(found.status, `${filter}: ${found.raw}`).toBe(200);
       expect(found.body.totalResults, filter).toBe(1);
@@ -407,17 +643,31 @@ describe('filters and attribute selection', () => {
     expect(await byFilter('emails[type eq "work"].value eq "FILTERED.work@example.com"')).toEqual([id]);
     expect(await byFilter('emails[type eq "work"].value eq "filtered.home@example.org"')).toEqual([]);
     expect(await byFilter('emails.value eq "filtered.home@example.org"')).toEqual([id]);
-    expect(await byFilter('urn:ietf:params:scim:schemas:core:2.0:User:userName eq "filtered@example.com" AND externalId eq "Ext-Filtered"')).toEqual([id]);
+    expect(
+      await byFilter(
+        'urn:ietf:params:scim:schemas:core:2.0:User:userName eq "filtered@example.com" AND externalId eq "Ext-Filtered"',
+      ),
+    ).toEqual([id]);
     expect(await byFilter('userName eq "filtered@example.com" and externalId eq "other"')).toEqual([]);
   });
 
   it('a filter never reaches another company', async () => {
-    const res = await scimCall(env, 'GET', `/scim/v2/Users?filter=${encodeURIComponent('externalId eq "Ext-Filtered"')}`, b.token);
+    const res = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Users?filter=${encodeURIComponent('externalId eq "Ext-Filtered"')}`,
+      b.token,
+    );
     expect(res.body.totalResults).toBe(0);
   });
 
   it('attributes returns only what is named (with id and schemas); excludedAttributes all but that', async () => {
-    let res = await scimCall(env, 'GET', `/scim/v2/Users/${id}?attributes=userName,name.givenName,EMAILS.value`, a.token);
+    let res = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Users/${id}?attributes=userName,name.givenName,EMAILS.value`,
+      a.token,
+    );
     expect(res.status, res.raw).toBe(200);
     expect(res.body).toEqual({
       schemas: expect.any(Array),
@@ -426,14 +676,32 @@ describe('filters and attribute selection', () => {
       name: { givenName: 'Ada' },
       emails: [{ value: 'filtered.work@example.com' }, { value: 'filtered.home@example.org' }],
     });
-    res = await scimCall(env, 'GET', `/scim/v2/Users/${id}?attributes=${encodeURIComponent(`${EXTENSION_SCHEMA}:department,active`)}`, a.token);
-    expect(res.body).toEqual({ schemas: expect.any(Array), id, active: true, [EXTENSION_SCHEMA]: { department: 'engineering' } });
-    res = await scimCall(env, 'GET', `/scim/v2/Users/${id}?excludedAttributes=permissions,${EXTENSION_SCHEMA},meta,id,emails.primary`, a.token);
+    res = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Users/${id}?attributes=${encodeURIComponent(`${EXTENSION_SCHEMA}:department,active`)}`,
+      a.token,
+    );
+    expect(res.body).toEqual({
+      schemas: expect.any(Array),
+      id,
+      active: true,
+      [EXTENSION_SCHEMA]: { department: 'engineering' },
+    });
+    res = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Users/${id}?excludedAttributes=permissions,${EXTENSION_SCHEMA},meta,id,emails.primary`,
+      a.token,
+    );
     expect(res.body.id).toBe(id);
     expect(res.body).not.toHaveProperty('permissions');
     expect(res.body).not.toHaveProperty('meta');
     expect(res.body).not.toHaveProperty(EXTENSION_SCHEMA);
-    expect(res.body.emails).toEqual([{ value: 'filtered.work@example.com', type: 'work' }, { value: 'filtered.home@example.org', type: 'home' }]);
+    expect(res.body.emails).toEqual([
+      { value: 'filtered.work@example.com', type: 'work' },
+      { value: 'filtered.home@example.org', type: 'home' },
+    ]);
     const listed = await list(`filter=${encodeURIComponent('externalId eq "Ext-Filtered"')}&attributes=userName`);
     expect(listed.body.Resources).toEqual([{ schemas: expect.any(Array), id, userName: 'filtered@example.com' }]);
   });

@@ -25,7 +25,13 @@ describe('the daily SCIM limit', () => {
     expect(got.status).toBe(200);
     expect(got.headers['x-ratelimit-remaining']).toBe('1');
 
-    const put = await scimCall(env, 'PUT', `/scim/v2/Users/${id}`, a.token, userBody('limited@example.com', { department: 'finance' }));
+    const put = await scimCall(
+      env,
+      'PUT',
+      `/scim/v2/Users/${id}`,
+      a.token,
+      userBody('limited@example.com', { department: 'finance' }),
+    );
     expect(put.status).toBe(200);
     expect(put.headers['x-ratelimit-remaining']).toBe('0');
 
@@ -44,7 +50,10 @@ describe('the daily SCIM limit', () => {
     const post = await scimCall(env, 'POST', '/scim/v2/Users', a.token, userBody('second@example.com'));
     expect(post.status).toBe(429);
 
-    const { rows } = await env.ctx.pool.query(`SELECT user_name, department FROM dashboard_users WHERE company_id = $1`, [a.companyId]);
+    const { rows } = await env.ctx.pool.query(
+      `SELECT user_name, department FROM dashboard_users WHERE company_id = $1`,
+      [a.companyId],
+    );
     expect(rows).toEqual([{ user_name: 'limited@example.com', department: 'finance' }]);
 
     // Another company has its own budget.

@@ -1,6 +1,16 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestEnv } from './helpers/context.js';
-import { ERROR_SCHEMA, EXTENSION_SCHEMA, LIST_SCHEMA, USER_SCHEMA, groupBody, scimCall, seedScimCompanies, userBody, type ScimCompany } from './helpers/scim.js';
+import {
+  ERROR_SCHEMA,
+  EXTENSION_SCHEMA,
+  LIST_SCHEMA,
+  USER_SCHEMA,
+  groupBody,
+  scimCall,
+  seedScimCompanies,
+  userBody,
+  type ScimCompany,
+} from './helpers/scim.js';
 
 /* RFC 7644 3.4.3: POST /.search, /Users/.search and /Groups/.search, with the GET list's filters, selection and paging. */
 
@@ -25,17 +35,39 @@ const search = (url: string, body: unknown, token = a.token) => scimCall(env, 'P
 
 describe('POST .search', () => {
   it('/Users/.search answers what the GET list answers, with attributes as an array', async () => {
-    const body = { schemas: [SEARCH], filter: 'userName eq "S2@search.example.com"', attributes: ['userName', 'name.givenName'], startIndex: 1, count: 10 };
+    const body = {
+      schemas: [SEARCH],
+      filter: 'userName eq "S2@search.example.com"',
+      attributes: ['userName', 'name.givenName'],
+      startIndex: 1,
+      count: 10,
+    };
     const res = await search('/scim/v2/Users/.search', body);
     expect(res.status, res.raw).toBe(200);
     expect(res.headers['content-type']).toMatch(/^application\/scim\+json/);
-    const get = await scimCall(env, 'GET', `/scim/v2/Users?filter=${encodeURIComponent(body.filter)}&attributes=userName,name.givenName&startIndex=1&count=10`, a.token);
+    const get = await scimCall(
+      env,
+      'GET',
+      `/scim/v2/Users?filter=${encodeURIComponent(body.filter)}&attributes=userName,name.givenName&startIndex=1&count=10`,
+      a.token,
+    );
     expect(res.body).toEqual(get.body);
-    expect(res.body.Resources).toEqual([{ schemas: [USER_SCHEMA, EXTENSION_SCHEMA], id: users[1], userName: 's2@search.example.com', name: { givenName: 'Ada' } }]);
+    expect(res.body.Resources).toEqual([
+      {
+        schemas: [USER_SCHEMA, EXTENSION_SCHEMA],
+        id: users[1],
+        userName: 's2@search.example.com',
+        name: { givenName: 'Ada' },
+      },
+    ]);
   });
 
   it('/Groups/.search finds by member and leaves members out on request', async () => {
-    const res = await search('/scim/v2/Groups/.search', { schemas: [SEARCH], filter: `members[value eq "${users[0]}"]`, excludedAttributes: ['members'] });
+    const res = await search('/scim/v2/Groups/.search', {
+      schemas: [SEARCH],
+      filter: `members[value eq "${users[0]}"]`,
+      excludedAttributes: ['members'],
+    });
     expect(res.status, res.raw).toBe(200);
     expect(res.body.totalResults).toBe(1);
     expect(res.body.Resources[0]).toMatchObject({ id: groupId, displayName: 'Searchers' });
@@ -53,7 +85,10 @@ describe('POST .search', () => {
     expect(straddle.body.Resources[1].meta.resourceType).toBe('Group');
     const byName = await search('/scim/v2/.search', { schemas: [SEARCH], filter: 'displayName eq "searchers"' });
     expect(byName.body.Resources.map((r: { id: string }) => r.id)).toEqual([groupId]);
-    const byUser = await search('/scim/v2/.search', { schemas: [SEARCH], filter: 'userName eq "s3@search.example.com"' });
+    const byUser = await search('/scim/v2/.search', {
+      schemas: [SEARCH],
+      filter: 'userName eq "s3@search.example.com"',
+    });
     expect(byUser.body.Resources.map((r: { id: string }) => r.id)).toEqual([users[2]]);
     const counted = await search('/scim/v2/.search', { schemas: [SEARCH], count: 0 });
     expect(counted.body).toMatchObject({ totalResults: 4, itemsPerPage: 0, Resources: [] });
@@ -70,7 +105,11 @@ describe('POST .search', () => {
     ['a filter no type reads', { schemas: [SEARCH], filter: 'nickName sw "a"' }, 'invalidFilter'],
     ['count a string', { schemas: [SEARCH], count: 'ten' }, 'invalidValue'],
     ['attributes a number', { schemas: [SEARCH], attributes: 5 }, 'invalidValue'],
-    ['too many attributes', { schemas: [SEARCH], attributes: Array.from({ length: 51 }, (_, i) => `a${i}`) }, 'invalidValue'],
+    [
+      'too many attributes',
+      { schemas: [SEARCH], attributes: Array.from({ length: 51 }, (_, i) => `a${i}`) },
+      'invalidValue',
+    ],
     ['sortOrder unknown', { schemas: [SEARCH], sortOrder: 'up' }, 'invalidValue'],
     ['malformed JSON', '{"schemas": [', 'invalidSyntax'],
   ])('%s: 400', async (_label, body, scimType) => {

@@ -1,6 +1,16 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestEnv } from './helpers/context.js';
-import { EXTENSION_SCHEMA, LIST_SCHEMA, ORIGIN, USER_SCHEMA, scimCall, seedScimCompanies, seedScimCompany, userBody, type ScimCompany } from './helpers/scim.js';
+import {
+  EXTENSION_SCHEMA,
+  LIST_SCHEMA,
+  ORIGIN,
+  USER_SCHEMA,
+  scimCall,
+  seedScimCompanies,
+  seedScimCompany,
+  userBody,
+  type ScimCompany,
+} from './helpers/scim.js';
 
 const env = useTestEnv();
 let a: ScimCompany;
@@ -41,7 +51,11 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
             appGroupPermissions: ['basic_access', 'edit_segments'],
             team: [{ teamId: a.growthTeamId, teamName: 'Growth', teamPermissions: ['admin'] }],
           },
-          { appGroupId: a.productId, appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] },
+          {
+            appGroupId: a.productId,
+            appGroupName: 'Product',
+            appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }],
+          },
         ],
       },
       meta: { resourceType: 'User', location: created.headers.location },
@@ -50,14 +64,23 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
     expect(user).not.toHaveProperty('emails');
     // The set entry carries no direct permissions, as the request gave none.
     expect(user.permissions.appGroup[1]).not.toHaveProperty('appGroupPermissions');
-    const { rows: stored } = await env.ctx.pool.query(`SELECT user_name, company_id::text FROM dashboard_users WHERE id = $1`, [user.id]);
+    const { rows: stored } = await env.ctx.pool.query(
+      `SELECT user_name, company_id::text FROM dashboard_users WHERE id = $1`,
+      [user.id],
+    );
     expect(stored).toEqual([{ user_name: 'Ada.Lovelace@Example.com', company_id: a.companyId }]);
 
     // Identity providers look users up by userName before provisioning; the match ignores letter case.
     const found = await scimCall(env, 'GET', filterUrl('ada.lovelace@example.COM'), a.token);
     expect(found.status).toBe(200);
     expect(found.headers['content-type']).toMatch(/^application\/scim\+json/);
-    expect(found.body).toEqual({ schemas: [LIST_SCHEMA], totalResults: 1, startIndex: 1, itemsPerPage: 1, Resources: [user] });
+    expect(found.body).toEqual({
+      schemas: [LIST_SCHEMA],
+      totalResults: 1,
+      startIndex: 1,
+      itemsPerPage: 1,
+      Resources: [user],
+    });
 
     const got = await scimCall(env, 'GET', `/scim/v2/Users/${user.id}`, a.token);
     expect(got.status).toBe(200);
@@ -67,7 +90,10 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
       schemas: [USER_SCHEMA],
       name: { givenName: 'Ada', familyName: 'King' },
       department: 'finance',
-      permissions: { companyPermissions: [], appGroup: [{ appGroupName: 'Product', appGroupPermissions: ['view_usage_data'], team: [] }] },
+      permissions: {
+        companyPermissions: [],
+        appGroup: [{ appGroupName: 'Product', appGroupPermissions: ['view_usage_data'], team: [] }],
+      },
     };
     const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${user.id}`, a.token, replacement);
     expect(replaced.status, replaced.raw).toBe(200);
@@ -78,7 +104,12 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
       name: { givenName: 'Ada', familyName: 'King' },
       department: 'finance',
       lastSignInAt: null,
-      permissions: { companyPermissions: [], appGroup: [{ appGroupId: a.productId, appGroupName: 'Product', appGroupPermissions: ['view_usage_data'], team: [] }] },
+      permissions: {
+        companyPermissions: [],
+        appGroup: [
+          { appGroupId: a.productId, appGroupName: 'Product', appGroupPermissions: ['view_usage_data'], team: [] },
+        ],
+      },
     });
     expect(replaced.body.meta.created).toBe(user.meta.created);
     expect(Date.parse(replaced.body.meta.lastModified)).toBeGreaterThanOrEqual(Date.parse(user.meta.lastModified));
@@ -90,7 +121,10 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
     const after = await scimCall(env, 'GET', `/scim/v2/Users/${user.id}`, a.token);
     expect(after.status).toBe(404);
     expect(after.body.detail).toBe('User not found');
-    expect((await scimCall(env, 'GET', filterUrl('ada.lovelace@example.com'), a.token)).body).toMatchObject({ totalResults: 0, Resources: [] });
+    expect((await scimCall(env, 'GET', filterUrl('ada.lovelace@example.com'), a.token)).body).toMatchObject({
+      totalResults: 0,
+      Resources: [],
+    });
     const list = await scimCall(env, 'GET', '/scim/v2/Users', a.token);
     expect(list.body.Resources.map((u: { id: string }) => u.id)).not.toContain(user.id);
 
@@ -107,11 +141,23 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
     expect(audit[0].changes).toMatchObject({
       userName: { from: null, to: 'Ada.Lovelace@Example.com' },
       department: { from: null, to: 'engineering' },
-      'permissions.appGroup[Marketing]': { from: null, to: { appGroupPermissions: ['basic_access', 'edit_segments'], team: [{ teamName: 'Growth', teamPermissions: ['admin'] }] } },
+      'permissions.appGroup[Marketing]': {
+        from: null,
+        to: {
+          appGroupPermissions: ['basic_access', 'edit_segments'],
+          team: [{ teamName: 'Growth', teamPermissions: ['admin'] }],
+        },
+      },
     });
     // The update names exactly what changed: not the unchanged given name or userName.
     expect(Object.keys(audit[1].changes).sort()).toEqual(
-      ['department', 'name.familyName', 'permissions.appGroup[Marketing]', 'permissions.appGroup[Product]', 'permissions.companyPermissions'].sort(),
+      [
+        'department',
+        'name.familyName',
+        'permissions.appGroup[Marketing]',
+        'permissions.appGroup[Product]',
+        'permissions.companyPermissions',
+      ].sort(),
     );
     expect(audit[1].changes.department).toEqual({ from: 'engineering', to: 'finance' });
     expect(audit[1].changes['permissions.appGroup[Marketing]'].to).toBeNull();
@@ -138,7 +184,10 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
       expect(found.body.Resources.map((u: { id: string }) => u.id)).toEqual([created.body.id]);
     }
     // A PUT that repeats it in another case is the same user: the new spelling is stored (Entra ID sends the UPN's).
-    const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${created.body.id}`, a.token, { ...created.body, userName: 'alice@example.com' });
+    const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${created.body.id}`, a.token, {
+      ...created.body,
+      userName: 'alice@example.com',
+    });
     expect(replaced.status, replaced.raw).toBe(200);
     expect(replaced.body.userName).toBe('alice@example.com');
     const patched = await scimCall(env, 'PATCH', `/scim/v2/Users/${created.body.id}`, a.token, {
@@ -171,9 +220,17 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
       department: 'engineering',
       permissions: { companyPermissions: ['admin'], appGroup: [] },
     });
-    const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${created.body.id}`, a.token, { schemas: [USER_SCHEMA], Name: { givenName: 'Augusta', FamilyName: 'King' }, Active: false });
+    const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${created.body.id}`, a.token, {
+      schemas: [USER_SCHEMA],
+      Name: { givenName: 'Augusta', FamilyName: 'King' },
+      Active: false,
+    });
     expect(replaced.status, replaced.raw).toBe(200);
-    expect(replaced.body).toMatchObject({ name: { givenName: 'Augusta', familyName: 'King' }, active: false, department: 'engineering' });
+    expect(replaced.body).toMatchObject({
+      name: { givenName: 'Augusta', familyName: 'King' },
+      active: false,
+      department: 'engineering',
+    });
   });
 
   it('creates a user with only the core attributes (no department, no permissions); the resource leaves them out', async () => {
@@ -187,8 +244,12 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
     });
     expect(created.status, created.raw).toBe(201);
     expect(created.body).toMatchObject({ displayName: 'Core Only', active: true, lastSignInAt: null });
-    for (const attribute of ['department', 'permissions', EXTENSION_SCHEMA]) expect(created.body).not.toHaveProperty(attribute);
-    const { rows } = await env.ctx.pool.query(`SELECT department, permissions, display_name FROM dashboard_users WHERE id = $1`, [created.body.id]);
+    for (const attribute of ['department', 'permissions', EXTENSION_SCHEMA])
+      expect(created.body).not.toHaveProperty(attribute);
+    const { rows } = await env.ctx.pool.query(
+      `SELECT department, permissions, display_name FROM dashboard_users WHERE id = $1`,
+      [created.body.id],
+    );
     expect(rows).toEqual([{ department: null, permissions: null, display_name: 'Core Only' }]);
     // A PUT without them keeps them absent; with them, sets them; a PUT of the spec's body without displayName keeps it.
     const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${created.body.id}`, a.token, {
@@ -197,13 +258,23 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
       department: 'bi',
       permissions: {},
     });
-    expect(replaced.body).toMatchObject({ displayName: 'Core Only', department: 'bi', permissions: { companyPermissions: [], appGroup: [] } });
+    expect(replaced.body).toMatchObject({
+      displayName: 'Core Only',
+      department: 'bi',
+      permissions: { companyPermissions: [], appGroup: [] },
+    });
   });
 
   it('resolves workspaces and teams by the ids a response returned, and shows current names after a rename', async () => {
     const body = userBody('by-id@example.com', {
       permissions: {
-        appGroup: [{ appGroupId: a.marketingId, appGroupPermissions: ['admin'], team: [{ teamId: a.growthTeamId, teamPermissions: ['basic_access'] }] }],
+        appGroup: [
+          {
+            appGroupId: a.marketingId,
+            appGroupPermissions: ['admin'],
+            team: [{ teamId: a.growthTeamId, teamPermissions: ['basic_access'] }],
+          },
+        ],
       },
     });
     const created = await scimCall(env, 'POST', '/scim/v2/Users', a.token, body);
@@ -211,7 +282,12 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
     expect(created.body.permissions).toEqual({
       companyPermissions: [],
       appGroup: [
-        { appGroupId: a.marketingId, appGroupName: 'Marketing', appGroupPermissions: ['admin'], team: [{ teamId: a.growthTeamId, teamName: 'Growth', teamPermissions: ['basic_access'] }] },
+        {
+          appGroupId: a.marketingId,
+          appGroupName: 'Marketing',
+          appGroupPermissions: ['admin'],
+          team: [{ teamId: a.growthTeamId, teamName: 'Growth', teamPermissions: ['basic_access'] }],
+        },
       ],
     });
     await env.ctx.pool.query(`UPDATE teams SET name = 'Growth EU' WHERE id = $1`, [a.growthTeamId]);
@@ -225,7 +301,7 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
 });
 
 describe('isolation between companies', () => {
-  it('a company never sees, changes or deletes another company\'s users, and may reuse its userNames', async () => {
+  it("a company never sees, changes or deletes another company's users, and may reuse its userNames", async () => {
     const mine = await scimCall(env, 'POST', '/scim/v2/Users', a.token, userBody('shared@example.com'));
     expect(mine.status).toBe(201);
     const id = mine.body.id;
@@ -234,7 +310,13 @@ describe('isolation between companies', () => {
     expect((await scimCall(env, 'GET', filterUrl('shared@example.com'), b.token)).body.totalResults).toBe(0);
     const bList = await scimCall(env, 'GET', '/scim/v2/Users', b.token);
     expect(bList.body.Resources.map((u: { id: string }) => u.id)).not.toContain(id);
-    const put = await scimCall(env, 'PUT', `/scim/v2/Users/${id}`, b.token, userBody('shared@example.com', { department: 'finance' }));
+    const put = await scimCall(
+      env,
+      'PUT',
+      `/scim/v2/Users/${id}`,
+      b.token,
+      userBody('shared@example.com', { department: 'finance' }),
+    );
     expect(put.status).toBe(404);
     expect(put.body.detail).toBe('User not found');
     expect((await scimCall(env, 'DELETE', `/scim/v2/Users/${id}`, b.token)).status).toBe(404);
@@ -252,7 +334,9 @@ describe('isolation between companies', () => {
       'POST',
       '/scim/v2/Users',
       b.token,
-      userBody('foreign@example.com', { permissions: { appGroup: [{ appGroupId: a.productId, appGroupPermissions: ['admin'] }] } }),
+      userBody('foreign@example.com', {
+        permissions: { appGroup: [{ appGroupId: a.productId, appGroupPermissions: ['admin'] }] },
+      }),
     );
     expect(foreign.status).toBe(400);
     expect(foreign.body.detail).toContain('permissions.appGroup[0].appGroupId');
@@ -263,7 +347,9 @@ describe('GET /scim/v2/Users paging', () => {
   it('pages by startIndex (from 1) and count, never repeating users', async () => {
     const co = await seedScimCompany(env, 'paging');
     for (let i = 0; i < 5; i++) {
-      expect((await scimCall(env, 'POST', '/scim/v2/Users', co.token, userBody(`page${i}@example.com`))).status).toBe(201);
+      expect((await scimCall(env, 'POST', '/scim/v2/Users', co.token, userBody(`page${i}@example.com`))).status).toBe(
+        201,
+      );
     }
     const first = await scimCall(env, 'GET', '/scim/v2/Users?startIndex=1&count=2', co.token);
     expect(first.body).toMatchObject({ schemas: [LIST_SCHEMA], totalResults: 5, startIndex: 1, itemsPerPage: 2 });
@@ -271,15 +357,34 @@ describe('GET /scim/v2/Users paging', () => {
     const third = await scimCall(env, 'GET', '/scim/v2/Users?startIndex=5&count=2', co.token);
     expect(third.body).toMatchObject({ totalResults: 5, startIndex: 5, itemsPerPage: 1 });
     const names = [first, second, third].flatMap((p) => p.body.Resources.map((u: { userName: string }) => u.userName));
-    expect(names).toEqual(['page0@example.com', 'page1@example.com', 'page2@example.com', 'page3@example.com', 'page4@example.com']);
+    expect(names).toEqual([
+      'page0@example.com',
+      'page1@example.com',
+      'page2@example.com',
+      'page3@example.com',
+      'page4@example.com',
+    ]);
 
     const all = await scimCall(env, 'GET', '/scim/v2/Users', co.token);
     expect(all.body).toMatchObject({ totalResults: 5, startIndex: 1, itemsPerPage: 5 });
     // RFC 7644 3.4.2.4: count 0 gives only the total; a negative count means 0 and a startIndex below 1 means 1.
-    expect((await scimCall(env, 'GET', '/scim/v2/Users?count=0', co.token)).body).toMatchObject({ totalResults: 5, itemsPerPage: 0, Resources: [] });
-    expect((await scimCall(env, 'GET', '/scim/v2/Users?count=-4', co.token)).body).toMatchObject({ totalResults: 5, itemsPerPage: 0 });
-    expect((await scimCall(env, 'GET', '/scim/v2/Users?startIndex=0&count=1', co.token)).body.Resources[0].userName).toBe('page0@example.com');
-    expect((await scimCall(env, 'GET', '/scim/v2/Users?startIndex=99', co.token)).body).toMatchObject({ totalResults: 5, itemsPerPage: 0, Resources: [] });
+    expect((await scimCall(env, 'GET', '/scim/v2/Users?count=0', co.token)).body).toMatchObject({
+      totalResults: 5,
+      itemsPerPage: 0,
+      Resources: [],
+    });
+    expect((await scimCall(env, 'GET', '/scim/v2/Users?count=-4', co.token)).body).toMatchObject({
+      totalResults: 5,
+      itemsPerPage: 0,
+    });
+    expect(
+      (await scimCall(env, 'GET', '/scim/v2/Users?startIndex=0&count=1', co.token)).body.Resources[0].userName,
+    ).toBe('page0@example.com');
+    expect((await scimCall(env, 'GET', '/scim/v2/Users?startIndex=99', co.token)).body).toMatchObject({
+      totalResults: 5,
+      itemsPerPage: 0,
+      Resources: [],
+    });
   });
 });
 
@@ -291,7 +396,10 @@ describe('company extensions of the allowed strings', () => {
     );
     const body = userBody('ext@example.com', {
       department: 'support',
-      permissions: { companyPermissions: ['billing'], appGroup: [{ appGroupName: 'Marketing', appGroupPermissions: ['manage_canvases'] }] },
+      permissions: {
+        companyPermissions: ['billing'],
+        appGroup: [{ appGroupName: 'Marketing', appGroupPermissions: ['manage_canvases'] }],
+      },
     });
     const ok = await scimCall(env, 'POST', '/scim/v2/Users', a.token, body);
     expect(ok.status, ok.raw).toBe(201);
@@ -301,18 +409,34 @@ describe('company extensions of the allowed strings', () => {
     expect(refused.status).toBe(400);
     expect(refused.body.scimType).toBe('invalidValue');
     expect(refused.body.detail).toContain('department: "support" is not an allowed department');
-    expect(refused.body.detail).toContain('permissions.companyPermissions: "billing" is not an allowed company permission');
-    expect(refused.body.detail).toContain('permissions.appGroup[0].appGroupPermissions: "manage_canvases" is not an allowed workspace permission');
-    const { rows } = await env.ctx.pool.query(`SELECT 1 FROM dashboard_users WHERE company_id = $1 AND user_name = 'ext@example.com'`, [b.companyId]);
+    expect(refused.body.detail).toContain(
+      'permissions.companyPermissions: "billing" is not an allowed company permission',
+    );
+    expect(refused.body.detail).toContain(
+      'permissions.appGroup[0].appGroupPermissions: "manage_canvases" is not an allowed workspace permission',
+    );
+    const { rows } = await env.ctx.pool.query(
+      `SELECT 1 FROM dashboard_users WHERE company_id = $1 AND user_name = 'ext@example.com'`,
+      [b.companyId],
+    );
     expect(rows).toHaveLength(0);
   });
 
   it('a plain list in settings.scim.permissions extends every level', async () => {
-    await env.ctx.pool.query(`UPDATE companies SET settings = '{"scim": {"permissions": ["custom_everywhere"]}}' WHERE id = $1`, [b.companyId]);
+    await env.ctx.pool.query(
+      `UPDATE companies SET settings = '{"scim": {"permissions": ["custom_everywhere"]}}' WHERE id = $1`,
+      [b.companyId],
+    );
     const body = userBody('plain-ext@example.com', {
       permissions: {
         companyPermissions: ['custom_everywhere'],
-        appGroup: [{ appGroupName: 'Marketing', appGroupPermissions: ['custom_everywhere'], team: [{ teamName: 'Growth', teamPermissions: ['custom_everywhere'] }] }],
+        appGroup: [
+          {
+            appGroupName: 'Marketing',
+            appGroupPermissions: ['custom_everywhere'],
+            team: [{ teamName: 'Growth', teamPermissions: ['custom_everywhere'] }],
+          },
+        ],
       },
     });
     const ok = await scimCall(env, 'POST', '/scim/v2/Users', b.token, body);

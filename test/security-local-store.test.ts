@@ -54,7 +54,10 @@ beforeAll(async () => {
   env.startWorkers([segmentExportJob, exportShardJob, exportCallbackJob, bulkImportJob]);
 
   // B's own import file, and B's finished export (parts and manifest.json) in B's part of the store.
-  await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, env.b).put('imports/b.ndjson', Buffer.from(`${EVENT('b-user')}\n`));
+  await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, env.b).put(
+    'imports/b.ndjson',
+    Buffer.from(`${EVENT('b-user')}\n`),
+  );
   await createSegment(env.ctx.pool, env.b.workspaceId, 'b-seg');
   await insertProfiles(env.ctx.pool, env.b.workspaceId, 1, 30);
   const started = await requestExport(env, env.b.apiKey, { segment_id: 'b-seg', fields_to_export: ['external_id'] });
@@ -74,7 +77,9 @@ describe('the built-in local store is one namespace per company and workspace', 
     expect(stolen.body.message).toBe(String(missing.body.message).replace('imports/none.ndjson', 'imports/b.ndjson'));
     // Another workspace of the same company is another namespace too.
     expect((await importAs(a2, { source: 'local', key: 'imports/b.ndjson' })).status).toBe(404);
-    const imports = await env.ctx.pool.query('SELECT id FROM imports WHERE workspace_id = ANY($1)', [[env.a.workspaceId, a2.workspaceId]]);
+    const imports = await env.ctx.pool.query('SELECT id FROM imports WHERE workspace_id = ANY($1)', [
+      [env.a.workspaceId, a2.workspaceId],
+    ]);
     expect(imports.rowCount).toBe(0);
     expect(await snapshot(bDir())).toEqual(before);
   });
@@ -91,7 +96,10 @@ describe('the built-in local store is one namespace per company and workspace', 
   });
 
   it('imports the same key from the caller’s own directory: the key is relative to it', async () => {
-    await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, env.a).put('imports/b.ndjson', Buffer.from(`${EVENT('a-user')}\n`));
+    await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, env.a).put(
+      'imports/b.ndjson',
+      Buffer.from(`${EVENT('a-user')}\n`),
+    );
     const res = await importAs(env.a, { source: 'local', key: 'imports/b.ndjson' });
     expect(res.status).toBe(201);
     const id = String(res.body.import_id);
@@ -100,9 +108,15 @@ describe('the built-in local store is one namespace per company and workspace', 
       if (rows[0]?.status === 'completed') break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    const profiles = await env.ctx.pool.query<{ external_id: string }>('SELECT external_id FROM profiles WHERE workspace_id = $1', [env.a.workspaceId]);
+    const profiles = await env.ctx.pool.query<{ external_id: string }>(
+      'SELECT external_id FROM profiles WHERE workspace_id = $1',
+      [env.a.workspaceId],
+    );
     expect(profiles.rows.map((r) => r.external_id)).toEqual(['a-user']);
-    const bProfiles = await env.ctx.pool.query('SELECT 1 FROM profiles WHERE workspace_id = $1 AND external_id = $2', [env.b.workspaceId, 'a-user']);
+    const bProfiles = await env.ctx.pool.query('SELECT 1 FROM profiles WHERE workspace_id = $1 AND external_id = $2', [
+      env.b.workspaceId,
+      'a-user',
+    ]);
     expect(bProfiles.rowCount).toBe(0);
   });
 
@@ -115,7 +129,8 @@ describe('the built-in local store is one namespace per company and workspace', 
     ['backslash', '..\\..\\b.ndjson'],
     ['trailing dot-dot', 'imports/..'],
   ])('refuses a %s key with 400 and records nothing', async (_name, key) => {
-    const count = async () => (await env.ctx.pool.query('SELECT 1 FROM imports WHERE workspace_id = $1', [env.a.workspaceId])).rowCount;
+    const count = async () =>
+      (await env.ctx.pool.query('SELECT 1 FROM imports WHERE workspace_id = $1', [env.a.workspaceId])).rowCount;
     const before = await count();
     const res = await importAs(env.a, { source: 'local', key });
     expect(res.status).toBe(400);
@@ -149,15 +164,27 @@ describe('exports recorded before the store had namespaces', () => {
     const legacyDir = path.join(env.config.LOCAL_STORE_DIR, 'local', bExport.keyPrefix);
     await mkdir(path.dirname(legacyDir), { recursive: true });
     await rename(path.join(bDir(), bExport.keyPrefix), legacyDir);
-    await env.ctx.pool.query('UPDATE exports SET local_shared_root = true WHERE object_prefix = $1', [bExport.objectPrefix]);
+    await env.ctx.pool.query('UPDATE exports SET local_shared_root = true WHERE object_prefix = $1', [
+      bExport.objectPrefix,
+    ]);
 
-    const res = await env.app.inject({ method: 'GET', url: new URL(bExport.url).pathname + new URL(bExport.url).search });
+    const res = await env.app.inject({
+      method: 'GET',
+      url: new URL(bExport.url).pathname + new URL(bExport.url).search,
+    });
     expect(res.statusCode).toBe(200);
     const dir = await mkdtemp(path.join(tmpdir(), 'ces-legacy-dl-'));
     try {
       await writeFile(path.join(dir, 'all.zip'), res.rawPayload);
       expect(await zipEntries(path.join(dir, 'all.zip'))).toContain(`${bExport.objectPrefix}/manifest.json`);
-      const { stdout } = await run('unzip', ['-p', path.join(dir, 'all.zip'), '*.json', '-x', '*/manifest.json', '*/schema.json']);
+      const { stdout } = await run('unzip', [
+        '-p',
+        path.join(dir, 'all.zip'),
+        '*.json',
+        '-x',
+        '*/manifest.json',
+        '*/schema.json',
+      ]);
       expect(stdout.split('\n').filter(Boolean)).toHaveLength(30);
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -165,7 +192,10 @@ describe('exports recorded before the store had namespaces', () => {
   });
 
   it('an unfinished import of the shared root is not resumed by the upgrade', async () => {
-    const sql = await readFile(path.join(import.meta.dirname, '../src/db/migrations/0110_local_store_namespaces.sql'), 'utf8');
+    const sql = await readFile(
+      path.join(import.meta.dirname, '../src/db/migrations/0110_local_store_namespaces.sql'),
+      'utf8',
+    );
     const { rows } = await env.ctx.pool.query<{ id: string }>(
       `INSERT INTO imports (workspace_id, store, object_key, format, bytes_total, rejects_key, requested_by)
        VALUES ($1, 'local', $2, 'ndjson', 10, 'x.rejects.ndjson', 'test') RETURNING id`,
@@ -173,7 +203,13 @@ describe('exports recorded before the store had namespaces', () => {
     );
     // The migration's statements run again against this row (the column additions are already there).
     await env.ctx.pool.query(sql.slice(sql.indexOf('UPDATE imports')));
-    const after = await env.ctx.pool.query<{ status: string; error: string }>('SELECT status, error FROM imports WHERE id = $1', [rows[0]!.id]);
-    expect(after.rows[0]).toMatchObject({ status: 'failed', error: expect.stringMatching(/move the file into the workspace's directory/) });
+    const after = await env.ctx.pool.query<{ status: string; error: string }>(
+      'SELECT status, error FROM imports WHERE id = $1',
+      [rows[0]!.id],
+    );
+    expect(after.rows[0]).toMatchObject({
+      status: 'failed',
+      error: expect.stringMatching(/move the file into the workspace's directory/),
+    });
   });
 });

@@ -29,11 +29,15 @@ const leaks = (text: string, secret: string) => fragments(secret, 4).filter((f) 
  * In the logs, whose ids and hashes would match short random runs by chance: the first 12 characters (what refusals
  * used to repeat) and any 10 characters of the random part.
  */
-const logLeaks = (text: string, secret: string) => [secret.slice(0, 12), ...fragments(secret, 10)].filter((f) => text.includes(f));
+const logLeaks = (text: string, secret: string) =>
+  [secret.slice(0, 12), ...fragments(secret, 10)].filter((f) => text.includes(f));
 
 beforeAll(async () => {
   [env, s3] = await Promise.all([
-    createTestEnv({ LOG_LEVEL: 'info', EXPORT_SHARD_BUCKETS: '10000', EXPORT_SHARD_ATTEMPTS: '1' }, { logDestination: capture }),
+    createTestEnv(
+      { LOG_LEVEL: 'info', EXPORT_SHARD_BUCKETS: '10000', EXPORT_SHARD_ATTEMPTS: '1' },
+      { logDestination: capture },
+    ),
     startS3rver(),
   ]);
   ws = await seedWorkspace(env.ctx.pool);
@@ -57,7 +61,11 @@ describe('refusals repeat nothing of a presented secret', () => {
 
   it('an unknown SCIM token: 401 without any fragment of it, in the body or the log', async () => {
     const token = `ces_scim_${randomBytes(24).toString('base64url')}`;
-    const res = await env.app.inject({ method: 'GET', url: '/scim/v2/Users?filter=userName eq "x@example.com"', headers: scimHeaders(token) });
+    const res = await env.app.inject({
+      method: 'GET',
+      url: '/scim/v2/Users?filter=userName eq "x@example.com"',
+      headers: scimHeaders(token),
+    });
     expect(res.statusCode).toBe(401);
     expect(res.json().detail).toBe('Invalid SCIM token: it is unknown or has been revoked');
     expect(leaks(res.body, token)).toEqual([]);
@@ -73,7 +81,11 @@ describe('refusals repeat nothing of a presented secret', () => {
   });
 
   it('valid keys and tokens used on every request never reach a log line', async () => {
-    const ok = await env.app.inject({ method: 'GET', url: '/scim/v2/Users?filter=userName eq "x@example.com"', headers: scimHeaders(scimToken) });
+    const ok = await env.app.inject({
+      method: 'GET',
+      url: '/scim/v2/Users?filter=userName eq "x@example.com"',
+      headers: scimHeaders(scimToken),
+    });
     expect(ok.statusCode).toBe(200);
     const text = logged.join('');
     expect(logLeaks(text, ws.apiKey)).toEqual([]);
@@ -95,7 +107,10 @@ describe('signed download links are bearer credentials: never logged', () => {
     const res = await env.app.inject({ method: 'GET', url: url.pathname + url.search });
     expect(res.statusCode).toBe(200);
     const tampered = `${signature.slice(0, 63)}${signature[63] === '0' ? '1' : '0'}`;
-    const bad = await env.app.inject({ method: 'GET', url: `${url.pathname}?signature=${tampered}&token=abcdef123456` });
+    const bad = await env.app.inject({
+      method: 'GET',
+      url: `${url.pathname}?signature=${tampered}&token=abcdef123456`,
+    });
     expect(bad.statusCode).toBe(404);
 
     const lines = logged.slice(before).join('');
@@ -121,25 +136,40 @@ describe('signed download links are bearer credentials: never logged', () => {
 
 describe('request bodies are JSON in UTF-8 only', () => {
   const post = (contentType: string, payload: Buffer | string) =>
-    env.app.inject({ method: 'POST', url: '/users/track', headers: { ...bearer(ws.apiKey), 'content-type': contentType }, payload });
+    env.app.inject({
+      method: 'POST',
+      url: '/users/track',
+      headers: { ...bearer(ws.apiKey), 'content-type': contentType },
+      payload,
+    });
   const body = JSON.stringify({ attributes: [{ external_id: 'charset-user', first_name: 'Zoë' }] });
 
-  it.each(['utf-16', 'UTF-16LE', 'iso-8859-1', 'latin1', '"utf-16"', 'bogus'])('answers 415 for charset=%s and stores nothing', async (charset) => {
-    const payload = charset.toLowerCase().includes('utf-16') ? Buffer.from(body, 'utf16le') : Buffer.from(body, 'latin1');
-    const res = await post(`application/json; charset=${charset}`, payload);
-    expect(res.statusCode).toBe(415);
-    expect(res.json().message).toMatch(/UTF-8/);
-    const { rowCount } = await env.ctx.pool.query('SELECT 1 FROM profiles WHERE workspace_id = $1 AND external_id = $2', [ws.workspaceId, 'charset-user']);
-    expect(rowCount).toBe(0);
-  });
-
-  it.each(['application/json', 'application/json; charset=utf-8', 'application/json;charset="UTF-8"', 'application/json; charset=utf8'])(
-    'accepts %s',
-    async (contentType) => {
-      const res = await post(contentType, body);
-      expect(res.statusCode).toBe(201);
+  it.each(['utf-16', 'UTF-16LE', 'iso-8859-1', 'latin1', '"utf-16"', 'bogus'])(
+    'answers 415 for charset=%s and stores nothing',
+    async (charset) => {
+      const payload = charset.toLowerCase().includes('utf-16')
+        ? Buffer.from(body, 'utf16le')
+        : Buffer.from(body, 'latin1');
+      const res = await post(`application/json; charset=${charset}`, payload);
+      expect(res.statusCode).toBe(415);
+      expect(res.json().message).toMatch(/UTF-8/);
+      const { rowCount } = await env.ctx.pool.query(
+        'SELECT 1 FROM profiles WHERE workspace_id = $1 AND external_id = $2',
+        [ws.workspaceId, 'charset-user'],
+      );
+      expect(rowCount).toBe(0);
     },
   );
+
+  it.each([
+    'application/json',
+    'application/json; charset=utf-8',
+    'application/json;charset="UTF-8"',
+    'application/json; charset=utf8',
+  ])('accepts %s', async (contentType) => {
+    const res = await post(contentType, body);
+    expect(res.statusCode).toBe(201);
+  });
 
   it('applies the same rule to SCIM bodies', async () => {
     const res = await env.app.inject({
@@ -158,7 +188,10 @@ describe('bucket credentials', () => {
     const accessKeyId = `AKIA${randomBytes(8).toString('hex').toUpperCase()}`;
     const secretAccessKey = randomBytes(30).toString('base64url');
     const destination = { ...s3.destination, credentials: { accessKeyId, secretAccessKey } };
-    await env.ctx.pool.query('UPDATE workspaces SET export_destination = $2 WHERE id = $1', [other.workspaceId, JSON.stringify(destination)]);
+    await env.ctx.pool.query('UPDATE workspaces SET export_destination = $2 WHERE id = $1', [
+      other.workspaceId,
+      JSON.stringify(destination),
+    ]);
     await createSegment(env.ctx.pool, other.workspaceId, 'to-s3');
     await insertProfiles(env.ctx.pool, other.workspaceId, 500, 10);
     const started = await requestExport(env, other.apiKey, { segment_id: 'to-s3', fields_to_export: ['external_id'] });

@@ -17,11 +17,18 @@ beforeAll(async () => {
        FROM generate_series(1, 250) g`,
     [env.ws.workspaceId],
   );
-  await env.ctx.pool.query(`INSERT INTO segments (workspace_id, api_id, name) VALUES ($1, 'foreign', 'Other workspace')`, [env.other.workspaceId]);
+  await env.ctx.pool.query(
+    `INSERT INTO segments (workspace_id, api_id, name) VALUES ($1, 'foreign', 'Other workspace')`,
+    [env.other.workspaceId],
+  );
 });
 
 async function page(query: string) {
-  const res = await env.app.inject({ method: 'GET', url: `/segments/list${query}`, headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' } });
+  const res = await env.app.inject({
+    method: 'GET',
+    url: `/segments/list${query}`,
+    headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
+  });
   return { status: res.statusCode, body: res.json(), headers: res.headers };
 }
 
@@ -43,7 +50,12 @@ describe('GET /segments/list', () => {
 
   it('returns the spec entry shape and sorts descending on request', async () => {
     const { body } = await page('?sort_direction=desc');
-    expect(body.segments[0]).toEqual({ id: 'seg-0249', name: 'Segment 249', analytics_tracking_enabled: false, tags: ['t0'] });
+    expect(body.segments[0]).toEqual({
+      id: 'seg-0249',
+      name: 'Segment 249',
+      analytics_tracking_enabled: false,
+      tags: ['t0'],
+    });
     const asc = await page('?');
     expect(asc.body.segments[0].id).toBe('seg-0001');
   });
@@ -71,7 +83,8 @@ describe('GET /segments/list', () => {
 
   it('never lists archived segments, whatever include_archived says', async () => {
     const seen: string[] = [];
-    for (let p = 0; p < 3; p++) seen.push(...(await page(`?page=${p}&include_archived=true`)).body.segments.map((s: Segment) => s.id));
+    for (let p = 0; p < 3; p++)
+      seen.push(...(await page(`?page=${p}&include_archived=true`)).body.segments.map((s: Segment) => s.id));
     expect(seen).toHaveLength(245);
     expect(seen).not.toContain('seg-0100');
   });
@@ -79,7 +92,8 @@ describe('GET /segments/list', () => {
   it('sorts descending as the exact reverse of ascending', async () => {
     const walk = async (dir: string) => {
       const ids: string[] = [];
-      for (let p = 0; p < 3; p++) ids.push(...(await page(`?page=${p}&sort_direction=${dir}`)).body.segments.map((s: Segment) => s.id));
+      for (let p = 0; p < 3; p++)
+        ids.push(...(await page(`?page=${p}&sort_direction=${dir}`)).body.segments.map((s: Segment) => s.id));
       return ids;
     };
     expect(await walk('desc')).toEqual((await walk('asc')).reverse());

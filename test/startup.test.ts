@@ -56,13 +56,17 @@ describe('ces start-up', () => {
   it('serve, worker and start exit 1 within the timeout when Redis cannot be reached, with one line naming REDIS_URL', async () => {
     const closed = await freePort();
     const results = await Promise.all(
-      ['serve', 'worker', 'start'].map((command) => timed(command, { REDIS_URL: `redis://:${SECRET}@127.0.0.1:${closed}` })),
+      ['serve', 'worker', 'start'].map((command) =>
+        timed(command, { REDIS_URL: `redis://:${SECRET}@127.0.0.1:${closed}` }),
+      ),
     );
     for (const res of results) {
       expect(res.code, res.stderr).toBe(1);
       expect(res.seconds).toBeLessThan(TIMEOUT_S + STARTUP_ALLOWANCE_S);
       expect(lines(res.stderr), res.stderr).toHaveLength(1);
-      expect(res.stderr).toContain(`cannot reach Redis at redis://:***@127.0.0.1:${closed} (REDIS_URL) within ${TIMEOUT_S} s`);
+      expect(res.stderr).toContain(
+        `cannot reach Redis at redis://:***@127.0.0.1:${closed} (REDIS_URL) within ${TIMEOUT_S} s`,
+      );
       expect(res.stdout + res.stderr).not.toContain(SECRET);
       // ioredis' own lines for errors nobody listens to must not appear either.
       expect(res.stdout + res.stderr).not.toContain('Unhandled error event');
@@ -72,18 +76,25 @@ describe('ces start-up', () => {
   it('serve, worker, start and migrate exit 1 within the timeout when PostgreSQL cannot be reached, naming DATABASE_URL', async () => {
     const closed = await freePort();
     const url = `postgres://postgres:${SECRET}@127.0.0.1:${closed}/test`;
-    const results = await Promise.all(['serve', 'worker', 'start', 'migrate'].map((command) => timed(command, { DATABASE_URL: url })));
+    const results = await Promise.all(
+      ['serve', 'worker', 'start', 'migrate'].map((command) => timed(command, { DATABASE_URL: url })),
+    );
     for (const res of results) {
       expect(res.code, res.stderr).toBe(1);
       expect(res.seconds).toBeLessThan(TIMEOUT_S + STARTUP_ALLOWANCE_S);
       expect(lines(res.stderr), res.stderr).toHaveLength(1);
-      expect(res.stderr).toContain(`cannot reach PostgreSQL at postgres://postgres:***@127.0.0.1:${closed}/test (DATABASE_URL) within ${TIMEOUT_S} s`);
+      expect(res.stderr).toContain(
+        `cannot reach PostgreSQL at postgres://postgres:***@127.0.0.1:${closed}/test (DATABASE_URL) within ${TIMEOUT_S} s`,
+      );
       expect(res.stdout + res.stderr).not.toContain(SECRET);
     }
   });
 
   it('refuses a DATABASE_URL or REDIS_URL that is not a URL, with exit code 2, before connecting to anything', async () => {
-    const [database, redis] = await Promise.all([timed('serve', { DATABASE_URL: 'not-a-url' }), timed('worker', { REDIS_URL: 'localhost:6379' })]);
+    const [database, redis] = await Promise.all([
+      timed('serve', { DATABASE_URL: 'not-a-url' }),
+      timed('worker', { REDIS_URL: 'localhost:6379' }),
+    ]);
     expect(database.code).toBe(2);
     expect(database.stderr).toMatch(/DATABASE_URL: must be a URL/);
     expect(database.stderr).not.toMatch(/ENOTFOUND|getaddrinfo/);

@@ -55,7 +55,9 @@ function runReplay(extraEnv: Record<string, string>): Promise<Replay> {
     child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => (stderr += d));
     const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
-    child.on('error', (err) => reject(new Error(`python3 is required to run scripts/braze-clients-replay.py: ${err.message}`)));
+    child.on('error', (err) =>
+      reject(new Error(`python3 is required to run scripts/braze-clients-replay.py: ${err.message}`)),
+    );
     child.on('close', (code) => {
       clearTimeout(timer);
       try {
@@ -65,21 +67,37 @@ function runReplay(extraEnv: Record<string, string>): Promise<Replay> {
           .map((l) => JSON.parse(l) as Line);
         resolve({ code, stdout, stderr, lines });
       } catch (err) {
-        reject(new Error(`the replay printed a line that is not JSON (${(err as Error).message}):\n${stdout}\n${stderr}`));
+        reject(
+          new Error(`the replay printed a line that is not JSON (${(err as Error).message}):\n${stdout}\n${stderr}`),
+        );
       }
     });
   });
 }
 
 async function post(url: string, body: unknown) {
-  const res = await env.app.inject({ method: 'POST', url, headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+  const res = await env.app.inject({
+    method: 'POST',
+    url,
+    headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json' },
+    payload: JSON.stringify(body),
+  });
   expect(res.statusCode, `${url} ${res.body}`).toBeLessThan(300);
   return res.json() as Record<string, unknown>;
 }
 
-const exportIds = (body: Record<string, unknown>) => post('/users/export/ids', { fields_to_export: ['external_id', 'email', 'user_aliases', 'first_name', 'custom_attributes'], ...body });
+const exportIds = (body: Record<string, unknown>) =>
+  post('/users/export/ids', {
+    fields_to_export: ['external_id', 'email', 'user_aliases', 'first_name', 'custom_attributes'],
+    ...body,
+  });
 
-const staged = async () => (await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ingest_staging WHERE workspace_id = $1`, [env.ws.workspaceId])).rows[0]!.n;
+const staged = async () =>
+  (
+    await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ingest_staging WHERE workspace_id = $1`, [
+      env.ws.workspaceId,
+    ])
+  ).rows[0]!.n;
 
 const linesOf = (call: string) => replay.lines.filter((l) => l.call === call);
 
@@ -105,9 +123,18 @@ beforeAll(async () => {
       { alias_name: 'anon@example.com', alias_label: 'email' },
     ],
   });
-  await post('/users/track', { attributes: [{ user_alias: { alias_label: 'email', alias_name: 'anon@example.com' }, plan: 'trial' }] });
-  await post('/users/external_ids/rename', { external_id_renames: [{ current_external_id: 'ext-11', new_external_id: 'ext-11-v2' }] });
-  await drainThrough(pool, undefined, { maxRows: 100, partitions: env.config.INGEST_PARTITIONS, log: env.ctx.log, metrics: env.ctx.metrics });
+  await post('/users/track', {
+    attributes: [{ user_alias: { alias_label: 'email', alias_name: 'anon@example.com' }, plan: 'trial' }],
+  });
+  await post('/users/external_ids/rename', {
+    external_id_renames: [{ current_external_id: 'ext-11', new_external_id: 'ext-11-v2' }],
+  });
+  await drainThrough(pool, undefined, {
+    maxRows: 100,
+    partitions: env.config.INGEST_PARTITIONS,
+    log: env.ctx.log,
+    metrics: env.ctx.metrics,
+  });
   expect(await staged()).toBe(0);
 
   env.startWorkers([trackIngestJob]);
@@ -169,17 +196,25 @@ describe('the clients, replayed against the service', () => {
     expect(linesOf('create_braze_alias/track_user')[0]!.request).toEqual({
       attributes: [
         { user_alias: { alias_label: 'Enterprise', alias_name: LEARNER }, email: LEARNER },
-        { user_alias: { alias_label: 'Enterprise', alias_name: 'user1@example.com', external_id: 'ext-1' }, email: 'user1@example.com' },
+        {
+          user_alias: { alias_label: 'Enterprise', alias_name: 'user1@example.com', external_id: 'ext-1' },
+          email: 'user1@example.com',
+        },
       ],
     });
     expect(linesOf('create_braze_alias/track_user')[0]!.body).toEqual({ message: 'success', attributes_processed: 2 });
     expect(replay.stderr).toBe('');
-    const letters = await env.ctx.pool.query(`SELECT error_message FROM ingest_dead_letters WHERE workspace_id = $1`, [env.ws.workspaceId]);
+    const letters = await env.ctx.pool.query(`SELECT error_message FROM ingest_dead_letters WHERE workspace_id = $1`, [
+      env.ws.workspaceId,
+    ]);
     expect(letters.rows).toEqual([]);
   });
 
   it("edX create_braze_alias: finds the user holding the alias, sends its external_id with the alias, creates the unknown one's alias", async () => {
-    const [lookup, aliasNew, track] = linesOf('create_braze_alias/get_braze_external_id_batch').concat(linesOf('create_braze_alias'), linesOf('create_braze_alias/track_user'));
+    const [lookup, aliasNew, track] = linesOf('create_braze_alias/get_braze_external_id_batch').concat(
+      linesOf('create_braze_alias'),
+      linesOf('create_braze_alias/track_user'),
+    );
     expect(lookup!.body.users).toEqual([{ external_id: 'ext-1', email: 'user1@example.com' }]);
     expect(lookup!.body.invalid_user_ids).toEqual([`Enterprise:${LEARNER}`]);
     expect(aliasNew!.request).toEqual({
@@ -192,59 +227,119 @@ describe('the clients, replayed against the service', () => {
     expect(track!.status).toBe(201);
     // The found user keeps its alias, and no second, alias-only user holds it.
     const found = await exportIds({ user_aliases: [{ alias_label: 'Enterprise', alias_name: 'user1@example.com' }] });
-    expect(found.users).toEqual([expect.objectContaining({ external_id: 'ext-1', email: 'user1@example.com', user_aliases: [{ alias_name: 'user1@example.com', alias_label: 'Enterprise' }] })]);
-    const holders = await env.ctx.pool.query(`SELECT count(*)::int AS n FROM profile_aliases WHERE workspace_id = $1 AND alias_name = 'user1@example.com'`, [env.ws.workspaceId]);
+    expect(found.users).toEqual([
+      expect.objectContaining({
+        external_id: 'ext-1',
+        email: 'user1@example.com',
+        user_aliases: [{ alias_name: 'user1@example.com', alias_label: 'Enterprise' }],
+      }),
+    ]);
+    const holders = await env.ctx.pool.query(
+      `SELECT count(*)::int AS n FROM profile_aliases WHERE workspace_id = $1 AND alias_name = 'user1@example.com'`,
+      [env.ws.workspaceId],
+    );
     expect(holders.rows[0].n).toBe(1);
   });
 
   it('edX create_recipients: the new alias-only user is identified with the integer LMS user id, and keeps the email the track set', async () => {
     const [identify] = linesOf('create_recipients/identify_users');
-    expect(identify!.request).toEqual({ aliases_to_identify: [{ external_id: LMS_USER_ID, user_alias: { alias_label: 'Enterprise', alias_name: LEARNER } }] });
+    expect(identify!.request).toEqual({
+      aliases_to_identify: [
+        { external_id: LMS_USER_ID, user_alias: { alias_label: 'Enterprise', alias_name: LEARNER } },
+      ],
+    });
     expect(identify!.status).toBe(201);
     const byAlias = await exportIds({ user_aliases: [{ alias_label: 'Enterprise', alias_name: LEARNER }] });
-    expect(byAlias.users).toEqual([expect.objectContaining({ external_id: String(LMS_USER_ID), email: LEARNER, user_aliases: [{ alias_name: LEARNER, alias_label: 'Enterprise' }] })]);
+    expect(byAlias.users).toEqual([
+      expect.objectContaining({
+        external_id: String(LMS_USER_ID),
+        email: LEARNER,
+        user_aliases: [{ alias_name: LEARNER, alias_label: 'Enterprise' }],
+      }),
+    ]);
     // edX's send flow then finds the learner by address.
     const byEmail = await post('/users/export/ids', { email_address: LEARNER, fields_to_export: ['external_id'] });
     expect(byEmail).toEqual({ users: [{ external_id: String(LMS_USER_ID) }], message: 'success' });
   });
 
   it("edX send-flow lookup and the PyPI client's exports find the users by address and by external_id", () => {
-    expect(linesOf('get_braze_external_id')[0]!.body).toEqual({ users: [{ external_id: 'ext-2' }], message: 'success' });
+    expect(linesOf('get_braze_external_id')[0]!.body).toEqual({
+      users: [{ external_id: 'ext-2' }],
+      message: 'success',
+    });
     const [byIds, byEmail] = linesOf('user_export');
     expect(byIds!.request).toEqual({ external_ids: ['ext-3', 'ext-4'], fields_to_export: ['external_id', 'email'] });
-    expect(byIds!.body).toEqual({ users: [{ external_id: 'ext-3', email: 'user3@example.com' }, { external_id: 'ext-4', email: 'user4@example.com' }], message: 'success' });
+    expect(byIds!.body).toEqual({
+      users: [
+        { external_id: 'ext-3', email: 'user3@example.com' },
+        { external_id: 'ext-4', email: 'user4@example.com' },
+      ],
+      message: 'success',
+    });
     // No fields_to_export: every field, as Braze answers.
     expect(byEmail!.request).toEqual({ email_address: 'user2@example.com' });
-    expect(byEmail!.body.users).toEqual([expect.objectContaining({ external_id: 'ext-2', service_id: 'svc-2', email: 'user2@example.com' })]);
+    expect(byEmail!.body.users).toEqual([
+      expect.objectContaining({ external_id: 'ext-2', service_id: 'svc-2', email: 'user2@example.com' }),
+    ]);
   });
 
   it('edX retrieve_unsubscribed_emails pages by 500 until a short page, and gets every unsubscribed address in range once', () => {
     const pages = linesOf('retrieve_unsubscribed_emails');
-    expect(pages.map((p) => p.request)).toEqual([0, 500].map((offset) => [['start_date', '2026-01-01'], ['end_date', '2026-07-01'], ['limit', 500], ['offset', offset], ['sort_direction', 'desc']]));
+    expect(pages.map((p) => p.request)).toEqual(
+      [0, 500].map((offset) => [
+        ['start_date', '2026-01-01'],
+        ['end_date', '2026-07-01'],
+        ['limit', 500],
+        ['offset', offset],
+        ['sort_direction', 'desc'],
+      ]),
+    );
     const emails = pages.flatMap((p) => p.body.emails as Array<{ email: string; unsubscribed_at: string }>);
     expect(pages.map((p) => (p.body.emails as unknown[]).length)).toEqual([500, 1]);
     expect(new Set(emails.map((e) => e.email)).size).toBe(UNSUBSCRIBED);
-    expect(emails[0]).toEqual({ email: `gone${UNSUBSCRIBED}@example.com`, unsubscribed_at: new Date(Date.parse('2026-03-01T00:00:00Z') + UNSUBSCRIBED * 60_000).toISOString() });
+    expect(emails[0]).toEqual({
+      email: `gone${UNSUBSCRIBED}@example.com`,
+      unsubscribed_at: new Date(Date.parse('2026-03-01T00:00:00Z') + UNSUBSCRIBED * 60_000).toISOString(),
+    });
     expect(emails.at(-1)!.email).toBe('gone1@example.com');
   });
 
   it('PyPI user_delete: the user is gone from /users/export/ids', async () => {
     expect(linesOf('user_delete')[0]!.body).toEqual({ deleted: 1, message: 'success' });
-    expect(await exportIds({ external_ids: ['ext-5'] })).toEqual({ users: [], invalid_user_ids: ['ext-5'], message: 'success' });
+    expect(await exportIds({ external_ids: ['ext-5'] })).toEqual({
+      users: [],
+      invalid_user_ids: ['ext-5'],
+      message: 'success',
+    });
   });
 
   it("Braze's documented merge (by external_id and by user_alias) is applied: the merged users are gone, the kept ones have what they lacked", async () => {
     const byId = await exportIds({ external_ids: ['ext-6', 'ext-10'] });
     expect(byId.invalid_user_ids).toEqual(['ext-6']);
     expect(byId.users).toEqual([expect.objectContaining({ external_id: 'ext-10', first_name: 'Name\\6 "q"' })]);
-    const byAlias = await exportIds({ user_aliases: [{ alias_label: 'email', alias_name: 'anon@example.com' }, { alias_label: 'email', alias_name: 'user9@example.com' }] });
+    const byAlias = await exportIds({
+      user_aliases: [
+        { alias_label: 'email', alias_name: 'anon@example.com' },
+        { alias_label: 'email', alias_name: 'user9@example.com' },
+      ],
+    });
     expect(byAlias.invalid_user_ids).toEqual(['email:anon@example.com']);
-    expect(byAlias.users).toEqual([expect.objectContaining({ external_id: 'ext-9', custom_attributes: expect.objectContaining({ plan: 'trial' }) })]);
+    expect(byAlias.users).toEqual([
+      expect.objectContaining({ external_id: 'ext-9', custom_attributes: expect.objectContaining({ plan: 'trial' }) }),
+    ]);
   });
 
   it("Braze's documented rename and remove: the old id resolves to the renamed user; the removed deprecated id resolves no more", async () => {
-    expect(linesOf('external_ids/rename')[0]!.body).toEqual({ message: 'success', external_ids: ['ext-7'], rename_errors: [] });
-    expect(linesOf('external_ids/remove')[0]!.body).toEqual({ message: 'success', removed_ids: ['ext-11'], removal_errors: [] });
+    expect(linesOf('external_ids/rename')[0]!.body).toEqual({
+      message: 'success',
+      external_ids: ['ext-7'],
+      rename_errors: [],
+    });
+    expect(linesOf('external_ids/remove')[0]!.body).toEqual({
+      message: 'success',
+      removed_ids: ['ext-11'],
+      removal_errors: [],
+    });
     const renamed = await exportIds({ external_ids: ['ext-7', 'ext-7-renamed'], fields_to_export: ['external_id'] });
     expect(renamed).toEqual({ users: [{ external_id: 'ext-7-renamed' }], message: 'success' });
     expect(await exportIds({ external_ids: ['ext-11', 'ext-11-v2'], fields_to_export: ['external_id'] })).toEqual({

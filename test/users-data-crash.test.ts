@@ -39,18 +39,28 @@ afterAll(async () => {
 });
 
 async function post(url: string, body: unknown) {
-  const res = await env.app.inject({ method: 'POST', url, headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+  const res = await env.app.inject({
+    method: 'POST',
+    url,
+    headers: { ...bearer(ws.apiKey), 'content-type': 'application/json' },
+    payload: JSON.stringify(body),
+  });
   expect(res.statusCode, res.body).toBeLessThan(300);
 }
 
-const count = async (sql: string, params: unknown[] = []) => (await env.ctx.pool.query<{ n: number }>(sql, params)).rows[0]!.n;
+const count = async (sql: string, params: unknown[] = []) =>
+  (await env.ctx.pool.query<{ n: number }>(sql, params)).rows[0]!.n;
 const staged = () => count(`SELECT count(*)::int AS n FROM ingest_staging`);
 
 /** Stages, for a round: events for 2×PAIRS users, a merge of each odd user into its even twin, then more events, and deletes of every tenth kept user. */
 async function stageRound(round: string): Promise<void> {
   const user = (i: number) => `${round}-${i}`;
   for (let from = 0; from < 2 * PAIRS; from += 75) {
-    const events = Array.from({ length: Math.min(75, 2 * PAIRS - from) }, (_, j) => ({ external_id: user(from + j), name: 'before', time: '2026-01-01T00:00:00Z' }));
+    const events = Array.from({ length: Math.min(75, 2 * PAIRS - from) }, (_, j) => ({
+      external_id: user(from + j),
+      name: 'before',
+      time: '2026-01-01T00:00:00Z',
+    }));
     for (let k = 0; k < BEFORE; k++) await post('/users/track', { events });
   }
   for (let from = 0; from < PAIRS; from += 50) {
@@ -61,7 +71,11 @@ async function stageRound(round: string): Promise<void> {
     await post('/users/merge', { merge_updates });
   }
   for (let from = 0; from < PAIRS; from += 75) {
-    const events = Array.from({ length: Math.min(75, PAIRS - from) }, (_, j) => ({ external_id: user(2 * (from + j)), name: 'after', time: '2026-02-01T00:00:00Z' }));
+    const events = Array.from({ length: Math.min(75, PAIRS - from) }, (_, j) => ({
+      external_id: user(2 * (from + j)),
+      name: 'after',
+      time: '2026-02-01T00:00:00Z',
+    }));
     for (let k = 0; k < AFTER; k++) await post('/users/track', { events });
   }
   await post('/users/delete', { external_ids: Array.from({ length: PAIRS / 10 }, (_, i) => user(20 * i)) });
@@ -83,8 +97,17 @@ async function expectExact(round: string): Promise<void> {
     ]);
   }
   expect(byId.size).toBe(expected.size);
-  for (const [id, want] of expected) expect(byId.get(id)?.map((e) => [e.name, e.count]), id).toEqual(want);
-  expect(await count(`SELECT count(*)::int AS n FROM profile_tombstones WHERE workspace_id = $1 AND external_id LIKE $2`, [ws.workspaceId, `${round}-%`])).toBe(PAIRS + PAIRS / 10);
+  for (const [id, want] of expected)
+    expect(
+      byId.get(id)?.map((e) => [e.name, e.count]),
+      id,
+    ).toEqual(want);
+  expect(
+    await count(`SELECT count(*)::int AS n FROM profile_tombstones WHERE workspace_id = $1 AND external_id LIKE $2`, [
+      ws.workspaceId,
+      `${round}-%`,
+    ]),
+  ).toBe(PAIRS + PAIRS / 10);
 }
 
 function spawnWorker(): { child: ChildProcess; output: () => string } {
@@ -122,7 +145,9 @@ describe('user-data commands when the worker or PostgreSQL dies mid-apply', () =
     const rows = await staged();
     const worker = spawnWorker();
     child = worker.child;
-    const exited = new Promise<NodeJS.Signals | null>((resolve) => worker.child.on('exit', (_code, signal) => resolve(signal)));
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      worker.child.on('exit', (_code, signal) => resolve(signal)),
+    );
     await waitFor(mergeInFlight, 60_000, 1);
     worker.child.kill('SIGKILL');
     expect(await exited).toBe('SIGKILL');
@@ -151,10 +176,14 @@ describe('user-data commands when the worker or PostgreSQL dies mid-apply', () =
         await new Promise((r) => setTimeout(r, 1_000));
         await pg.start();
         down.pg = false;
-        await waitFor(async () => {
-          if (worker.child.exitCode !== null) throw new Error(`ces worker exited:\n${worker.output().slice(-2000)}`);
-          return (await staged().catch(() => -1)) === 0;
-        }, 90_000, 100);
+        await waitFor(
+          async () => {
+            if (worker.child.exitCode !== null) throw new Error(`ces worker exited:\n${worker.output().slice(-2000)}`);
+            return (await staged().catch(() => -1)) === 0;
+          },
+          90_000,
+          100,
+        );
       } finally {
         worker.child.kill('SIGTERM');
         child = undefined;

@@ -24,7 +24,12 @@ const OTHER_EMAIL = `stays.${tag}@example.com`;
 const EXTERNAL_ID = `gdpr-${tag}`;
 
 async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
-  const res = await env.app.inject({ method: 'POST', url, headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json', ...headers }, payload: JSON.stringify(body) });
+  const res = await env.app.inject({
+    method: 'POST',
+    url,
+    headers: { ...bearer(env.ws.apiKey), 'content-type': 'application/json', ...headers },
+    payload: JSON.stringify(body),
+  });
   expect(res.statusCode, `${url}: ${res.body}`).toBeLessThan(300);
   return res.json();
 }
@@ -36,7 +41,11 @@ async function staged() {
 /** The lines of a plain pg_dump of this test's schema that mention `needle` (case-insensitive), by table. */
 async function dumpMentions(needle: string): Promise<Record<string, number>> {
   const url = new URL(env.config.DATABASE_URL);
-  const { stdout } = await run('pg_dump', ['--no-owner', '--schema', env.config.DATABASE_SCHEMA, '--dbname', url.toString()], { maxBuffer: 256 * 1024 * 1024 });
+  const { stdout } = await run(
+    'pg_dump',
+    ['--no-owner', '--schema', env.config.DATABASE_SCHEMA, '--dbname', url.toString()],
+    { maxBuffer: 256 * 1024 * 1024 },
+  );
   const found: Record<string, number> = {};
   let table = '(schema)';
   for (const line of stdout.split('\n')) {
@@ -50,8 +59,14 @@ async function dumpMentions(needle: string): Promise<Record<string, number>> {
 
 beforeAll(async () => {
   env.startWorkers([trackIngestJob]);
-  const app = await env.ctx.pool.query<{ id: string }>(`INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, 'gdpr-app', 'A') RETURNING id`, [env.ws.workspaceId]);
-  await env.ctx.pool.query(`INSERT INTO live_activities (app_id, activity_id, content_state_shape) VALUES ($1, 'match', '{}')`, [app.rows[0]!.id]);
+  const app = await env.ctx.pool.query<{ id: string }>(
+    `INSERT INTO apps (workspace_id, api_id, name) VALUES ($1, 'gdpr-app', 'A') RETURNING id`,
+    [env.ws.workspaceId],
+  );
+  await env.ctx.pool.query(
+    `INSERT INTO live_activities (app_id, activity_id, content_state_shape) VALUES ($1, 'match', '{}')`,
+    [app.rows[0]!.id],
+  );
 });
 
 describe('POST /users/delete, then pg_dump', () => {
@@ -64,16 +79,29 @@ describe('POST /users/delete, then pg_dump', () => {
           { external_id: EXTERNAL_ID, email: EMAIL, first_name: 'Erin', phone: '+15550001234', favourite_email: EMAIL },
           { external_id: `neighbour-${tag}`, email: OTHER_EMAIL, first_name: 'Nina' },
         ],
-        events: [{ external_id: EXTERNAL_ID, name: 'signed_up', time: '2026-01-01T00:00:00Z', properties: { email: EMAIL } }],
+        events: [
+          { external_id: EXTERNAL_ID, name: 'signed_up', time: '2026-01-01T00:00:00Z', properties: { email: EMAIL } },
+        ],
       },
       { 'idempotency-key': `track-${tag}` },
     );
     await waitFor(async () => (await staged()) === 0, 20_000);
     // An alias named by the address, as edX's client names them.
-    await post('/users/alias/new', { user_aliases: [{ external_id: EXTERNAL_ID, alias_name: EMAIL, alias_label: 'Enterprise' }] });
+    await post('/users/alias/new', {
+      user_aliases: [{ external_id: EXTERNAL_ID, alias_name: EMAIL, alias_label: 'Enterprise' }],
+    });
     // A rename: the old id is deprecated but still names the person; its answer is cached under an Idempotency-Key.
-    await post('/users/external_ids/rename', { external_id_renames: [{ current_external_id: EXTERNAL_ID, new_external_id: `${EXTERNAL_ID}-v2` }] }, { 'idempotency-key': `rename-${tag}` });
-    await post('/messages/live_activity/register', { app_id: 'gdpr-app', activity_id: 'match', push_token: `tok-${tag}`, external_id: `${EXTERNAL_ID}-v2` }).catch(() => undefined);
+    await post(
+      '/users/external_ids/rename',
+      { external_id_renames: [{ current_external_id: EXTERNAL_ID, new_external_id: `${EXTERNAL_ID}-v2` }] },
+      { 'idempotency-key': `rename-${tag}` },
+    );
+    await post('/messages/live_activity/register', {
+      app_id: 'gdpr-app',
+      activity_id: 'match',
+      push_token: `tok-${tag}`,
+      external_id: `${EXTERNAL_ID}-v2`,
+    }).catch(() => undefined);
     await env.ctx.pool.query(
       `INSERT INTO live_activity_tokens (live_activity_id, push_token, external_id)
        SELECT id, $1, $2 FROM live_activities WHERE activity_id = 'match' ON CONFLICT DO NOTHING`,
@@ -85,8 +113,18 @@ describe('POST /users/delete, then pg_dump', () => {
     // A refused object of theirs, beside another user's, in a dead letter.
     const payload = {
       events: [
-        { identity: { type: 'email', value: EMAIL.toLowerCase() }, create: false, name: 'bad\u0000name', time: '2026-01-01T00:00:00.000Z' },
-        { identity: { type: 'external_id', value: `neighbour-${tag}` }, create: true, name: 'bad\u0000name', time: '2026-01-01T00:00:00.000Z' },
+        {
+          identity: { type: 'email', value: EMAIL.toLowerCase() },
+          create: false,
+          name: 'bad\u0000name',
+          time: '2026-01-01T00:00:00.000Z',
+        },
+        {
+          identity: { type: 'external_id', value: `neighbour-${tag}` },
+          create: true,
+          name: 'bad\u0000name',
+          time: '2026-01-01T00:00:00.000Z',
+        },
       ],
       purchases: [],
       attributes: [],
@@ -94,12 +132,24 @@ describe('POST /users/delete, then pg_dump', () => {
     await env.ctx.pool.query(
       `INSERT INTO ingest_dead_letters (source, workspace_id, staged_id, part, accepted_at, objects, payload, error_code, error_message)
        VALUES ('track', $1, 1, 0, now(), 2, $2, '22P05', $3)`,
-      [env.ws.workspaceId, JSON.stringify(payload).replace(/\\u0000/g, '\\\\u0000'), `invalid input near ${EMAIL.toLowerCase()}`],
+      [
+        env.ws.workspaceId,
+        JSON.stringify(payload).replace(/\\u0000/g, '\\\\u0000'),
+        `invalid input near ${EMAIL.toLowerCase()}`,
+      ],
     );
     await waitFor(async () => (await staged()) === 0, 20_000);
 
     const before = await dumpMentions(EMAIL);
-    expect(Object.keys(before).sort()).toEqual(expect.arrayContaining(['email_subscriptions', 'hard_bounces', 'ingest_dead_letters', 'profile_aliases', 'profiles']));
+    expect(Object.keys(before).sort()).toEqual(
+      expect.arrayContaining([
+        'email_subscriptions',
+        'hard_bounces',
+        'ingest_dead_letters',
+        'profile_aliases',
+        'profiles',
+      ]),
+    );
 
     await post('/users/delete', { external_ids: [EXTERNAL_ID] });
     await waitFor(async () => (await staged()) === 0, 20_000);

@@ -26,14 +26,27 @@ type Row = Record<string, unknown> & {
 
 /** The workspace's profiles, their event and purchase aggregates (stored keyed by name) as entries sorted by name. */
 const rows = async (workspaceId: string): Promise<Row[]> =>
-  (await env.ctx.pool.query(`SELECT * FROM profiles WHERE workspace_id = $1 ORDER BY service_id`, [workspaceId])).rows.map(
+  (
+    await env.ctx.pool.query(`SELECT * FROM profiles WHERE workspace_id = $1 ORDER BY service_id`, [workspaceId])
+  ).rows.map(
     (r: Record<string, unknown>) =>
-      ({ ...r, custom_events: entries(r.custom_events as Record<string, AggregateEntry>), purchases: entries(r.purchases as Record<string, AggregateEntry>) }) as Row,
+      ({
+        ...r,
+        custom_events: entries(r.custom_events as Record<string, AggregateEntry>),
+        purchases: entries(r.purchases as Record<string, AggregateEntry>),
+      }) as Row,
   );
 
 beforeAll(async () => {
   const progress: number[] = [];
-  await generateUsers(env.ctx.pool, { workspaceId: env.wsA.workspaceId, count: COUNT, seed: 7, now: NOW, batchSize: 400, onProgress: (d) => progress.push(d) });
+  await generateUsers(env.ctx.pool, {
+    workspaceId: env.wsA.workspaceId,
+    count: COUNT,
+    seed: 7,
+    now: NOW,
+    batchSize: 400,
+    onProgress: (d) => progress.push(d),
+  });
   expect(progress.sort((a, b) => a - b).at(-1)).toBe(COUNT);
   expect(progress).toHaveLength(4);
 });
@@ -42,34 +55,93 @@ describe('generateUsers', () => {
   it('populates every field of the export record somewhere in the set', async () => {
     const all = await rows(env.wsA.workspaceId);
     expect(all).toHaveLength(COUNT);
-    const empty = (v: unknown) => v === null || v === undefined || (Array.isArray(v) && v.length === 0) || (typeof v === 'object' && !(v instanceof Date) && Object.keys(v as object).length === 0);
-    const columns = new Set<string>([...EXPORT_FIELDS, ...Object.keys(STANDARD_ATTRIBUTES), 'campaigns_received', 'canvases_received', 'cards_clicked']);
+    const empty = (v: unknown) =>
+      v === null ||
+      v === undefined ||
+      (Array.isArray(v) && v.length === 0) ||
+      (typeof v === 'object' && !(v instanceof Date) && Object.keys(v as object).length === 0);
+    const columns = new Set<string>([
+      ...EXPORT_FIELDS,
+      ...Object.keys(STANDARD_ATTRIBUTES),
+      'campaigns_received',
+      'canvases_received',
+      'cards_clicked',
+    ]);
     for (const column of columns) {
       const filled = all.filter((r) => !empty(r[column])).length;
       expect(filled, column).toBeGreaterThan(0);
     }
     // Nested fields the record defines, each present somewhere.
     const devices = all.flatMap((r) => r.devices as Record<string, unknown>[]);
-    for (const f of ['model', 'os', 'carrier', 'idfv', 'idfa', 'device_id', 'store_ad_id', 'tv_ad_id', 'ad_tracking_enabled']) {
-      expect(devices.some((d) => d[f] !== null && d[f] !== undefined), `devices.${f}`).toBe(true);
+    for (const f of [
+      'model',
+      'os',
+      'carrier',
+      'idfv',
+      'idfa',
+      'device_id',
+      'store_ad_id',
+      'tv_ad_id',
+      'ad_tracking_enabled',
+    ]) {
+      expect(
+        devices.some((d) => d[f] !== null && d[f] !== undefined),
+        `devices.${f}`,
+      ).toBe(true);
     }
     const tokens = all.flatMap((r) => r.push_tokens as Record<string, unknown>[]);
     expect(Object.keys(tokens[0]!).sort()).toEqual(['app', 'device_id', 'notifications_enabled', 'platform', 'token']);
     const apps = all.flatMap((r) => r.apps as Record<string, unknown>[]);
-    expect(Object.keys(apps[0]!).sort()).toEqual(['first_used', 'last_used', 'name', 'platform', 'sessions', 'version']);
+    expect(Object.keys(apps[0]!).sort()).toEqual([
+      'first_used',
+      'last_used',
+      'name',
+      'platform',
+      'sessions',
+      'version',
+    ]);
     const campaigns = all.flatMap((r) => r.campaigns_received as Record<string, unknown>[]);
-    for (const f of ['name', 'api_campaign_id', 'last_received', 'engaged', 'converted', 'multiple_converted', 'variation_name', 'variation_api_id', 'in_control']) {
-      expect(campaigns.some((c) => c[f] !== undefined), `campaigns_received.${f}`).toBe(true);
+    for (const f of [
+      'name',
+      'api_campaign_id',
+      'last_received',
+      'engaged',
+      'converted',
+      'multiple_converted',
+      'variation_name',
+      'variation_api_id',
+      'in_control',
+    ]) {
+      expect(
+        campaigns.some((c) => c[f] !== undefined),
+        `campaigns_received.${f}`,
+      ).toBe(true);
     }
     const canvases = all.flatMap((r) => r.canvases_received as Record<string, unknown>[]);
-    for (const f of ['name', 'api_canvas_id', 'last_received_message', 'last_entered', 'variation_name', 'in_control', 'last_entered_control_at', 'last_exited']) {
-      expect(canvases.some((c) => c[f] !== null && c[f] !== undefined), `canvases_received.${f}`).toBe(true);
+    for (const f of [
+      'name',
+      'api_canvas_id',
+      'last_received_message',
+      'last_entered',
+      'variation_name',
+      'in_control',
+      'last_entered_control_at',
+      'last_exited',
+    ]) {
+      expect(
+        canvases.some((c) => c[f] !== null && c[f] !== undefined),
+        `canvases_received.${f}`,
+      ).toBe(true);
     }
     const steps = canvases.flatMap((c) => c.steps_received as Record<string, unknown>[]);
     expect(Object.keys(steps[0]!).sort()).toEqual(['api_canvas_step_id', 'last_received', 'name']);
     expect(new Set(all.map((r) => r.gender))).toEqual(new Set(['M', 'F', 'O', 'N', 'P', null]));
     // Custom attributes of several types.
-    const types = new Set(all.flatMap((r) => Object.values(r.custom_attributes).map((v) => (Array.isArray(v) ? 'array' : v === null ? 'null' : typeof v))));
+    const types = new Set(
+      all.flatMap((r) =>
+        Object.values(r.custom_attributes).map((v) => (Array.isArray(v) ? 'array' : v === null ? 'null' : typeof v)),
+      ),
+    );
     for (const t of ['string', 'number', 'boolean', 'array', 'object', 'null']) expect(types, t).toContain(t);
   });
 
@@ -126,22 +198,36 @@ describe('generateUsers', () => {
       [env.wsA.workspaceId],
     );
     expect(diff).toEqual([]);
-    const { rows: count } = await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM profile_aliases WHERE workspace_id = $1`, [env.wsA.workspaceId]);
+    const { rows: count } = await env.ctx.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM profile_aliases WHERE workspace_id = $1`,
+      [env.wsA.workspaceId],
+    );
     expect(count[0]!.n).toBeGreaterThan(COUNT * 0.7);
   });
 
   it('round-trips text that COPY must escape: quotes, backslashes, tabs, newlines, emoji', async () => {
-    const notes = (await rows(env.wsA.workspaceId)).map((r) => r.custom_attributes.note).filter((n): n is string => typeof n === 'string');
+    const notes = (await rows(env.wsA.workspaceId))
+      .map((r) => r.custom_attributes.note)
+      .filter((n): n is string => typeof n === 'string');
     expect(notes.length).toBeGreaterThan(5);
     for (const n of notes) expect(AWKWARD_NOTES).toContain(n);
     expect(new Set(notes).size).toBeGreaterThan(2);
-    const names = (await rows(env.wsA.workspaceId)).map((r) => `${r.first_name} ${r.last_name} ${r.home_city}`).join(' ');
+    const names = (await rows(env.wsA.workspaceId))
+      .map((r) => `${r.first_name} ${r.last_name} ${r.home_city}`)
+      .join(' ');
     expect(names).toMatch(/[äöüéèãíóúñçëÜ]/);
   });
 
   it('is deterministic for a seed, also when loaded in parts, and different for another seed', async () => {
     await generateUsers(env.ctx.pool, { workspaceId: env.wsB.workspaceId, count: 600, seed: 7, now: NOW, lanes: 1 });
-    await generateUsers(env.ctx.pool, { workspaceId: env.wsB.workspaceId, count: 900, seed: 7, now: NOW, startId: 600, batchSize: 250 });
+    await generateUsers(env.ctx.pool, {
+      workspaceId: env.wsB.workspaceId,
+      count: 900,
+      seed: 7,
+      now: NOW,
+      startId: 600,
+      batchSize: 250,
+    });
     const strip = (r: Row) => {
       // The writing transaction's id (changed_xid, for incremental exports) differs between any two loads.
       const { id: _id, workspace_id: _ws, changed_xid: _xid, ...rest } = r as Row & { changed_xid?: string };
@@ -157,10 +243,19 @@ describe('generateUsers', () => {
 
   it('loads all or nothing: a clash with existing users rolls every lane back', async () => {
     const before = (await rows(env.wsA.workspaceId)).length;
-    const err = await generateUsers(env.ctx.pool, { workspaceId: env.wsA.workspaceId, count: 1000, seed: 7, now: NOW, startId: 1000, batchSize: 200 }).catch((e: unknown) => e);
+    const err = await generateUsers(env.ctx.pool, {
+      workspaceId: env.wsA.workspaceId,
+      count: 1000,
+      seed: 7,
+      now: NOW,
+      startId: 1000,
+      batchSize: 200,
+    }).catch((e: unknown) => e);
     expect((err as { code?: string }).code).toBe('23505');
     expect((await rows(env.wsA.workspaceId)).length).toBe(before);
-    await expect(generateUsers(env.ctx.pool, { workspaceId: '00000000-0000-0000-0000-000000000000', count: 1, seed: 1 })).rejects.toThrow(/does not exist/);
+    await expect(
+      generateUsers(env.ctx.pool, { workspaceId: '00000000-0000-0000-0000-000000000000', count: 1, seed: 1 }),
+    ).rejects.toThrow(/does not exist/);
   });
 
   it('analyzes the table after a load', async () => {
@@ -175,17 +270,29 @@ describe('generateUsers', () => {
 describe('ces users generate --top-up', () => {
   it('tops up after users were deleted: the next index follows the highest present, not the count', async () => {
     const { runGenerate } = await import('../src/cli/users-generate.js');
-    const { rows: named } = await env.ctx.pool.query<{ name: string }>(`SELECT name FROM workspaces WHERE id = $1`, [env.wsC.workspaceId]);
+    const { rows: named } = await env.ctx.pool.query<{ name: string }>(`SELECT name FROM workspaces WHERE id = $1`, [
+      env.wsC.workspaceId,
+    ]);
     const workspace = named[0]!.name;
     const seed = 11;
-    const topUp = (count: number) => runGenerate(() => env.config, { count, workspace, seed, topUp: true, now: NOW.toISOString() });
+    const topUp = (count: number) =>
+      runGenerate(() => env.config, { count, workspace, seed, topUp: true, now: NOW.toISOString() });
     const ofSeed = async () =>
-      (await env.ctx.pool.query<{ service_id: string }>(`SELECT service_id FROM profiles WHERE workspace_id = $1 ORDER BY service_id`, [env.wsC.workspaceId])).rows
+      (
+        await env.ctx.pool.query<{ service_id: string }>(
+          `SELECT service_id FROM profiles WHERE workspace_id = $1 ORDER BY service_id`,
+          [env.wsC.workspaceId],
+        )
+      ).rows
         .map((r) => r.service_id)
         .filter((s) => s.startsWith(prefix));
     const { seedServiceIdPrefix } = await import('../src/synthetic-users/world.js');
     const prefix = seedServiceIdPrefix(seed);
-    const before = (await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1`, [env.wsC.workspaceId])).rows[0]!.n;
+    const before = (
+      await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1`, [
+        env.wsC.workspaceId,
+      ])
+    ).rows[0]!.n;
     await topUp(before + 20);
     const first = await ofSeed();
     expect(first).toHaveLength(20);
@@ -196,6 +303,11 @@ describe('ces users generate --top-up', () => {
     expect(after).toHaveLength(25);
     expect(new Set(after.map((s) => s.slice(8, 16))).size).toBe(25);
     // The new ones continue after the highest index present (18), so none reuses a deleted user's index.
-    expect(after.map((s) => Number.parseInt(s.slice(8, 16), 16)).sort((a, b) => a - b).slice(-7)).toEqual([19, 20, 21, 22, 23, 24, 25]);
+    expect(
+      after
+        .map((s) => Number.parseInt(s.slice(8, 16), 16))
+        .sort((a, b) => a - b)
+        .slice(-7),
+    ).toEqual([19, 20, 21, 22, 23, 24, 25]);
   });
 });

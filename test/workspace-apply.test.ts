@@ -27,11 +27,14 @@ beforeAll(async () => {
   first = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(demoText), { now: NOW });
 });
 
-const q = async <T = Record<string, unknown>>(sql: string, params: unknown[] = []) => (await env.ctx.pool.query(sql, params)).rows as T[];
+const q = async <T = Record<string, unknown>>(sql: string, params: unknown[] = []) =>
+  (await env.ctx.pool.query(sql, params)).rows as T[];
 
 /** Every row of every table in the test schema, with xmin: any write, even of equal values, changes xmin. */
 async function dumpAll(): Promise<Record<string, string[]>> {
-  const tables = await q<{ t: string }>(`SELECT tablename AS t FROM pg_tables WHERE schemaname = $1 ORDER BY 1`, [env.config.DATABASE_SCHEMA]);
+  const tables = await q<{ t: string }>(`SELECT tablename AS t FROM pg_tables WHERE schemaname = $1 ORDER BY 1`, [
+    env.config.DATABASE_SCHEMA,
+  ]);
   const out: Record<string, string[]> = {};
   for (const { t } of tables) {
     const rows = await q<{ r: string }>(`SELECT xmin::text || ' ' || to_jsonb(x)::text AS r FROM "${t}" x ORDER BY 1`);
@@ -49,14 +52,22 @@ function expectFileError(fn: () => unknown, ...expected: RegExp[]) {
   }
   expect(err).toBeInstanceOf(WorkspaceFileError);
   const lines = (err as WorkspaceFileError).issues.map((i) => `${i.path}: ${i.message}`);
-  for (const re of expected) expect(lines.some((l) => re.test(l)), `${re} in\n${lines.join('\n')}`).toBe(true);
+  for (const re of expected)
+    expect(
+      lines.some((l) => re.test(l)),
+      `${re} in\n${lines.join('\n')}`,
+    ).toBe(true);
   return err as WorkspaceFileError;
 }
 
 describe('applying workspace/demo.yaml', () => {
   it('creates the company, workspace and everything declared', async () => {
-    const [company] = await q<{ id: string; settings: unknown }>(`SELECT id, settings FROM companies WHERE name = 'Demo Company'`);
-    expect(company!.settings).toEqual({ scim: { departments: ['growth', 'customer_success'], permissions: ['view_demo_dashboards'] } });
+    const [company] = await q<{ id: string; settings: unknown }>(
+      `SELECT id, settings FROM companies WHERE name = 'Demo Company'`,
+    );
+    expect(company!.settings).toEqual({
+      scim: { departments: ['growth', 'customer_success'], permissions: ['view_demo_dashboards'] },
+    });
     const [ws] = await q<{ id: string; settings: unknown; export_destination: unknown }>(
       `SELECT id, settings, export_destination FROM workspaces WHERE company_id = $1 AND name = 'Demo Workspace'`,
       [company!.id],
@@ -68,9 +79,16 @@ describe('applying workspace/demo.yaml', () => {
       { name: 'Demo Android', api_id: 'demo-android-app', platform: 'android' },
       { name: 'Demo iOS', api_id: 'demo-ios-app', platform: 'ios' },
     ]);
-    expect((await q<{ name: string }>(`SELECT name FROM teams WHERE workspace_id = $1 ORDER BY name`, [ws!.id])).map((r) => r.name)).toEqual(['Growth', 'Lifecycle']);
+    expect(
+      (await q<{ name: string }>(`SELECT name FROM teams WHERE workspace_id = $1 ORDER BY name`, [ws!.id])).map(
+        (r) => r.name,
+      ),
+    ).toEqual(['Growth', 'Lifecycle']);
 
-    const keys = await q<{ name: string; key_hash: Buffer; permissions: string[] }>(`SELECT name, key_hash, permissions FROM api_keys WHERE workspace_id = $1 ORDER BY name`, [ws!.id]);
+    const keys = await q<{ name: string; key_hash: Buffer; permissions: string[] }>(
+      `SELECT name, key_hash, permissions FROM api_keys WHERE workspace_id = $1 ORDER BY name`,
+      [ws!.id],
+    );
     expect(keys.map((k) => k.name)).toEqual(['demo', 'demo-read-only']);
     // The demo key must carry every permission there is, including ones added after this file was written.
     expect([...keys[0]!.permissions].sort()).toEqual([...PERMISSIONS].sort());
@@ -80,9 +98,14 @@ describe('applying workspace/demo.yaml', () => {
     expect(keys[1]!.key_hash.equals(hashSecret(generated.secret))).toBe(true);
     expect(first.generatedSecrets).toHaveLength(1);
 
-    const [token] = await q<{ name: string; token_hash: Buffer }>(`SELECT name, token_hash FROM scim_tokens WHERE company_id = $1`, [company!.id]);
+    const [token] = await q<{ name: string; token_hash: Buffer }>(
+      `SELECT name, token_hash FROM scim_tokens WHERE company_id = $1`,
+      [company!.id],
+    );
     expect(token!.token_hash.equals(hashSecret('ces_scim_demo_000000000000000000000000000'))).toBe(true);
-    expect(await q(`SELECT name, permissions FROM permission_sets WHERE company_id = $1 ORDER BY name`, [company!.id])).toEqual([
+    expect(
+      await q(`SELECT name, permissions FROM permission_sets WHERE company_id = $1 ORDER BY name`, [company!.id]),
+    ).toEqual([
       { name: 'Analysts', permissions: ['basic_access', 'view_user_profile', 'export_user_data'] },
       { name: 'Campaign editors', permissions: ['basic_access', 'send_campaigns_canvases', 'edit_segments'] },
     ]);
@@ -93,18 +116,25 @@ describe('applying workspace/demo.yaml', () => {
     );
     expect(segments).toHaveLength(7);
     expect(segments.filter((s) => s.archived).map((s) => s.api_id)).toEqual(['seg-2024-holiday']);
-    expect(segments.find((s) => s.api_id === 'seg-us-users')!.filter).toEqual({ attribute: 'country', op: 'eq', value: 'US' });
-    expect(segments.find((s) => s.api_id === 'seg-bucket-0-999')!.filter).toEqual({ random_bucket: { gte: 0, lt: 1000 } });
+    expect(segments.find((s) => s.api_id === 'seg-us-users')!.filter).toEqual({
+      attribute: 'country',
+      op: 'eq',
+      value: 'US',
+    });
+    expect(segments.find((s) => s.api_id === 'seg-bucket-0-999')!.filter).toEqual({
+      random_bucket: { gte: 0, lt: 1000 },
+    });
     // Tags the objects carry exist as tags too.
-    expect((await q<{ name: string }>(`SELECT name FROM tags WHERE workspace_id = $1 ORDER BY name`, [ws!.id])).map((r) => r.name)).toEqual([
-      'onboarding',
-      'promo',
-      'retention',
-      'transactional',
-      'vip',
-    ]);
+    expect(
+      (await q<{ name: string }>(`SELECT name FROM tags WHERE workspace_id = $1 ORDER BY name`, [ws!.id])).map(
+        (r) => r.name,
+      ),
+    ).toEqual(['onboarding', 'promo', 'retention', 'transactional', 'vip']);
 
-    const [products] = await q<{ fields: unknown; description: string }>(`SELECT fields, description FROM catalogs WHERE workspace_id = $1 AND name = 'products'`, [ws!.id]);
+    const [products] = await q<{ fields: unknown; description: string }>(
+      `SELECT fields, description FROM catalogs WHERE workspace_id = $1 AND name = 'products'`,
+      [ws!.id],
+    );
     expect(products!.fields).toEqual([
       { name: 'title', type: 'string' },
       { name: 'price', type: 'number' },
@@ -114,7 +144,13 @@ describe('applying workspace/demo.yaml', () => {
       { name: 'colors', type: 'array' },
     ]);
 
-    const canvases = await q<{ api_id: string; status: string; archived: boolean; created_at: Date; last_edited: Date }>(
+    const canvases = await q<{
+      api_id: string;
+      status: string;
+      archived: boolean;
+      created_at: Date;
+      last_edited: Date;
+    }>(
       `SELECT api_id, status, archived, created_at, last_edited FROM canvases WHERE workspace_id = $1 ORDER BY api_id`,
       [ws!.id],
     );
@@ -124,25 +160,54 @@ describe('applying workspace/demo.yaml', () => {
       ['canvas-winback', 'active', false],
     ]);
     expect(canvases[1]!.last_edited.toISOString()).toBe('2025-06-12T08:30:00.000Z');
-    const schedules = await q<{ schedule_id: string; api_id: string; schedule: unknown; broadcast: boolean; recipients: unknown; state: string }>(
+    const schedules = await q<{
+      schedule_id: string;
+      api_id: string;
+      schedule: unknown;
+      broadcast: boolean;
+      recipients: unknown;
+      state: string;
+    }>(
       `SELECT s.schedule_id, c.api_id, s.schedule, s.broadcast, s.recipients, s.state FROM canvas_schedules s JOIN canvases c ON c.id = s.canvas_id
         WHERE c.workspace_id = $1 ORDER BY c.api_id`,
       [ws!.id],
     );
     expect(schedules).toHaveLength(2);
-    expect(schedules[0]).toMatchObject({ schedule_id: 'demo-welcome-weekly', broadcast: true, state: 'scheduled', schedule: { time: '2030-01-06T09:00:00Z', in_local_time: true } });
+    expect(schedules[0]).toMatchObject({
+      schedule_id: 'demo-welcome-weekly',
+      broadcast: true,
+      state: 'scheduled',
+      schedule: { time: '2030-01-06T09:00:00Z', in_local_time: true },
+    });
     expect(schedules[1]!.schedule_id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-/);
-    expect(schedules[1]!.recipients).toEqual([{ external_user_id: 'u-42-0000000001', trigger_properties: { discount: 15 } }]);
+    expect(schedules[1]!.recipients).toEqual([
+      { external_user_id: 'u-42-0000000001', trigger_properties: { discount: 15 } },
+    ]);
 
-    expect(await q(`SELECT api_id, type, title, archived FROM feed_cards WHERE workspace_id = $1 ORDER BY api_id`, [ws!.id])).toHaveLength(4);
+    expect(
+      await q(`SELECT api_id, type, title, archived FROM feed_cards WHERE workspace_id = $1 ORDER BY api_id`, [ws!.id]),
+    ).toHaveLength(4);
     const [pc] = await q<{ options: unknown; state: string; redirect_page_html: string | null }>(
       `SELECT options, state, redirect_page_html FROM preference_centers WHERE workspace_id = $1 AND api_id = 'pc-newsletters'`,
       [ws!.id],
     );
-    expect(pc).toEqual({ options: { 'meta-viewport-content': 'width=device-width, initial-scale=1' }, state: 'active', redirect_page_html: null });
+    expect(pc).toEqual({
+      options: { 'meta-viewport-content': 'width=device-width, initial-scale=1' },
+      state: 'active',
+      redirect_page_html: null,
+    });
     expect(
-      await q(`SELECT a.name, l.activity_id, l.content_state_shape FROM live_activities l JOIN apps a ON a.id = l.app_id WHERE a.workspace_id = $1`, [ws!.id]),
-    ).toEqual([{ name: 'Demo iOS', activity_id: 'order-tracker', content_state_shape: { status: 'string', eta_minutes: 'number', courier: 'string', delivered: 'boolean' } }]);
+      await q(
+        `SELECT a.name, l.activity_id, l.content_state_shape FROM live_activities l JOIN apps a ON a.id = l.app_id WHERE a.workspace_id = $1`,
+        [ws!.id],
+      ),
+    ).toEqual([
+      {
+        name: 'Demo iOS',
+        activity_id: 'order-tracker',
+        content_state_shape: { status: 'string', eta_minutes: 'number', courier: 'string', delivered: 'boolean' },
+      },
+    ]);
   });
 
   it('writes the records, with relative times resolved against the apply time', async () => {
@@ -166,17 +231,22 @@ describe('applying workspace/demo.yaml', () => {
     const before = await dumpAll();
     const again = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(demoText), { now: NOW });
     expect(again.generatedSecrets).toEqual([]);
-    for (const [kind, c] of Object.entries(again.counts)) expect({ kind, created: c.created, updated: c.updated }).toEqual({ kind, created: 0, updated: 0 });
+    for (const [kind, c] of Object.entries(again.counts))
+      expect({ kind, created: c.created, updated: c.updated }).toEqual({ kind, created: 0, updated: 0 });
     expect(again.counts.segments.unchanged).toBe(7);
     expect(await dumpAll()).toEqual(before);
   });
 
   it('a changed declaration updates just that row and bumps its updated_at', async () => {
-    const before = await q<{ api_id: string; xmin: string; updated_at: Date }>(`SELECT api_id, xmin::text, updated_at FROM segments ORDER BY api_id`);
+    const before = await q<{ api_id: string; xmin: string; updated_at: Date }>(
+      `SELECT api_id, xmin::text, updated_at FROM segments ORDER BY api_id`,
+    );
     const changed = demoText.replace('name: US users', 'name: United States users');
     const summary = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(changed), { now: NOW });
     expect(summary.counts.segments).toEqual({ created: 0, updated: 1, unchanged: 6 });
-    const after = await q<{ api_id: string; xmin: string; updated_at: Date; name: string }>(`SELECT api_id, xmin::text, updated_at, name FROM segments ORDER BY api_id`);
+    const after = await q<{ api_id: string; xmin: string; updated_at: Date; name: string }>(
+      `SELECT api_id, xmin::text, updated_at, name FROM segments ORDER BY api_id`,
+    );
     for (const [i, row] of after.entries()) {
       if (row.api_id === 'seg-us-users') {
         expect(row.name).toBe('United States users');
@@ -210,13 +280,24 @@ describe('applying workspace/demo.yaml', () => {
       expect(ids).not.toContain('seg-2024-holiday');
     }
     // The read-only key was declared without users.export.segment.
-    const refused = await env.app.inject({ method: 'POST', url: '/users/export/segment', headers: { ...bearer(generated), 'content-type': 'application/json' }, payload: {} });
+    const refused = await env.app.inject({
+      method: 'POST',
+      url: '/users/export/segment',
+      headers: { ...bearer(generated), 'content-type': 'application/json' },
+      payload: {},
+    });
     expect(refused.statusCode).toBe(401);
   });
 
   it('a secret given in the file replaces the stored one', async () => {
     const rotated = 'ces_key_rotated_00000000000000000000000';
-    const summary = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(demoText.replace('name: demo-read-only\n', `name: demo-read-only\n        secret: ${rotated}\n`)), { now: NOW });
+    const summary = await applyWorkspaceFile(
+      env.ctx.pool,
+      parseWorkspaceFile(
+        demoText.replace('name: demo-read-only\n', `name: demo-read-only\n        secret: ${rotated}\n`),
+      ),
+      { now: NOW },
+    );
     expect(summary.counts.api_keys).toEqual({ created: 0, updated: 1, unchanged: 1 });
     expect(summary.generatedSecrets).toEqual([]);
     const res = await env.app.inject({ method: 'GET', url: '/segments/list', headers: bearer(rotated) });
@@ -255,7 +336,10 @@ describe('invalid workspace files', () => {
         ),
       /^workspaces\[0\]\.api_keys\[0\]\.secret: must be at least 20 characters$/,
     );
-    expectFileError(() => parseWorkspaceFile(base + `    segments:\n      - { id: s1, name: A }\n      - { id: s1, name: B }\n`), /^workspaces\[0\]\.segments\[1\]\.id: duplicate segment id "s1"/);
+    expectFileError(
+      () => parseWorkspaceFile(base + `    segments:\n      - { id: s1, name: A }\n      - { id: s1, name: B }\n`),
+      /^workspaces\[0\]\.segments\[1\]\.id: duplicate segment id "s1"/,
+    );
     expectFileError(
       () =>
         parseWorkspaceFile(
@@ -271,7 +355,8 @@ describe('invalid workspace files', () => {
   });
 
   it('refuses an incremental scheduled export without a key to match its lines, and a rows_per_part out of bounds', () => {
-    const exports = (...rows: string[]) => parseWorkspaceFile(base + `    scheduled_exports:\n` + rows.map((r) => `      - ${r}\n`).join(''));
+    const exports = (...rows: string[]) =>
+      parseWorkspaceFile(base + `    scheduled_exports:\n` + rows.map((r) => `      - ${r}\n`).join(''));
     expectFileError(
       () =>
         exports(
@@ -302,13 +387,20 @@ describe('invalid workspace files', () => {
         ),
       /^permission_sets\[1\]\.permissions\[1\]: unknown workspace permission "fly_rockets"/,
     );
-    expect(() => parseWorkspaceFile(`company: { name: S, settings: { scim: { permissions: [view_reports] } } }\npermission_sets: [{ name: ok, permissions: [view_reports] }]\n`)).not.toThrow();
+    expect(() =>
+      parseWorkspaceFile(
+        `company: { name: S, settings: { scim: { permissions: [view_reports] } } }\npermission_sets: [{ name: ok, permissions: [view_reports] }]\n`,
+      ),
+    ).not.toThrow();
   });
 
   it('reports YAML and JSON syntax errors with their line, and an empty file', () => {
     const yaml = expectFileError(() => parseWorkspaceFile('company: {name: [\n'), /Flow/);
     expect(yaml.issues[0]!.line).toBeGreaterThan(0);
-    expectFileError(() => parseWorkspaceFile('{"company": {"name": "x"}, "workspaces": [{"name": "w", "bogus": 1}]}'), /^workspaces\[0\]\.bogus: unknown key "bogus"$/);
+    expectFileError(
+      () => parseWorkspaceFile('{"company": {"name": "x"}, "workspaces": [{"name": "w", "bogus": 1}]}'),
+      /^workspaces\[0\]\.bogus: unknown key "bogus"$/,
+    );
     expectFileError(() => parseWorkspaceFile(''), /the file is empty/);
     expectFileError(() => parseWorkspaceFile('company: {name: x}\ncompany: {name: y}\n'), /unique|duplicate/i);
   });
@@ -321,7 +413,10 @@ describe('invalid workspace files', () => {
     );
     const err = await applyWorkspaceFile(env.ctx.pool, file).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WorkspaceFileError);
-    expect((err as WorkspaceFileError).issues.map((i) => i.path).sort()).toEqual(['workspaces[0].live_activities[0].app', 'workspaces[0].scheduled_exports[0].segment']);
+    expect((err as WorkspaceFileError).issues.map((i) => i.path).sort()).toEqual([
+      'workspaces[0].live_activities[0].app',
+      'workspaces[0].scheduled_exports[0].segment',
+    ]);
     expect(await q(`SELECT 1 FROM companies WHERE name = 'Dangling Co'`)).toEqual([]);
   });
 
@@ -333,20 +428,29 @@ describe('invalid workspace files', () => {
     );
     const err = await applyWorkspaceFile(env.ctx.pool, file).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WorkspaceFileError);
-    expect((err as WorkspaceFileError).issues.map((i) => i.path).sort()).toEqual(['workspaces[0].api_keys[0].secret', 'workspaces[0].apps[0].api_id']);
+    expect((err as WorkspaceFileError).issues.map((i) => i.path).sort()).toEqual([
+      'workspaces[0].api_keys[0].secret',
+      'workspaces[0].apps[0].api_id',
+    ]);
     expect(await dumpAll()).toEqual(before);
   });
 });
 
 describe('scheduled exports in the file', () => {
-  it('stores a scheduled export\'s mode and rows_per_part, and a file without them puts back the defaults', async () => {
+  it("stores a scheduled export's mode and rows_per_part, and a file without them puts back the defaults", async () => {
     const text = (extra: string) =>
       `company: { name: Warehouse Co }\nworkspaces:\n  - name: W\n    segments: [{ id: s1, name: S }]\n` +
       `    scheduled_exports: [{ name: e, segment: s1, cron: "0 3 * * *", fields_to_export: [external_id, email]${extra} }]\n`;
-    const stored = () => q(`SELECT mode, rows_per_part FROM scheduled_exports se JOIN workspaces w ON w.id = se.workspace_id JOIN companies c ON c.id = w.company_id WHERE c.name = 'Warehouse Co'`);
+    const stored = () =>
+      q(
+        `SELECT mode, rows_per_part FROM scheduled_exports se JOIN workspaces w ON w.id = se.workspace_id JOIN companies c ON c.id = w.company_id WHERE c.name = 'Warehouse Co'`,
+      );
     await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(text(', mode: incremental, rows_per_part: 50000')));
     expect(await stored()).toEqual([{ mode: 'incremental', rows_per_part: 50_000 }]);
-    const again = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(text(', mode: incremental, rows_per_part: 50000')));
+    const again = await applyWorkspaceFile(
+      env.ctx.pool,
+      parseWorkspaceFile(text(', mode: incremental, rows_per_part: 50000')),
+    );
     expect(again.counts.scheduled_exports).toEqual({ created: 0, updated: 0, unchanged: 1 });
     await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(text('')));
     expect(await stored()).toEqual([{ mode: 'full', rows_per_part: null }]);
@@ -356,7 +460,12 @@ describe('scheduled exports in the file', () => {
 describe('ces workspace apply', () => {
   const cli = (args: string[]) =>
     run('npx', ['tsx', 'src/cli.ts', 'workspace', 'apply', ...args], {
-      env: { ...process.env, DATABASE_URL: env.config.DATABASE_URL, DATABASE_SCHEMA: env.config.DATABASE_SCHEMA, LOG_LEVEL: 'silent' },
+      env: {
+        ...process.env,
+        DATABASE_URL: env.config.DATABASE_URL,
+        DATABASE_SCHEMA: env.config.DATABASE_SCHEMA,
+        LOG_LEVEL: 'silent',
+      },
     }).then(
       (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
       (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
@@ -365,7 +474,10 @@ describe('ces workspace apply', () => {
   it('exits 2 with the path-named errors on an invalid file', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'ces-ws-'));
     const file = path.join(dir, 'bad.yaml');
-    await writeFile(file, `company: { name: X }\nworkspaces:\n  - name: W\n    api_keys: [{ name: a, permissions: [nope] }]\n`);
+    await writeFile(
+      file,
+      `company: { name: X }\nworkspaces:\n  - name: W\n    api_keys: [{ name: a, permissions: [nope] }]\n`,
+    );
     const res = await cli([file]);
     expect(res.code).toBe(2);
     expect(res.stderr).toContain('workspaces[0].api_keys[0].permissions[0] (line 4): unknown permission "nope"');
@@ -375,7 +487,13 @@ describe('ces workspace apply', () => {
   it('prints the summary, and a generated secret only on the apply that created it', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'ces-ws-'));
     const file = path.join(dir, 'ws.json');
-    await writeFile(file, JSON.stringify({ company: { name: 'Cli Co' }, workspaces: [{ name: 'Main', api_keys: [{ name: 'ops', permissions: ['segments.list'] }] }] }));
+    await writeFile(
+      file,
+      JSON.stringify({
+        company: { name: 'Cli Co' },
+        workspaces: [{ name: 'Main', api_keys: [{ name: 'ops', permissions: ['segments.list'] }] }],
+      }),
+    );
     const once = await cli([file]);
     expect(once.code).toBe(0);
     expect(once.stdout).toMatch(/api_keys\s+1\s+0\s+0/);

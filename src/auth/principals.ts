@@ -40,7 +40,14 @@ export class PrincipalResolver {
   async apiKey(secret: string): Promise<ApiKeyPrincipal | null> {
     const hash = hashSecret(secret);
     return this.cached(this.keys, hash, async () => {
-      const { rows } = await this.pool.query<{ id: string; name: string; workspace_id: string; company_id: string; permissions: string[]; key_hash: Buffer }>(
+      const { rows } = await this.pool.query<{
+        id: string;
+        name: string;
+        workspace_id: string;
+        company_id: string;
+        permissions: string[];
+        key_hash: Buffer;
+      }>(
         `SELECT k.id, k.name, k.workspace_id, w.company_id, k.permissions, k.key_hash
            FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id
           WHERE k.key_hash = $1 AND k.revoked_at IS NULL`,
@@ -78,7 +85,11 @@ export class PrincipalResolver {
     this.tokens.clear();
   }
 
-  private async cached<T>(map: Map<string, CacheEntry<T>>, hash: Buffer, load: () => Promise<T | null>): Promise<T | null> {
+  private async cached<T>(
+    map: Map<string, CacheEntry<T>>,
+    hash: Buffer,
+    load: () => Promise<T | null>,
+  ): Promise<T | null> {
     const id = hash.toString('base64');
     const hit = map.get(id);
     const now = Date.now();

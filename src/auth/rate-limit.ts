@@ -25,14 +25,50 @@ export const RATE_LIMITS = {
   },
   scim: { bucket: 'scim', scope: 'company', windowSeconds: 86_400, limit: (c) => c.RATE_LIMIT_SCIM_PER_DAY },
   alias: { bucket: 'alias', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_ALIAS_PER_MINUTE },
-  exportIds: { bucket: 'export-ids', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_EXPORT_IDS_PER_MINUTE },
-  cdiList: { bucket: 'cdi-list', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_CDI_LIST_PER_MINUTE },
-  cdiSync: { bucket: 'cdi-sync', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_CDI_SYNC_PER_MINUTE },
-  cdiStatus: { bucket: 'cdi-status', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_CDI_STATUS_PER_MINUTE },
-  externalIds: { bucket: 'external-ids', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_EXTERNAL_IDS_PER_MINUTE, perRoute: true },
+  exportIds: {
+    bucket: 'export-ids',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_EXPORT_IDS_PER_MINUTE,
+  },
+  cdiList: {
+    bucket: 'cdi-list',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_CDI_LIST_PER_MINUTE,
+  },
+  cdiSync: {
+    bucket: 'cdi-sync',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_CDI_SYNC_PER_MINUTE,
+  },
+  cdiStatus: {
+    bucket: 'cdi-status',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_CDI_STATUS_PER_MINUTE,
+  },
+  externalIds: {
+    bucket: 'external-ids',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_EXTERNAL_IDS_PER_MINUTE,
+    perRoute: true,
+  },
   track: { bucket: 'track', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_TRACK_PER_MINUTE },
-  catalogAsync: { bucket: 'catalog-async', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_CATALOG_ASYNC_PER_MINUTE },
-  catalogSync: { bucket: 'catalog-sync', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_CATALOG_SYNC_PER_MINUTE },
+  catalogAsync: {
+    bucket: 'catalog-async',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_CATALOG_ASYNC_PER_MINUTE,
+  },
+  catalogSync: {
+    bucket: 'catalog-sync',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_CATALOG_SYNC_PER_MINUTE,
+  },
   preferenceCenter: {
     bucket: 'preference-center',
     scope: 'workspace',
@@ -235,7 +271,12 @@ export class RateLimiter {
     return windowResult(limit, this.local.hit(key, limit, windowMs, subMs, Math.floor(nowMs ?? Date.now())));
   }
 
-  private async hitInRedis(rule: RateLimitRule, scopeId: string, route: string, nowMs?: number): Promise<RateLimitResult> {
+  private async hitInRedis(
+    rule: RateLimitRule,
+    scopeId: string,
+    route: string,
+    nowMs?: number,
+  ): Promise<RateLimitResult> {
     const limit = rule.limit(this.config);
     const windowMs = rule.windowSeconds * 1000;
     const subMs = Math.max(1, Math.ceil(windowMs / SUB_WINDOWS));

@@ -15,8 +15,14 @@ export const MAX_RECIPIENTS = 50;
 
 const UserAlias = z.strictObject(
   {
-    alias_name: z.string({ error: 'alias_name must be a string' }).min(1, 'alias_name must not be empty').max(255, 'alias_name must be at most 255 characters'),
-    alias_label: z.string({ error: 'alias_label must be a string' }).min(1, 'alias_label must not be empty').max(255, 'alias_label must be at most 255 characters'),
+    alias_name: z
+      .string({ error: 'alias_name must be a string' })
+      .min(1, 'alias_name must not be empty')
+      .max(255, 'alias_name must be at most 255 characters'),
+    alias_label: z
+      .string({ error: 'alias_label must be a string' })
+      .min(1, 'alias_label must not be empty')
+      .max(255, 'alias_label must be at most 255 characters'),
   },
   { error: 'user_alias must be an object {alias_name, alias_label}' },
 );
@@ -30,7 +36,11 @@ export const Properties = (name: string) =>
 export const Recipient = z
   .strictObject(
     {
-      external_user_id: z.string({ error: 'external_user_id must be a string' }).min(1, 'external_user_id must not be empty').max(255, 'external_user_id must be at most 255 characters').optional(),
+      external_user_id: z
+        .string({ error: 'external_user_id must be a string' })
+        .min(1, 'external_user_id must not be empty')
+        .max(255, 'external_user_id must be at most 255 characters')
+        .optional(),
       user_alias: UserAlias.optional(),
       trigger_properties: Properties('trigger_properties').optional(),
       canvas_entry_properties: Properties('canvas_entry_properties').optional(),
@@ -41,11 +51,19 @@ export const Recipient = z
     },
     { error: 'each recipient must be an object' },
   )
-  .refine((r) => (r.external_user_id === undefined) !== (r.user_alias === undefined), 'each recipient needs exactly one of external_user_id or user_alias');
+  .refine(
+    (r) => (r.external_user_id === undefined) !== (r.user_alias === undefined),
+    'each recipient needs exactly one of external_user_id or user_alias',
+  );
 export type Recipient = z.infer<typeof Recipient>;
 
 export const Audience = z.strictObject(
-  { segment_id: z.string({ error: 'audience.segment_id must be a string' }).min(1, 'audience.segment_id must not be empty').max(255, 'audience.segment_id must be at most 255 characters') },
+  {
+    segment_id: z
+      .string({ error: 'audience.segment_id must be a string' })
+      .min(1, 'audience.segment_id must not be empty')
+      .max(255, 'audience.segment_id must be at most 255 characters'),
+  },
   { error: 'audience must be an object {segment_id}' },
 );
 export type Audience = z.infer<typeof Audience>;
@@ -76,7 +94,9 @@ export async function audiencePredicate(
 
   if (recipients !== null && recipients !== undefined) {
     // Loose on purpose: rows from the workspace file may carry fields the API refuses (attributes, ...).
-    const list = z.array(z.looseObject({ external_user_id: z.string().optional(), user_alias: UserAlias.optional() })).safeParse(recipients);
+    const list = z
+      .array(z.looseObject({ external_user_id: z.string().optional(), user_alias: UserAlias.optional() }))
+      .safeParse(recipients);
     if (!list.success) return { unresolved: 'recipients are not in a supported form' };
     const externalIds = list.data.flatMap((r) => (r.external_user_id ? [r.external_user_id] : []));
     const aliases = list.data.flatMap((r) => (r.user_alias ? [r.user_alias] : []));
@@ -93,11 +113,12 @@ export async function audiencePredicate(
 
   if (audience !== null && audience !== undefined) {
     const parsed = Audience.safeParse(audience);
-    if (!parsed.success) return { unresolved: 'the audience is not {segment_id}; other audience objects are not supported' };
-    const { rows } = await db.query<{ filter: unknown }>(`SELECT filter FROM segments WHERE workspace_id = $1 AND api_id = $2 AND NOT archived`, [
-      workspaceId,
-      parsed.data.segment_id,
-    ]);
+    if (!parsed.success)
+      return { unresolved: 'the audience is not {segment_id}; other audience objects are not supported' };
+    const { rows } = await db.query<{ filter: unknown }>(
+      `SELECT filter FROM segments WHERE workspace_id = $1 AND api_id = $2 AND NOT archived`,
+      [workspaceId, parsed.data.segment_id],
+    );
     if (!rows[0]) return { unresolved: `segment ${parsed.data.segment_id} no longer exists` };
     const filter = SegmentFilterSchema.safeParse(rows[0].filter);
     if (!filter.success) return { unresolved: `segment ${parsed.data.segment_id} has an invalid filter` };

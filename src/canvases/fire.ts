@@ -56,11 +56,15 @@ interface Row {
  * the canvas in batches. Each batch is one statement that skips users already entered by this firing, so a retry
  * after a crash resumes without double counting.
  */
-export async function fireSchedule(pool: Pool, job: CanvasFirePayload, opts: FireOptions): Promise<{ outcome: FireOutcome; usersEntered: number }> {
+export async function fireSchedule(
+  pool: Pool,
+  job: CanvasFirePayload,
+  opts: FireOptions,
+): Promise<{ outcome: FireOutcome; usersEntered: number }> {
   const now = opts.now ?? new Date();
   const fireAt = new Date(job.fireAt);
   let claimed: Claimed | FireOutcome | 'invisible' = 'invisible';
-  for (const until = Date.now() + (opts.waitVisibleMs ?? 2000); ; ) {
+  for (const until = Date.now() + (opts.waitVisibleMs ?? 2000); ;) {
     claimed = await claim(pool, job, fireAt, now, opts.maxLatenessMs);
     if (claimed !== 'invisible' || Date.now() >= until) break;
     await new Promise((r) => setTimeout(r, 50));
@@ -84,7 +88,13 @@ export async function fireSchedule(pool: Pool, job: CanvasFirePayload, opts: Fir
   return { outcome: 'done', usersEntered };
 }
 
-async function claim(pool: Pool, job: CanvasFirePayload, fireAt: Date, now: Date, maxLatenessMs: number): Promise<Claimed | FireOutcome | 'invisible'> {
+async function claim(
+  pool: Pool,
+  job: CanvasFirePayload,
+  fireAt: Date,
+  now: Date,
+  maxLatenessMs: number,
+): Promise<Claimed | FireOutcome | 'invisible'> {
   return withTransaction(pool, async (client) => {
     const { rows } = await client.query<Row>(
       `SELECT s.id, s.canvas_id, s.dispatch_id, s.version, s.state, s.schedule, s.recipients, s.audience, s.trigger_properties,
@@ -104,7 +114,15 @@ async function claim(pool: Pool, job: CanvasFirePayload, fireAt: Date, now: Date
       `INSERT INTO canvas_dispatches (schedule_row_id, canvas_id, dispatch_id, version, fire_at, trigger_properties, canvas_entry_properties)
        VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT (schedule_row_id, version, fire_at) DO NOTHING RETURNING id`,
-      [row.id, row.canvas_id, row.dispatch_id, row.version, fireAt, row.trigger_properties, row.canvas_entry_properties],
+      [
+        row.id,
+        row.canvas_id,
+        row.dispatch_id,
+        row.version,
+        fireAt,
+        row.trigger_properties,
+        row.canvas_entry_properties,
+      ],
     );
     let dispatchRowId = inserted.rows[0]?.id;
     if (dispatchRowId === undefined) {
@@ -117,13 +135,17 @@ async function claim(pool: Pool, job: CanvasFirePayload, fireAt: Date, now: Date
     }
 
     const skip = async (note: string) => {
-      await client.query(`UPDATE canvas_dispatches SET status = 'skipped', note = $2, finished_at = now() WHERE id = $1`, [dispatchRowId, note]);
+      await client.query(
+        `UPDATE canvas_dispatches SET status = 'skipped', note = $2, finished_at = now() WHERE id = $1`,
+        [dispatchRowId, note],
+      );
       await markSentIfComplete(client, row.id);
       return 'skipped' as const;
     };
     const lateMs = now.getTime() - fireAt.getTime();
     if (lateMs > maxLatenessMs) return skip(`missed: the firing ran ${Math.round(lateMs / 1000)} s after its time`);
-    if (row.canvas_archived || row.canvas_status !== 'active') return skip(`canvas is ${row.canvas_archived ? 'archived' : row.canvas_status}`);
+    if (row.canvas_archived || row.canvas_status !== 'active')
+      return skip(`canvas is ${row.canvas_archived ? 'archived' : row.canvas_status}`);
 
     let zones: string[] | null = null;
     if (row.schedule.in_local_time === true) {
@@ -145,9 +167,13 @@ async function claim(pool: Pool, job: CanvasFirePayload, fireAt: Date, now: Date
     await client.query(`UPDATE canvas_dispatches SET time_zones = $2 WHERE id = $1`, [dispatchRowId, zones]);
     const known =
       zones !== null || cov.rows[0]!.zones.length > 0
-        ? (await client.query<{ names: string[] }>(`SELECT array_agg(name) AS names FROM pg_timezone_names`)).rows[0]!.names
+        ? (await client.query<{ names: string[] }>(`SELECT array_agg(name) AS names FROM pg_timezone_names`)).rows[0]!
+            .names
         : [];
-    await client.query(`UPDATE canvas_schedules SET state = 'sending', updated_at = now() WHERE id = $1 AND state = 'scheduled'`, [row.id]);
+    await client.query(
+      `UPDATE canvas_schedules SET state = 'sending', updated_at = now() WHERE id = $1 AND state = 'scheduled'`,
+      [row.id],
+    );
     return {
       dispatchRowId,
       workspaceId: row.workspace_id,
@@ -163,10 +189,20 @@ async function claim(pool: Pool, job: CanvasFirePayload, fireAt: Date, now: Date
   });
 }
 
-async function finish(pool: Pool, job: CanvasFirePayload, dispatchRowId: number, status: 'done' | 'skipped', note: string | null): Promise<void> {
+async function finish(
+  pool: Pool,
+  job: CanvasFirePayload,
+  dispatchRowId: number,
+  status: 'done' | 'skipped',
+  note: string | null,
+): Promise<void> {
   await withTransaction(pool, async (client) => {
     await client.query(`SELECT 1 FROM canvas_schedules WHERE id = $1 FOR UPDATE`, [job.scheduleRowId]);
-    await client.query(`UPDATE canvas_dispatches SET status = $2, note = $3, finished_at = now() WHERE id = $1`, [dispatchRowId, status, note]);
+    await client.query(`UPDATE canvas_dispatches SET status = $2, note = $3, finished_at = now() WHERE id = $1`, [
+      dispatchRowId,
+      status,
+      note,
+    ]);
     await markSentIfComplete(client, job.scheduleRowId);
   });
 }

@@ -19,7 +19,12 @@ export interface CanvasListOptions {
  * One page of a workspace's canvases by creation time, ties ordered by API id so pages never overlap. Drafts and stopped
  * canvases are listed; archived ones only on request.
  */
-export async function listCanvases(pool: Pool, workspaceId: string, opts: CanvasListOptions, pageSize: number): Promise<CanvasListEntry[]> {
+export async function listCanvases(
+  pool: Pool,
+  workspaceId: string,
+  opts: CanvasListOptions,
+  pageSize: number,
+): Promise<CanvasListEntry[]> {
   const dir = opts.direction === 'desc' ? 'DESC' : 'ASC';
   const { rows } = await pool.query<{ id: string; last_edited: Date; name: string; tags: string[] }>(
     `SELECT api_id AS id, last_edited, name, tags

@@ -28,7 +28,15 @@ export function parseScheduleTime(text: string, inLocalTime: boolean): ScheduleT
   const s = m[6] === undefined ? 0 : Number(m[6]);
   const ms = m[7] === undefined ? 0 : Math.floor(Number(`0.${m[7]}`) * 1000);
   const wall = new Date(Date.UTC(y!, mo! - 1, d!, h!, mi!, s, ms));
-  if (wall.getUTCFullYear() !== y || wall.getUTCMonth() !== mo! - 1 || wall.getUTCDate() !== d || h! > 23 || mi! > 59 || s > 59) return null;
+  if (
+    wall.getUTCFullYear() !== y ||
+    wall.getUTCMonth() !== mo! - 1 ||
+    wall.getUTCDate() !== d ||
+    h! > 23 ||
+    mi! > 59 ||
+    s > 59
+  )
+    return null;
   let offsetMs = 0;
   const zone = m[8];
   if (!inLocalTime && zone && zone.toUpperCase() !== 'Z') {
@@ -44,19 +52,29 @@ export function parseScheduleTime(text: string, inLocalTime: boolean): ScheduleT
 export const ScheduleObject = z
   .strictObject(
     {
-      time: z.string({ error: (i) => (i.input == null ? 'schedule.time is required' : 'schedule.time must be an ISO 8601 string') }),
+      time: z.string({
+        error: (i) => (i.input == null ? 'schedule.time is required' : 'schedule.time must be an ISO 8601 string'),
+      }),
       in_local_time: z.boolean({ error: 'schedule.in_local_time must be true or false' }).optional(),
       at_optimal_time: z
         .boolean({ error: 'schedule.at_optimal_time must be true or false' })
         .refine((v) => !v, 'schedule.at_optimal_time is not supported')
         .optional(),
     },
-    { error: (i) => (i.code === 'unrecognized_keys' ? `schedule: unknown field ${(i as { keys?: string[] }).keys?.join(', ')}` : 'schedule must be an object {time, in_local_time}') },
+    {
+      error: (i) =>
+        i.code === 'unrecognized_keys'
+          ? `schedule: unknown field ${(i as { keys?: string[] }).keys?.join(', ')}`
+          : 'schedule must be an object {time, in_local_time}',
+    },
   )
   .superRefine((s, ctx) => {
     if (!parseScheduleTime(s.time, s.in_local_time === true)) {
-      ctx.addIssue({ code: 'custom', path: ['time'], message: 'schedule.time must be an ISO 8601 date-time such as 2026-05-01T09:00:00Z' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['time'],
+        message: 'schedule.time must be an ISO 8601 date-time such as 2026-05-01T09:00:00Z',
+      });
     }
   });
 export type ScheduleObject = z.infer<typeof ScheduleObject>;
-

@@ -6,7 +6,13 @@ import type { Logger } from '../logger.js';
 import { enqueueFires, removeFires } from '../queues/canvas-schedule.js';
 import type { Queues } from '../queues/index.js';
 import { Audience, audiencePredicate, MAX_RECIPIENTS, Properties, Recipient } from './audience.js';
-import { MAX_DAYS_AHEAD, PAST_GRACE_MS, parseScheduleTime, ScheduleObject, type ScheduleTime } from './schedule-time.js';
+import {
+  MAX_DAYS_AHEAD,
+  PAST_GRACE_MS,
+  parseScheduleTime,
+  ScheduleObject,
+  type ScheduleTime,
+} from './schedule-time.js';
 
 /**
  * Scheduled API-triggered canvases. A schedule is a row plus one BullMQ delayed job per fire instant: one instant
@@ -35,9 +41,19 @@ export const ScheduleCreateBody = z
     schedule: ScheduleObject,
   })
   .superRefine((b, ctx) => {
-    if (b.recipients && b.broadcast === true) ctx.addIssue({ code: 'custom', path: ['broadcast'], message: 'broadcast must not be true when recipients are given' });
+    if (b.recipients && b.broadcast === true)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['broadcast'],
+        message: 'broadcast must not be true when recipients are given',
+      });
     if (!b.recipients && b.broadcast !== true) {
-      ctx.addIssue({ code: 'custom', path: ['broadcast'], message: 'broadcast must be true when recipients are omitted (the send reaches the whole audience or workspace)' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['broadcast'],
+        message:
+          'broadcast must be true when recipients are omitted (the send reaches the whole audience or workspace)',
+      });
     }
   });
 export type ScheduleCreate = z.infer<typeof ScheduleCreateBody>;
@@ -76,7 +92,10 @@ interface CanvasRow {
 }
 
 async function canvasOf(db: PoolClient, workspaceId: string, canvasApiId: string): Promise<CanvasRow> {
-  const { rows } = await db.query<CanvasRow>(`SELECT id, status, archived, api_triggered FROM canvases WHERE workspace_id = $1 AND api_id = $2`, [workspaceId, canvasApiId]);
+  const { rows } = await db.query<CanvasRow>(
+    `SELECT id, status, archived, api_triggered FROM canvases WHERE workspace_id = $1 AND api_id = $2`,
+    [workspaceId, canvasApiId],
+  );
   if (!rows[0]) throw notFound(`Unknown canvas_id ${JSON.stringify(canvasApiId.slice(0, 64))}`);
   return rows[0];
 }
@@ -85,10 +104,13 @@ function checkTime(t: ScheduleTime, inLocalTime: boolean, now: Date): void {
   // In local time the last zone to reach the wall clock is UTC-12; in UTC mode the instant itself.
   const latest = inLocalTime ? t.instant.getTime() + 12 * 3600_000 : t.instant.getTime();
   if (latest < now.getTime() - PAST_GRACE_MS) {
-    throw badRequest(inLocalTime ? 'schedule.time has already passed in every time zone' : 'schedule.time is in the past');
+    throw badRequest(
+      inLocalTime ? 'schedule.time has already passed in every time zone' : 'schedule.time is in the past',
+    );
   }
   const earliest = inLocalTime ? t.instant.getTime() - 14 * 3600_000 : t.instant.getTime();
-  if (earliest > now.getTime() + MAX_DAYS_AHEAD * 86_400_000) throw badRequest(`schedule.time must be at most ${MAX_DAYS_AHEAD} days ahead`);
+  if (earliest > now.getTime() + MAX_DAYS_AHEAD * 86_400_000)
+    throw badRequest(`schedule.time must be at most ${MAX_DAYS_AHEAD} days ahead`);
 }
 
 /**
@@ -119,16 +141,29 @@ export interface CreatedSchedule {
   dispatch_id: string;
 }
 
-export async function createSchedule(pool: Pool, queues: Queues, workspaceId: string, body: ScheduleCreate, now = new Date()): Promise<CreatedSchedule> {
+export async function createSchedule(
+  pool: Pool,
+  queues: Queues,
+  workspaceId: string,
+  body: ScheduleCreate,
+  now = new Date(),
+): Promise<CreatedSchedule> {
   const inLocal = body.schedule.in_local_time === true;
   checkTime(parseScheduleTime(body.schedule.time, inLocal)!, inLocal, now);
   return withTransaction(pool, async (client) => {
     const canvas = await canvasOf(client, workspaceId, body.canvas_id);
     if (!canvas.api_triggered) throw badRequest(`Canvas ${JSON.stringify(body.canvas_id)} is not API-triggered`);
-    if (canvas.archived || canvas.status !== 'active') throw badRequest(`Canvas ${JSON.stringify(body.canvas_id)} is not active (${canvas.archived ? 'archived' : canvas.status})`);
+    if (canvas.archived || canvas.status !== 'active')
+      throw badRequest(
+        `Canvas ${JSON.stringify(body.canvas_id)} is not active (${canvas.archived ? 'archived' : canvas.status})`,
+      );
     if (body.audience) {
-      const { rowCount } = await client.query(`SELECT 1 FROM segments WHERE workspace_id = $1 AND api_id = $2 AND NOT archived`, [workspaceId, body.audience.segment_id]);
-      if (!rowCount) throw notFound(`Unknown audience.segment_id ${JSON.stringify(body.audience.segment_id.slice(0, 64))}`);
+      const { rowCount } = await client.query(
+        `SELECT 1 FROM segments WHERE workspace_id = $1 AND api_id = $2 AND NOT archived`,
+        [workspaceId, body.audience.segment_id],
+      );
+      if (!rowCount)
+        throw notFound(`Unknown audience.segment_id ${JSON.stringify(body.audience.segment_id.slice(0, 64))}`);
     }
     const ids = { schedule_id: randomUUID(), dispatch_id: randomUUID() };
     const { rows } = await client.query<{ id: string }>(
@@ -146,7 +181,16 @@ export async function createSchedule(pool: Pool, queues: Queues, workspaceId: st
         body.broadcast === true,
       ],
     );
-    const row: ScheduleRow = { id: rows[0]!.id, workspace_id: workspaceId, schedule: body.schedule, recipients: body.recipients ?? null, audience: body.audience ?? null, version: 1, state: 'scheduled', fire_times: null };
+    const row: ScheduleRow = {
+      id: rows[0]!.id,
+      workspace_id: workspaceId,
+      schedule: body.schedule,
+      recipients: body.recipients ?? null,
+      audience: body.audience ?? null,
+      version: 1,
+      state: 'scheduled',
+      fire_times: null,
+    };
     const fireTimes = await computeFireTimes(client, row, now);
     if (fireTimes.length === 0) throw badRequest('schedule.time has already passed in every time zone of the audience');
     await client.query(`UPDATE canvas_schedules SET fire_times = $2 WHERE id = $1`, [row.id, fireTimes]);
@@ -157,14 +201,22 @@ export async function createSchedule(pool: Pool, queues: Queues, workspaceId: st
   });
 }
 
-async function lockSchedule(client: PoolClient, workspaceId: string, canvasApiId: string, scheduleId: string): Promise<ScheduleRow> {
+async function lockSchedule(
+  client: PoolClient,
+  workspaceId: string,
+  canvasApiId: string,
+  scheduleId: string,
+): Promise<ScheduleRow> {
   const canvas = await canvasOf(client, workspaceId, canvasApiId);
   const { rows } = await client.query<ScheduleRow>(
     `SELECT ${SCHEDULE_COLUMNS} FROM canvas_schedules s JOIN canvases c ON c.id = s.canvas_id
       WHERE s.schedule_id = $1 AND s.canvas_id = $2 AND s.state <> 'cancelled' FOR UPDATE OF s`,
     [scheduleId, canvas.id],
   );
-  if (!rows[0]) throw notFound(`Unknown schedule_id ${JSON.stringify(scheduleId.slice(0, 64))} for canvas ${JSON.stringify(canvasApiId.slice(0, 64))}`);
+  if (!rows[0])
+    throw notFound(
+      `Unknown schedule_id ${JSON.stringify(scheduleId.slice(0, 64))} for canvas ${JSON.stringify(canvasApiId.slice(0, 64))}`,
+    );
   return rows[0];
 }
 
@@ -178,47 +230,70 @@ export interface UpdateOutcome {
  * Replaces a schedule (spec: the new one fully replaces the old; without in_local_time it is UTC). Close to or
  * after the send time it is best effort: users already entered by this schedule are not entered again.
  */
-export async function updateSchedule(pool: Pool, queues: Queues, workspaceId: string, body: ScheduleUpdate, now = new Date()): Promise<UpdateOutcome> {
+export async function updateSchedule(
+  pool: Pool,
+  queues: Queues,
+  workspaceId: string,
+  body: ScheduleUpdate,
+  now = new Date(),
+): Promise<UpdateOutcome> {
   const inLocal = body.schedule.in_local_time === true;
   checkTime(parseScheduleTime(body.schedule.time, inLocal)!, inLocal, now);
   type Replaced = { id: string; version: number; fireTimes: Date[] | null };
-  const { outcome, old } = await withTransaction(pool, async (client): Promise<{ outcome: UpdateOutcome; old?: Replaced }> => {
-    const row = await lockSchedule(client, workspaceId, body.canvas_id, body.schedule_id);
-    const { rows: sent } = await client.query<{ all_covered: boolean | null; any: boolean }>(
-      `SELECT bool_or(time_zones IS NULL) AS all_covered, count(*) > 0 AS any FROM canvas_dispatches WHERE schedule_row_id = $1 AND status <> 'skipped'`,
-      [row.id],
-    );
-    if (row.state === 'sent' || sent[0]!.all_covered) {
-      return { outcome: { applied: false, detail: 'The schedule had already been sent; the update was not applied' } };
-    }
-    const next: ScheduleRow = { ...row, schedule: body.schedule, version: row.version + 1 };
-    const fireTimes = await computeFireTimes(client, next, now);
-    if (fireTimes.length === 0) throw badRequest('schedule.time has already passed in every time zone of the audience');
-    await client.query(
-      `UPDATE canvas_schedules SET schedule = $2, version = $3, fire_times = $4,
+  const { outcome, old } = await withTransaction(
+    pool,
+    async (client): Promise<{ outcome: UpdateOutcome; old?: Replaced }> => {
+      const row = await lockSchedule(client, workspaceId, body.canvas_id, body.schedule_id);
+      const { rows: sent } = await client.query<{ all_covered: boolean | null; any: boolean }>(
+        `SELECT bool_or(time_zones IS NULL) AS all_covered, count(*) > 0 AS any FROM canvas_dispatches WHERE schedule_row_id = $1 AND status <> 'skipped'`,
+        [row.id],
+      );
+      if (row.state === 'sent' || sent[0]!.all_covered) {
+        return {
+          outcome: { applied: false, detail: 'The schedule had already been sent; the update was not applied' },
+        };
+      }
+      const next: ScheduleRow = { ...row, schedule: body.schedule, version: row.version + 1 };
+      const fireTimes = await computeFireTimes(client, next, now);
+      if (fireTimes.length === 0)
+        throw badRequest('schedule.time has already passed in every time zone of the audience');
+      await client.query(
+        `UPDATE canvas_schedules SET schedule = $2, version = $3, fire_times = $4,
               trigger_properties = COALESCE($5, trigger_properties), canvas_entry_properties = COALESCE($6, canvas_entry_properties), updated_at = now()
         WHERE id = $1`,
-      [
-        row.id,
-        JSON.stringify(body.schedule),
-        next.version,
-        fireTimes,
-        body.trigger_properties ? JSON.stringify(body.trigger_properties) : null,
-        body.canvas_entry_properties ? JSON.stringify(body.canvas_entry_properties) : null,
-      ],
-    );
-    await enqueueFires(queues, next, fireTimes, now);
-    const replaced = { id: row.id, version: row.version, fireTimes: row.fire_times };
-    return sent[0]!.any
-      ? { outcome: { applied: true, detail: 'Part of the audience had already been sent this schedule; the update applies to the rest' }, old: replaced }
-      : { outcome: { applied: true }, old: replaced };
-  });
+        [
+          row.id,
+          JSON.stringify(body.schedule),
+          next.version,
+          fireTimes,
+          body.trigger_properties ? JSON.stringify(body.trigger_properties) : null,
+          body.canvas_entry_properties ? JSON.stringify(body.canvas_entry_properties) : null,
+        ],
+      );
+      await enqueueFires(queues, next, fireTimes, now);
+      const replaced = { id: row.id, version: row.version, fireTimes: row.fire_times };
+      return sent[0]!.any
+        ? {
+            outcome: {
+              applied: true,
+              detail: 'Part of the audience had already been sent this schedule; the update applies to the rest',
+            },
+            old: replaced,
+          }
+        : { outcome: { applied: true }, old: replaced };
+    },
+  );
   if (old) await removeFires(queues, old.id, old.version, old.fireTimes);
   return outcome;
 }
 
 /** Cancels a schedule: its pending firings never happen. */
-export async function deleteSchedule(pool: Pool, queues: Queues, workspaceId: string, body: ScheduleDelete): Promise<void> {
+export async function deleteSchedule(
+  pool: Pool,
+  queues: Queues,
+  workspaceId: string,
+  body: ScheduleDelete,
+): Promise<void> {
   const row = await withTransaction(pool, async (client) => {
     const r = await lockSchedule(client, workspaceId, body.canvas_id, body.schedule_id);
     await client.query(`UPDATE canvas_schedules SET state = 'cancelled', updated_at = now() WHERE id = $1`, [r.id]);
@@ -258,11 +333,15 @@ export async function rearmSchedules(
         let fireTimes = row.fire_times;
         if (fireTimes === null) {
           fireTimes = await computeFireTimes(client, row, now);
-          await client.query(`UPDATE canvas_schedules SET fire_times = $2, state = CASE WHEN cardinality($2::timestamptz[]) = 0 THEN 'sent' ELSE state END WHERE id = $1`, [
-            row.id,
-            fireTimes,
-          ]);
-          if (fireTimes.length === 0) log.warn({ scheduleRowId: row.id }, 'schedule armed after its time had passed in every time zone: nothing to send');
+          await client.query(
+            `UPDATE canvas_schedules SET fire_times = $2, state = CASE WHEN cardinality($2::timestamptz[]) = 0 THEN 'sent' ELSE state END WHERE id = $1`,
+            [row.id, fireTimes],
+          );
+          if (fireTimes.length === 0)
+            log.warn(
+              { scheduleRowId: row.id },
+              'schedule armed after its time had passed in every time zone: nothing to send',
+            );
         }
         const { rows: finished } = await client.query<{ fire_at: Date }>(
           `SELECT fire_at FROM canvas_dispatches WHERE schedule_row_id = $1 AND version = $2 AND status IN ('done', 'skipped')`,

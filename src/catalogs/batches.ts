@@ -9,13 +9,10 @@ import { CatalogBatchPayload } from '../queues/catalog-batch.js';
 
 /** Records an accepted batch (its version is its key). */
 export async function recordBatch(db: Pool | PoolClient, payload: CatalogBatchPayload): Promise<void> {
-  await db.query(`INSERT INTO catalog_batches (version, workspace_id, catalog_id, op, payload) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (version) DO NOTHING`, [
-    payload.version,
-    payload.workspaceId,
-    payload.catalogId,
-    payload.op,
-    JSON.stringify(payload),
-  ]);
+  await db.query(
+    `INSERT INTO catalog_batches (version, workspace_id, catalog_id, op, payload) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (version) DO NOTHING`,
+    [payload.version, payload.workspaceId, payload.catalogId, payload.op, JSON.stringify(payload)],
+  );
 }
 
 /** Batches accepted before `before` and not applied yet, oldest first. */

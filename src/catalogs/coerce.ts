@@ -4,7 +4,8 @@ export type Coerced = { ok: true; value: unknown } | { ok: false; reason: string
 
 const NUMBER_TEXT = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
 // Date, or date and time with an optional fraction and an optional offset (none means UTC).
-const TIME_TEXT = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
+const TIME_TEXT =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
 // PostgreSQL's jsonb cannot hold NUL or an unpaired surrogate: refuse them here rather than fail after accepting.
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
@@ -21,7 +22,8 @@ function kindOf(value: unknown): string {
 }
 
 function toText(value: unknown): Coerced {
-  if (typeof value === 'string') return isStorableText(value) ? ok(value) : fail('text contains NUL or an unpaired surrogate');
+  if (typeof value === 'string')
+    return isStorableText(value) ? ok(value) : fail('text contains NUL or an unpaired surrogate');
   if (typeof value === 'number') return ok(String(value));
   if (typeof value === 'boolean') return ok(value ? 'true' : 'false');
   return fail(`a ${kindOf(value)} is not a string`);
@@ -96,7 +98,8 @@ function toArray(value: unknown): Coerced {
   const out: string[] = [];
   for (let i = 0; i < value.length; i++) {
     const element: unknown = value[i];
-    if (typeof element === 'object' || element === undefined) return fail(`element ${i} is a ${kindOf(element)}; arrays hold strings`);
+    if (typeof element === 'object' || element === undefined)
+      return fail(`element ${i} is a ${kindOf(element)}; arrays hold strings`);
     const text = toText(element);
     if (!text.ok) return fail(`element ${i}: ${text.reason}`);
     out.push(text.value as string);

@@ -62,13 +62,19 @@ export class CatalogErrors {
 }
 
 /** Throws a request-refusing error of a single id. */
-export function catalogError(id: CatalogErrorId, message: string, parameters: string[] = [], parameterValues: unknown[] = []): AppError {
+export function catalogError(
+  id: CatalogErrorId,
+  message: string,
+  parameters: string[] = [],
+  parameterValues: unknown[] = [],
+): AppError {
   const errors = new CatalogErrors();
   errors.add(id, message, parameters, parameterValues);
   return errors.toAppError();
 }
 
-export const catalogNotFound = (name: string) => catalogError('catalog-not-found', 'Could not find catalog', ['catalog_name'], [name]);
+export const catalogNotFound = (name: string) =>
+  catalogError('catalog-not-found', 'Could not find catalog', ['catalog_name'], [name]);
 export const itemNotFound = (id: string) => catalogError('item-not-found', 'Could not find item', ['item_id'], [id]);
 
 /**
@@ -79,7 +85,12 @@ export function arbitraryError(cause: unknown, code: 'internal' | 'unavailable' 
   return new AppError(code, 'Invalid Request', {
     cause,
     catalogErrors: [
-      { id: 'arbitrary-error', message: 'An arbitrary error occurred. Please try again or contact support.', parameters: [], parameter_values: [] },
+      {
+        id: 'arbitrary-error',
+        message: 'An arbitrary error occurred. Please try again or contact support.',
+        parameters: [],
+        parameter_values: [],
+      },
     ],
   });
 }

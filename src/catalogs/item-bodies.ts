@@ -28,7 +28,9 @@ export const ItemId = z
 
 const fieldsDescription = `Fields of the catalog, at most ${MAX_ITEM_CHARS} characters of JSON, values nested at most ${MAX_NESTING} levels, no "." or "$" in any key`;
 const ItemFields = z.record(z.string().regex(ITEM_KEY_PATTERN), z.unknown());
-const ItemFieldsWithoutId = z.record(z.string().regex(FIELD_KEY_PATTERN), z.unknown()).describe(`${fieldsDescription}; no id`);
+const ItemFieldsWithoutId = z
+  .record(z.string().regex(FIELD_KEY_PATTERN), z.unknown())
+  .describe(`${fieldsDescription}; no id`);
 
 export const BatchItemsBody = z.object({
   items: z
@@ -39,7 +41,10 @@ export const BatchItemsBody = z.object({
 });
 
 export const SingleItemBody = z.object({
-  items: z.array(ItemFieldsWithoutId).length(1).describe('Exactly one item object, without id: the id is the one in the path'),
+  items: z
+    .array(ItemFieldsWithoutId)
+    .length(1)
+    .describe('Exactly one item object, without id: the id is the one in the path'),
 });
 
 /** Keys other than `id` are ignored by a delete. */
@@ -65,7 +70,10 @@ export const ItemsEnvelope = z.object(
   {
     items: z
       .array(z.unknown(), {
-        error: (issue) => (issue.input === undefined ? 'items is required: an array of item objects' : `items must be an array of objects, not a ${kindOf(issue.input)}`),
+        error: (issue) =>
+          issue.input === undefined
+            ? 'items is required: an array of item objects'
+            : `items must be an array of objects, not a ${kindOf(issue.input)}`,
       })
       .min(1, 'items must hold at least one item object'),
   },

@@ -5,7 +5,17 @@ import type { CatalogBatchPayload } from '../queues/catalog-batch.js';
 import { recordBatch } from './batches.js';
 import { arbitraryError, catalogNotFound, CatalogErrors, itemNotFound } from './errors.js';
 import type { CatalogDefinition } from './fields.js';
-import { deleteItems, findCatalog, getItem, insertItem, itemExists, listItemsAfter, nextVersion, upsertItems, type CatalogItem } from './store.js';
+import {
+  deleteItems,
+  findCatalog,
+  getItem,
+  insertItem,
+  itemExists,
+  listItemsAfter,
+  nextVersion,
+  upsertItems,
+  type CatalogItem,
+} from './store.js';
 import { isPlausibleId, validateBatchDelete, validateBatchReplace, validateSingle } from './validate.js';
 
 /** Items per page of the list endpoint (as the public API pages them). */
@@ -48,7 +58,12 @@ export async function acceptBatchReplace(
 ): Promise<void> {
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const items = validateBatchReplace(body, catalog, catalogName);
-  await accept(pool, enqueue, { op: 'replace', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), items }, onRecorded);
+  await accept(
+    pool,
+    enqueue,
+    { op: 'replace', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), items },
+    onRecorded,
+  );
 }
 
 /** Batch delete: the same contract as batch replace. Ids that name no item are ignored when the job runs. */
@@ -62,13 +77,23 @@ export async function acceptBatchDelete(
 ): Promise<void> {
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const ids = validateBatchDelete(body, catalog, catalogName);
-  await accept(pool, enqueue, { op: 'delete', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), ids }, onRecorded);
+  await accept(
+    pool,
+    enqueue,
+    { op: 'delete', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), ids },
+    onRecorded,
+  );
 }
 
 /** Runs in the transaction that records a batch (an Idempotency-Key answers there). */
 export type OnBatchRecorded = (db: PoolClient) => Promise<void>;
 
-async function accept(pool: Pool, enqueue: EnqueueBatch, payload: CatalogBatchPayload, onRecorded?: OnBatchRecorded): Promise<void> {
+async function accept(
+  pool: Pool,
+  enqueue: EnqueueBatch,
+  payload: CatalogBatchPayload,
+  onRecorded?: OnBatchRecorded,
+): Promise<void> {
   await guarded(() =>
     withTransaction(pool, async (client) => {
       await recordBatch(client, payload);
@@ -79,7 +104,13 @@ async function accept(pool: Pool, enqueue: EnqueueBatch, payload: CatalogBatchPa
 }
 
 /** Single replace (PUT): creates the item when missing, replaces it whole otherwise. */
-export async function replaceItem(pool: Pool, workspaceId: string, catalogName: string, itemId: string, body: unknown): Promise<void> {
+export async function replaceItem(
+  pool: Pool,
+  workspaceId: string,
+  catalogName: string,
+  itemId: string,
+  body: unknown,
+): Promise<void> {
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const item = validateSingle(body, itemId, catalog, catalogName);
   await guarded(async () => {
@@ -89,7 +120,13 @@ export async function replaceItem(pool: Pool, workspaceId: string, catalogName: 
 }
 
 /** Single create (POST): like replace, but an item that already exists is refused with item-already-exists. */
-export async function createItem(pool: Pool, workspaceId: string, catalogName: string, itemId: string, body: unknown): Promise<void> {
+export async function createItem(
+  pool: Pool,
+  workspaceId: string,
+  catalogName: string,
+  itemId: string,
+  body: unknown,
+): Promise<void> {
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const item = validateSingle(body, itemId, catalog, catalogName);
   const created = await guarded(async () => insertItem(pool, catalog!.id, await nextVersion(pool), item));
@@ -100,7 +137,12 @@ export async function createItem(pool: Pool, workspaceId: string, catalogName: s
   }
 }
 
-export async function readItem(pool: Pool, workspaceId: string, catalogName: string, itemId: string): Promise<CatalogItem> {
+export async function readItem(
+  pool: Pool,
+  workspaceId: string,
+  catalogName: string,
+  itemId: string,
+): Promise<CatalogItem> {
   return guarded(async () => {
     const catalog = await requireCatalog(pool, workspaceId, catalogName);
     const item = isPlausibleId(itemId) ? await getItem(pool, catalog.id, itemId) : undefined;
@@ -129,12 +171,18 @@ const encodeCursor = (lastId: string) => Buffer.from(lastId, 'utf8').toString('b
 function decodeCursor(cursor: string): string {
   const id = Buffer.from(cursor, 'base64url').toString('utf8');
   // Only a cursor we issued decodes to an id and encodes back to itself.
-  if (!isPlausibleId(id) || encodeCursor(id) !== cursor) throw badRequest('cursor is not valid: pass the cursor of a Link header unchanged');
+  if (!isPlausibleId(id) || encodeCursor(id) !== cursor)
+    throw badRequest('cursor is not valid: pass the cursor of a Link header unchanged');
   return id;
 }
 
 /** One page of a catalog's items in id order, with the cursor of the next page. */
-export async function listItems(pool: Pool, workspaceId: string, catalogName: string, cursor: string | undefined): Promise<ItemsPage> {
+export async function listItems(
+  pool: Pool,
+  workspaceId: string,
+  catalogName: string,
+  cursor: string | undefined,
+): Promise<ItemsPage> {
   const after = cursor === undefined || cursor === '' ? undefined : decodeCursor(cursor);
   return guarded(async () => {
     const catalog = await requireCatalog(pool, workspaceId, catalogName);
@@ -150,10 +198,18 @@ export async function listItems(pool: Pool, workspaceId: string, catalogName: st
  */
 export async function applyBatch(pool: Pool, payload: CatalogBatchPayload, log: Logger): Promise<{ written: number }> {
   return withTransaction(pool, async (client) => {
-    const { rowCount } = await client.query(`SELECT 1 FROM catalogs WHERE id = $1 AND workspace_id = $2 FOR SHARE`, [payload.catalogId, payload.workspaceId]);
+    const { rowCount } = await client.query(`SELECT 1 FROM catalogs WHERE id = $1 AND workspace_id = $2 FOR SHARE`, [
+      payload.catalogId,
+      payload.workspaceId,
+    ]);
     if (!rowCount) {
-      log.warn({ catalogId: payload.catalogId, version: payload.version }, 'catalog gone before its batch ran: batch dropped');
-      await client.query('UPDATE catalog_batches SET applied_at = now() WHERE version = $1 AND applied_at IS NULL', [payload.version]);
+      log.warn(
+        { catalogId: payload.catalogId, version: payload.version },
+        'catalog gone before its batch ran: batch dropped',
+      );
+      await client.query('UPDATE catalog_batches SET applied_at = now() WHERE version = $1 AND applied_at IS NULL', [
+        payload.version,
+      ]);
       return { written: 0 };
     }
     const written =
@@ -161,9 +217,14 @@ export async function applyBatch(pool: Pool, payload: CatalogBatchPayload, log: 
         ? await upsertItems(client, payload.catalogId, payload.version, payload.items)
         : await deleteItems(client, payload.catalogId, payload.version, payload.ids);
     // Applied, in the same transaction: the reconciler never queues it again.
-    await client.query('UPDATE catalog_batches SET applied_at = now() WHERE version = $1 AND applied_at IS NULL', [payload.version]);
+    await client.query('UPDATE catalog_batches SET applied_at = now() WHERE version = $1 AND applied_at IS NULL', [
+      payload.version,
+    ]);
     const total = payload.op === 'replace' ? payload.items.length : payload.ids.length;
-    log.info({ catalogId: payload.catalogId, op: payload.op, version: payload.version, items: total, written: written.length }, 'catalog batch applied');
+    log.info(
+      { catalogId: payload.catalogId, op: payload.op, version: payload.version, items: total, written: written.length },
+      'catalog batch applied',
+    );
     return { written: written.length };
   });
 }

@@ -85,7 +85,10 @@ export async function deleteItems(db: Db, catalogId: string, version: number, id
 
 /** True when the item exists and is not deleted. */
 export async function itemExists(db: Db, catalogId: string, itemId: string): Promise<boolean> {
-  const { rowCount } = await db.query(`SELECT 1 FROM catalog_items WHERE catalog_id = $1 AND item_id = $2 AND NOT deleted`, [catalogId, itemId]);
+  const { rowCount } = await db.query(
+    `SELECT 1 FROM catalog_items WHERE catalog_id = $1 AND item_id = $2 AND NOT deleted`,
+    [catalogId, itemId],
+  );
   return (rowCount ?? 0) > 0;
 }
 
@@ -99,7 +102,12 @@ export async function getItem(db: Db, catalogId: string, itemId: string): Promis
 }
 
 /** Up to `limit` live items with ids after `after`, in id (byte) order. */
-export async function listItemsAfter(db: Db, catalogId: string, after: string | undefined, limit: number): Promise<CatalogItem[]> {
+export async function listItemsAfter(
+  db: Db,
+  catalogId: string,
+  after: string | undefined,
+  limit: number,
+): Promise<CatalogItem[]> {
   const { rows } = await db.query<{ item_id: string; data: Record<string, unknown> }>(
     `SELECT item_id, data FROM catalog_items
       WHERE catalog_id = $1 AND NOT deleted AND ($2::text IS NULL OR item_id > $2)

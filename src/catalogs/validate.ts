@@ -1,7 +1,15 @@
 import { coerceValue, isStorableText } from './coerce.js';
 import { CatalogErrors, type ItemLocator } from './errors.js';
 import type { CatalogDefinition } from './fields.js';
-import { ITEM_ID_PATTERN, ItemsEnvelope, kindOf, MAX_BATCH_ITEMS, MAX_ID_LENGTH, MAX_ITEM_CHARS, MAX_NESTING } from './item-bodies.js';
+import {
+  ITEM_ID_PATTERN,
+  ItemsEnvelope,
+  kindOf,
+  MAX_BATCH_ITEMS,
+  MAX_ID_LENGTH,
+  MAX_ITEM_CHARS,
+  MAX_NESTING,
+} from './item-bodies.js';
 
 /*
  * The rules the body schemas of item-bodies.ts cannot say, or that the spec wants reported entry by entry with its
@@ -84,7 +92,9 @@ function checkCount(items: unknown[], max: number, errors: CatalogErrors): void 
   if (items.length > max) {
     errors.add(
       'request-includes-too-many-items',
-      max === 1 ? `This endpoint takes exactly one item object; the request has ${items.length}` : `The request has ${items.length} items; at most ${max} are allowed`,
+      max === 1
+        ? `This endpoint takes exactly one item object; the request has ${items.length}`
+        : `The request has ${items.length} items; at most ${max} are allowed`,
       ['items'],
       [items.length],
     );
@@ -103,7 +113,9 @@ function checkBodyId(item: ItemObject, index: number, errors: CatalogErrors): Id
   if (!('id' in item) || item.id === undefined) return { at: { index }, missing: true };
   const id = item.id;
   if (typeof id !== 'string') {
-    errors.addForItem('ids-not-string', `Item ids must be strings; the item at index ${index} has a ${kindOf(id)}`, { index });
+    errors.addForItem('ids-not-string', `Item ids must be strings; the item at index ${index} has a ${kindOf(id)}`, {
+      index,
+    });
     return { at: { index }, missing: false };
   }
   return checkIdText(id, index, errors, 'id');
@@ -117,12 +129,18 @@ function checkIdText(id: string, index: number, errors: CatalogErrors, param: 'i
   let valid = !tooLarge;
   if (tooLarge) {
     const where = param === 'item_id' ? 'The item id in the path' : `The id of the item at index ${index}`;
-    errors.add('ids-too-large', `${where} has ${length} characters; at most ${MAX_ID_LENGTH} are allowed`, param === 'item_id' ? ['item_id'] : ['index'], [param === 'item_id' ? length : index]);
+    errors.add(
+      'ids-too-large',
+      `${where} has ${length} characters; at most ${MAX_ID_LENGTH} are allowed`,
+      param === 'item_id' ? ['item_id'] : ['index'],
+      [param === 'item_id' ? length : index],
+    );
   }
   if (!ITEM_ID_PATTERN.test(id)) {
     valid = false;
     const message = 'Item ids may contain only letters, digits, hyphens and underscores';
-    if (param === 'item_id') errors.add('invalid-ids', message, ['item_id'], [tooLarge ? `${id.slice(0, MAX_ID_LENGTH)}...` : id]);
+    if (param === 'item_id')
+      errors.add('invalid-ids', message, ['item_id'], [tooLarge ? `${id.slice(0, MAX_ID_LENGTH)}...` : id]);
     else errors.addForItem('invalid-ids', message, at);
   }
   return { valid: valid ? id : undefined, at, missing: false };
@@ -132,7 +150,12 @@ function checkIdText(id: string, index: number, errors: CatalogErrors, param: 'i
  * The field checks shared by every write: keys, nesting, field names, conversion and size. Returns the converted
  * data when the item passed them all. `id` keys are left to the caller.
  */
-function checkFields(item: ItemObject, catalog: CatalogDefinition | undefined, at: ItemLocator, errors: CatalogErrors): ItemObject | undefined {
+function checkFields(
+  item: ItemObject,
+  catalog: CatalogDefinition | undefined,
+  at: ItemLocator,
+  errors: CatalogErrors,
+): ItemObject | undefined {
   const unknownFields: string[] = [];
   const badKeys: string[] = [];
   const tooDeep: string[] = [];
@@ -158,7 +181,9 @@ function checkFields(item: ItemObject, catalog: CatalogDefinition | undefined, a
     }
     // A value already refused for its keys or depth is not also reported as unconvertible.
     if (report.tooDeep || report.badKeys.length > 0) continue;
-    const converted = report.unstorable ? ({ ok: false, reason: 'text contains NUL or an unpaired surrogate' } as const) : coerceValue(type, value);
+    const converted = report.unstorable
+      ? ({ ok: false, reason: 'text contains NUL or an unpaired surrogate' } as const)
+      : coerceValue(type, value);
     if (converted.ok) data[key] = converted.value;
     else {
       unconvertible.push(key);
@@ -167,25 +192,48 @@ function checkFields(item: ItemObject, catalog: CatalogDefinition | undefined, a
   }
 
   if (unknownFields.length > 0) {
-    errors.addForItem('invalid-fields', `Some of the fields given do not exist in the catalog: ${unknownFields.join(', ')}`, at, { fields: unknownFields });
+    errors.addForItem(
+      'invalid-fields',
+      `Some of the fields given do not exist in the catalog: ${unknownFields.join(', ')}`,
+      at,
+      { fields: unknownFields },
+    );
   }
   if (badKeys.length > 0) {
-    errors.addForItem('invalid-keys-in-value-object', 'Item object keys cannot contain "." or "$"', at, { keys: badKeys });
+    errors.addForItem('invalid-keys-in-value-object', 'Item object keys cannot contain "." or "$"', at, {
+      keys: badKeys,
+    });
   }
   if (tooDeep.length > 0) {
-    errors.addForItem('too-deep-nesting-in-value-object', `Item values cannot be nested more than ${MAX_NESTING} levels deep`, at, { fields: tooDeep });
+    errors.addForItem(
+      'too-deep-nesting-in-value-object',
+      `Item values cannot be nested more than ${MAX_NESTING} levels deep`,
+      at,
+      { fields: tooDeep },
+    );
   } else {
     // Measured only when the nesting is bounded: serialising an arbitrarily deep value would exhaust the stack.
     const { id: _id, ...fields } = item;
     const size = charCount(JSON.stringify(fields));
     if (size > MAX_ITEM_CHARS) {
-      errors.addForItem('items-too-large', `The item has ${size} characters of JSON; at most ${MAX_ITEM_CHARS} are allowed`, at, { characters: size });
+      errors.addForItem(
+        'items-too-large',
+        `The item has ${size} characters of JSON; at most ${MAX_ITEM_CHARS} are allowed`,
+        at,
+        { characters: size },
+      );
     }
   }
   if (unconvertible.length > 0) {
-    errors.addForItem('unable-to-coerce-value', `Some values cannot be converted to their field's type: ${reasons.join('; ')}`, at, { fields: unconvertible });
+    errors.addForItem(
+      'unable-to-coerce-value',
+      `Some values cannot be converted to their field's type: ${reasons.join('; ')}`,
+      at,
+      { fields: unconvertible },
+    );
   }
-  const clean = unknownFields.length === 0 && badKeys.length === 0 && tooDeep.length === 0 && unconvertible.length === 0;
+  const clean =
+    unknownFields.length === 0 && badKeys.length === 0 && tooDeep.length === 0 && unconvertible.length === 0;
   return clean ? data : undefined;
 }
 
@@ -193,7 +241,8 @@ function checkUnique(ids: string[], errors: CatalogErrors): void {
   const counts = new Map<string, number>();
   for (const id of ids) counts.set(id, (counts.get(id) ?? 0) + 1);
   for (const [id, n] of counts) {
-    if (n > 1) errors.add('ids-not-unique', `Item id ${id} appears ${n} times in the request; ids must be unique`, ['id'], [id]);
+    if (n > 1)
+      errors.add('ids-not-unique', `Item id ${id} appears ${n} times in the request; ids must be unique`, ['id'], [id]);
   }
 }
 
@@ -204,10 +253,19 @@ function startErrors(catalog: CatalogDefinition | undefined, catalogName: string
 }
 
 /** Calls `fn` with every element that is an object; reports each other element as item-array-invalid. */
-function forEachItemObject(items: unknown[], errors: CatalogErrors, fn: (item: ItemObject, index: number) => void): void {
+function forEachItemObject(
+  items: unknown[],
+  errors: CatalogErrors,
+  fn: (item: ItemObject, index: number) => void,
+): void {
   items.forEach((item, index) => {
     if (!isObject(item)) {
-      errors.add('item-array-invalid', `items must be an array of objects; the element at index ${index} is a ${kindOf(item)}`, ['index'], [index]);
+      errors.add(
+        'item-array-invalid',
+        `items must be an array of objects; the element at index ${index} is a ${kindOf(item)}`,
+        ['index'],
+        [index],
+      );
       return;
     }
     fn(item, index);
@@ -237,7 +295,11 @@ function batchIds(errors: CatalogErrors) {
  * Checks a batch replace body against a catalog (undefined when it does not exist) and returns its items converted,
  * or throws one error listing every problem found. See docs/catalogs.md for the order and overlaps of error ids.
  */
-export function validateBatchReplace(body: unknown, catalog: CatalogDefinition | undefined, catalogName: string): ValidItem[] {
+export function validateBatchReplace(
+  body: unknown,
+  catalog: CatalogDefinition | undefined,
+  catalogName: string,
+): ValidItem[] {
   const errors = startErrors(catalog, catalogName);
   const items = readItems(body, errors);
   if (!items) throw errors.toAppError();
@@ -256,7 +318,12 @@ export function validateBatchReplace(body: unknown, catalog: CatalogDefinition |
 }
 
 /** Checks the body of a single-item write (PUT replace or POST create) whose id comes from the path. */
-export function validateSingle(body: unknown, itemId: string, catalog: CatalogDefinition | undefined, catalogName: string): ValidItem {
+export function validateSingle(
+  body: unknown,
+  itemId: string,
+  catalog: CatalogDefinition | undefined,
+  catalogName: string,
+): ValidItem {
   const errors = startErrors(catalog, catalogName);
   const id = checkIdText(itemId, 0, errors, 'item_id');
   const items = readItems(body, errors);
@@ -266,7 +333,8 @@ export function validateSingle(body: unknown, itemId: string, catalog: CatalogDe
   let result: ItemObject | undefined;
   forEachItemObject(items, errors, (item, index) => {
     const at: ItemLocator = items.length === 1 ? id.at : { index };
-    if ('id' in item) errors.addForItem('id-in-body', 'Remove the id from the item object: the id is the one in the path', at);
+    if ('id' in item)
+      errors.addForItem('id-in-body', 'Remove the id from the item object: the id is the one in the path', at);
     const data = checkFields(item, catalog, at, errors);
     if (index === 0) result = data;
   });
@@ -275,7 +343,11 @@ export function validateSingle(body: unknown, itemId: string, catalog: CatalogDe
 }
 
 /** Checks a batch delete body: the id rules of a batch replace; keys other than `id` are ignored. */
-export function validateBatchDelete(body: unknown, catalog: CatalogDefinition | undefined, catalogName: string): string[] {
+export function validateBatchDelete(
+  body: unknown,
+  catalog: CatalogDefinition | undefined,
+  catalogName: string,
+): string[] {
   const errors = startErrors(catalog, catalogName);
   const items = readItems(body, errors);
   if (!items) throw errors.toAppError();

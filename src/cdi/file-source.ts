@@ -28,7 +28,12 @@ export type FileRow = { row: SourceRow } | { refused: string };
 export const REJECTS_SUFFIX = '.rejects.ndjson';
 
 /** The files to take, in key order: under the prefix, of the format, not taken before (by key and etag). */
-export async function pendingFiles(store: ObjectStore, prefix: string, format: FileFormat, taken: (f: StoredObject) => boolean): Promise<StoredObject[]> {
+export async function pendingFiles(
+  store: ObjectStore,
+  prefix: string,
+  format: FileFormat,
+  taken: (f: StoredObject) => boolean,
+): Promise<StoredObject[]> {
   const extensions = { parquet: /\.parquet$/i, csv: /\.csv$/i, ndjson: /\.(nd)?json(l)?(\.gz)?$/i }[format];
   const files = await store.list(prefix);
   return files
@@ -79,7 +84,8 @@ async function* ndjsonRows(body: Readable, gzipped: boolean): AsyncGenerator<Fil
       yield { refused: `line ${n} is not JSON` };
       continue;
     }
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) yield { refused: `line ${n} is not a JSON object` };
+    if (value === null || typeof value !== 'object' || Array.isArray(value))
+      yield { refused: `line ${n} is not a JSON object` };
     else yield { row: normaliseRow(value as Record<string, unknown>) };
   }
 }

@@ -53,7 +53,10 @@ export function checkIntegrationId(id: string): string {
 
 /** One integration of the workspace, or 404 "Integration not found" (another workspace's too). */
 export async function getIntegration(db: Db, workspaceId: string, id: string): Promise<CdiIntegration> {
-  const { rows } = await db.query<IntegrationRow>(`SELECT * FROM cdi_integrations WHERE workspace_id = $1 AND id = $2`, [workspaceId, checkIntegrationId(id)]);
+  const { rows } = await db.query<IntegrationRow>(
+    `SELECT * FROM cdi_integrations WHERE workspace_id = $1 AND id = $2`,
+    [workspaceId, checkIntegrationId(id)],
+  );
   if (!rows[0]) throw notFound('Integration not found');
   return fromRow(rows[0]);
 }
@@ -74,7 +77,10 @@ export async function findIntegration(db: Db, ref: string, workspaceId?: string)
     `SELECT * FROM cdi_integrations WHERE ${byId ? 'id = $1' : 'name = $1'} ${workspaceId ? 'AND workspace_id = $2' : ''} ORDER BY id LIMIT 2`,
     workspaceId ? [byId ? ref.toLowerCase() : ref, workspaceId] : [byId ? ref.toLowerCase() : ref],
   );
-  if (rows.length > 1) throw badRequest(`more than one integration is named ${JSON.stringify(ref)}: name it by its id, or give --workspace`);
+  if (rows.length > 1)
+    throw badRequest(
+      `more than one integration is named ${JSON.stringify(ref)}: name it by its id, or give --workspace`,
+    );
   return rows[0] ? fromRow(rows[0]) : undefined;
 }
 

@@ -68,7 +68,12 @@ export const anotherJobInProgress = () => new AppError('rate_limited', 'Another 
  * one already runs (429 "Another job is in progress"). The caller queues the job; a run recorded but not queued
  * (Redis away) is queued by the reconciler.
  */
-export async function recordSyncJob(db: Db, workspaceId: string, integrationId: string, trigger: JobTrigger): Promise<SyncJob> {
+export async function recordSyncJob(
+  db: Db,
+  workspaceId: string,
+  integrationId: string,
+  trigger: JobTrigger,
+): Promise<SyncJob> {
   const { rows } = await db.query<JobRow>(
     `INSERT INTO cdi_sync_jobs (integration_id, workspace_id, trigger) VALUES ($1, $2, $3)
      ON CONFLICT (integration_id) WHERE status = 'running' DO NOTHING RETURNING *`,
@@ -85,12 +90,19 @@ export async function readJob(db: Db, jobId: string): Promise<SyncJob | undefine
 
 /** The run of the integration that runs now, if any. */
 export async function runningJob(db: Db, integrationId: string): Promise<SyncJob | undefined> {
-  const { rows } = await db.query<JobRow>(`SELECT * FROM cdi_sync_jobs WHERE integration_id = $1 AND status = 'running'`, [integrationId]);
+  const { rows } = await db.query<JobRow>(
+    `SELECT * FROM cdi_sync_jobs WHERE integration_id = $1 AND status = 'running'`,
+    [integrationId],
+  );
   return rows[0] ? fromRow(rows[0]) : undefined;
 }
 
 /** Ends a run: its status from what it synced and refused, unless it failed as a whole. */
-export async function finishJob(db: Db, jobId: string, outcome: { status?: JobStatus; error?: string | null; rejectsKey?: string | null }): Promise<SyncJob | undefined> {
+export async function finishJob(
+  db: Db,
+  jobId: string,
+  outcome: { status?: JobStatus; error?: string | null; rejectsKey?: string | null },
+): Promise<SyncJob | undefined> {
   const { rows } = await db.query<JobRow>(
     `UPDATE cdi_sync_jobs SET
        status = coalesce($2, CASE WHEN rows_failed = 0 THEN 'success' WHEN rows_synced = 0 THEN 'error' ELSE 'partial' END),
@@ -120,11 +132,14 @@ export const toStatus = (j: SyncJob): JobSyncStatus => ({
 });
 
 /** A page of the integration's runs, newest first (the Airflow provider reads the first as the latest). */
-export async function jobStatusPage(pool: Pool, integrationId: string, offset: number): Promise<{ results: JobSyncStatus[]; hasNext: boolean }> {
-  const { rows } = await pool.query<JobRow>(`SELECT * FROM cdi_sync_jobs WHERE integration_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2 OFFSET $3`, [
-    integrationId,
-    PAGE_SIZE + 1,
-    offset,
-  ]);
+export async function jobStatusPage(
+  pool: Pool,
+  integrationId: string,
+  offset: number,
+): Promise<{ results: JobSyncStatus[]; hasNext: boolean }> {
+  const { rows } = await pool.query<JobRow>(
+    `SELECT * FROM cdi_sync_jobs WHERE integration_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2 OFFSET $3`,
+    [integrationId, PAGE_SIZE + 1, offset],
+  );
   return { results: rows.slice(0, PAGE_SIZE).map((r) => toStatus(fromRow(r))), hasNext: rows.length > PAGE_SIZE };
 }

@@ -12,7 +12,18 @@ import type { UserRef } from '../profiles/lookup.js';
  */
 
 /** The columns a source may have, lower-cased; any other column is ignored. */
-export const CDI_COLUMNS = ['updated_at', 'external_id', 'alias_name', 'alias_label', 'service_id', 'braze_id', 'email', 'phone', 'payload', 'deleted'] as const;
+export const CDI_COLUMNS = [
+  'updated_at',
+  'external_id',
+  'alias_name',
+  'alias_label',
+  'service_id',
+  'braze_id',
+  'email',
+  'phone',
+  'payload',
+  'deleted',
+] as const;
 export type CdiColumn = (typeof CDI_COLUMNS)[number];
 
 /** A source row by lower-cased column name; values as the source gave them (text, JSON, booleans, times). */
@@ -47,7 +58,14 @@ export type RowItem =
   | { kind: 'unmatched' }
   | { kind: 'refused'; reason: string };
 
-const text = (v: unknown): string | undefined => (v === null || v === undefined ? undefined : typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'bigint' ? String(v) : undefined);
+const text = (v: unknown): string | undefined =>
+  v === null || v === undefined
+    ? undefined
+    : typeof v === 'string'
+      ? v
+      : typeof v === 'number' || typeof v === 'bigint'
+        ? String(v)
+        : undefined;
 
 function truthy(v: unknown): boolean {
   if (typeof v === 'boolean') return v;
@@ -96,10 +114,25 @@ export function rowItem(row: SourceRow, fallbackTime: string): RowItem {
   const serviceId = text(row.service_id) ?? text(row.braze_id);
   const email = text(row.email);
   const phone = text(row.phone);
-  if ((aliasName === undefined) !== (aliasLabel === undefined)) return { kind: 'refused', reason: 'ALIAS_NAME and ALIAS_LABEL go together: give both or neither' };
-  const named = [externalId !== undefined, aliasName !== undefined, serviceId !== undefined, email !== undefined || phone !== undefined].filter(Boolean).length;
-  if (named === 0) return { kind: 'refused', reason: 'the row names no user: give EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE' };
-  if (named > 1) return { kind: 'refused', reason: 'the row names its user more than once: give one of EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE' };
+  if ((aliasName === undefined) !== (aliasLabel === undefined))
+    return { kind: 'refused', reason: 'ALIAS_NAME and ALIAS_LABEL go together: give both or neither' };
+  const named = [
+    externalId !== undefined,
+    aliasName !== undefined,
+    serviceId !== undefined,
+    email !== undefined || phone !== undefined,
+  ].filter(Boolean).length;
+  if (named === 0)
+    return {
+      kind: 'refused',
+      reason: 'the row names no user: give EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE',
+    };
+  if (named > 1)
+    return {
+      kind: 'refused',
+      reason:
+        'the row names its user more than once: give one of EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE',
+    };
 
   if (truthy(row.deleted)) {
     const target: UserRef =
@@ -118,11 +151,21 @@ export function rowItem(row: SourceRow, fallbackTime: string): RowItem {
   const payload = payloadOf(row.payload);
   if (typeof payload === 'string') return { kind: 'refused', reason: payload };
   const smuggled = IDENTIFIER_KEYS.find((k) => k in payload);
-  if (smuggled) return { kind: 'refused', reason: `PAYLOAD must not hold an identifier ('${smuggled}'): name the user in its column` };
+  if (smuggled)
+    return {
+      kind: 'refused',
+      reason: `PAYLOAD must not hold an identifier ('${smuggled}'): name the user in its column`,
+    };
   // EMAIL before PHONE when both are given, as the public API does.
   if (email === undefined && phone !== undefined) return { kind: 'phone', phone, payload, at };
   const identifier =
-    externalId !== undefined ? { external_id: externalId } : aliasName !== undefined ? { user_alias: { alias_name: aliasName, alias_label: aliasLabel } } : serviceId !== undefined ? { service_id: serviceId } : { email };
+    externalId !== undefined
+      ? { external_id: externalId }
+      : aliasName !== undefined
+        ? { user_alias: { alias_name: aliasName, alias_label: aliasLabel } }
+        : serviceId !== undefined
+          ? { service_id: serviceId }
+          : { email };
   return attributesItem({ ...payload, ...identifier }, at);
 }
 

@@ -19,7 +19,10 @@ export async function syncCdiSchedules(deps: ScheduleDeps): Promise<{ active: nu
     try {
       await upsertCdiSchedule(deps.queues, i.id, i.schedule!);
     } catch (err) {
-      deps.log.warn({ integrationId: i.id, reason: (err as Error).message }, 'CDI schedule not armed: the cron pattern or time zone is refused');
+      deps.log.warn(
+        { integrationId: i.id, reason: (err as Error).message },
+        'CDI schedule not armed: the cron pattern or time zone is refused',
+      );
     }
   }
   const removed = await removeCdiSchedulesBut(deps.queues, new Set(scheduled.map((i) => i.id)));
@@ -30,15 +33,28 @@ export async function syncCdiSchedules(deps: ScheduleDeps): Promise<{ active: nu
  * Starts a run of the integration: recorded first (429 when one runs), then queued. A run recorded but not queued
  * (Redis away) is queued by the reconciler, so the answer does not wait for Redis.
  */
-export async function startSync(deps: ScheduleDeps, workspaceId: string, integrationId: string, trigger: JobTrigger): Promise<SyncJob> {
+export async function startSync(
+  deps: ScheduleDeps,
+  workspaceId: string,
+  integrationId: string,
+  trigger: JobTrigger,
+): Promise<SyncJob> {
   const job = await recordSyncJob(deps.pool, workspaceId, integrationId, trigger);
-  await enqueueSync(deps.queues, job.id).catch((err: unknown) => deps.log.warn({ cdiJobId: job.id, reason: (err as Error).message }, 'CDI sync recorded but not queued; the reconciler will queue it'));
+  await enqueueSync(deps.queues, job.id).catch((err: unknown) =>
+    deps.log.warn(
+      { cdiJobId: job.id, reason: (err as Error).message },
+      'CDI sync recorded but not queued; the reconciler will queue it',
+    ),
+  );
   return job;
 }
 
 /** A schedule's tick: a run, unless one already runs (then this tick is skipped, as the public API skips it). */
 export async function startScheduledSync(deps: ScheduleDeps, integrationId: string): Promise<SyncJob | null> {
-  const { rows } = await deps.pool.query<{ workspace_id: string }>(`SELECT workspace_id FROM cdi_integrations WHERE id = $1`, [integrationId]);
+  const { rows } = await deps.pool.query<{ workspace_id: string }>(
+    `SELECT workspace_id FROM cdi_integrations WHERE id = $1`,
+    [integrationId],
+  );
   if (!rows[0]) return null;
   try {
     return await startSync(deps, rows[0].workspace_id, integrationId, 'schedule');

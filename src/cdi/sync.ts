@@ -47,25 +47,38 @@ interface Item {
   at?: Record<string, unknown>;
 }
 
-const rejectLine = (i: Item, reason: string) => JSON.stringify({ reason, ...(i.at ?? {}), ...(i.row ? { row: i.row } : {}) });
+const rejectLine = (i: Item, reason: string) =>
+  JSON.stringify({ reason, ...(i.at ?? {}), ...(i.row ? { row: i.row } : {}) });
 
 /**
  * Applies a batch's rows in order inside the caller's transaction: runs of attributes objects set-based (a row
  * PostgreSQL refuses is left out and refused, the rest applied), each delete at its place among them.
  */
-async function applyItems(client: PoolClient, workspaceId: string, items: Item[], metrics: Metrics): Promise<BatchOutcome> {
+async function applyItems(
+  client: PoolClient,
+  workspaceId: string,
+  items: Item[],
+  metrics: Metrics,
+): Promise<BatchOutcome> {
   const outcome: BatchOutcome = { synced: 0, rejects: [] };
   // Rows named by phone: resolved to their profile's service_id first (the most recently updated one with the number).
   const phones = items.filter((i) => i.item.kind === 'phone');
   if (phones.length > 0) {
-    const refs = phones.map((i) => ({ kind: 'phone' as const, value: (i.item as Extract<RowItem, { kind: 'phone' }>).phone }));
+    const refs = phones.map((i) => ({
+      kind: 'phone' as const,
+      value: (i.item as Extract<RowItem, { kind: 'phone' }>).phone,
+    }));
     const found = (await findCandidates(client, workspaceId, refs)).map((c) => c[0]?.id);
-    const { rows } = await client.query<{ id: number; service_id: string }>('SELECT id, service_id FROM profiles WHERE id = ANY($1::bigint[])', [found.filter((id) => id !== undefined)]);
+    const { rows } = await client.query<{ id: number; service_id: string }>(
+      'SELECT id, service_id FROM profiles WHERE id = ANY($1::bigint[])',
+      [found.filter((id) => id !== undefined)],
+    );
     const serviceIds = new Map(rows.map((r) => [r.id, r.service_id]));
     phones.forEach((p, n) => {
       const { payload, at } = p.item as Extract<RowItem, { kind: 'phone' }>;
       const id = found[n];
-      p.item = id === undefined ? { kind: 'unmatched' } : attributesItem({ ...payload, service_id: serviceIds.get(id)! }, at);
+      p.item =
+        id === undefined ? { kind: 'unmatched' } : attributesItem({ ...payload, service_id: serviceIds.get(id)! }, at);
     });
   }
   let run: Item[] = [];
@@ -76,10 +89,20 @@ async function applyItems(client: PoolClient, workspaceId: string, items: Item[]
     await applyIsolating(
       client,
       applicable,
-      (list) => [{ workspaceId, objects: { events: [], purchases: [], attributes: list.map((i) => (i.item as { attributes: TrackAttributes }).attributes) } }],
+      (list) => [
+        {
+          workspaceId,
+          objects: {
+            events: [],
+            purchases: [],
+            attributes: list.map((i) => (i.item as { attributes: TrackAttributes }).attributes),
+          },
+        },
+      ],
       refused,
     );
-    for (const r of refused) outcome.rejects.push(rejectLine(r.item, `refused by the database: ${reasonOf(r.error.code)}`));
+    for (const r of refused)
+      outcome.rejects.push(rejectLine(r.item, `refused by the database: ${reasonOf(r.error.code)}`));
     outcome.synced += applicable.length - refused.length;
     metrics.ingestObjects.inc({ kind: 'attributes', source: 'cdi' }, applicable.length - refused.length);
     run = [];
@@ -100,7 +123,13 @@ async function applyItems(client: PoolClient, workspaceId: string, items: Item[]
 }
 
 /** A batch in one transaction: the rows applied, `progress` recorded, the run's counts and rejects added. */
-async function commitBatch(deps: SyncDeps, job: SyncJob, items: Item[], progress: (client: PoolClient) => Promise<void>, lastTimestamp: string | null): Promise<void> {
+async function commitBatch(
+  deps: SyncDeps,
+  job: SyncJob,
+  items: Item[],
+  progress: (client: PoolClient) => Promise<void>,
+  lastTimestamp: string | null,
+): Promise<void> {
   await retryOnDeadlock(
     () =>
       withTransaction(deps.pool, async (client) => {
@@ -109,7 +138,10 @@ async function commitBatch(deps: SyncDeps, job: SyncJob, items: Item[], progress
         await lockWorkspaces(client, [job.workspaceId]);
         const outcome = await applyItems(client, job.workspaceId, items, deps.metrics);
         if (outcome.rejects.length > 0) {
-          await client.query(`INSERT INTO cdi_sync_rejects (job_id, line) SELECT $1, unnest($2::text[])`, [job.id, outcome.rejects]);
+          await client.query(`INSERT INTO cdi_sync_rejects (job_id, line) SELECT $1, unnest($2::text[])`, [
+            job.id,
+            outcome.rejects,
+          ]);
         }
         await progress(client);
         await client.query(
@@ -149,7 +181,12 @@ async function* ahead<T, U>(source: AsyncIterable<T>, map: (t: T) => U): AsyncGe
 }
 
 /** A table source: from the watermark on, each batch moving it (and the hashes of the rows at its exact time). */
-async function syncTable(deps: SyncDeps, job: SyncJob, integration: CdiIntegration & { source: { type: 'postgres' } }, startedAt: string): Promise<void> {
+async function syncTable(
+  deps: SyncDeps,
+  job: SyncJob,
+  integration: CdiIntegration & { source: { type: 'postgres' } },
+  startedAt: string,
+): Promise<void> {
   const source = await TableSource.open(integration.source.url_env, integration.source.table, deps.env);
   try {
     const state = await deps.pool.query<{ watermark: string | null; hashes: string[] }>(
@@ -173,9 +210,15 @@ async function syncTable(deps: SyncDeps, job: SyncJob, integration: CdiIntegrati
         job,
         items,
         async (client) => {
-          await client.query(`UPDATE cdi_integrations SET watermark = $2::timestamptz WHERE id = $1`, [integration.id, last]);
+          await client.query(`UPDATE cdi_integrations SET watermark = $2::timestamptz WHERE id = $1`, [
+            integration.id,
+            last,
+          ]);
           if (moved) await client.query(`DELETE FROM cdi_watermark_rows WHERE integration_id = $1`, [integration.id]);
-          await client.query(`INSERT INTO cdi_watermark_rows (integration_id, row_hash) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`, [integration.id, atLast]);
+          await client.query(
+            `INSERT INTO cdi_watermark_rows (integration_id, row_hash) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`,
+            [integration.id, atLast],
+          );
         },
         last,
       );
@@ -197,9 +240,14 @@ async function syncFiles(
   startedAt: string,
 ): Promise<void> {
   const { prefix, format } = integration.source;
-  const taken = await deps.pool.query<{ key: string; etag: string }>(`SELECT key, etag FROM cdi_files_synced WHERE integration_id = $1`, [integration.id]);
+  const taken = await deps.pool.query<{ key: string; etag: string }>(
+    `SELECT key, etag FROM cdi_files_synced WHERE integration_id = $1`,
+    [integration.id],
+  );
   const done = new Set(taken.rows.map((r) => `${r.key}\u0000${r.etag}`));
-  const files = await pendingFiles(opened.store, prefix, format as FileFormat, (f) => done.has(`${f.key}\u0000${f.etag}`));
+  const files = await pendingFiles(opened.store, prefix, format as FileFormat, (f) =>
+    done.has(`${f.key}\u0000${f.etag}`),
+  );
   // A resumed run goes on in the file it was in, past the rows it had committed.
   let cursor = (await readJob(deps.pool, job.id))?.cursor ?? null;
   for (const file of files) {
@@ -214,16 +262,16 @@ async function syncFiles(
         batch,
         async (client) => {
           if (last) {
-            await client.query(`INSERT INTO cdi_files_synced (integration_id, key, etag, job_id, rows) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, [
-              integration.id,
-              file.key,
-              file.etag,
-              job.id,
-              upTo,
-            ]);
+            await client.query(
+              `INSERT INTO cdi_files_synced (integration_id, key, etag, job_id, rows) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+              [integration.id, file.key, file.etag, job.id, upTo],
+            );
             await client.query(`UPDATE cdi_sync_jobs SET cursor = NULL WHERE id = $1`, [job.id]);
           } else {
-            await client.query(`UPDATE cdi_sync_jobs SET cursor = $2 WHERE id = $1`, [job.id, JSON.stringify({ key: file.key, etag: file.etag, done: upTo })]);
+            await client.query(`UPDATE cdi_sync_jobs SET cursor = $2 WHERE id = $1`, [
+              job.id,
+              JSON.stringify({ key: file.key, etag: file.etag, done: upTo }),
+            ]);
           }
         },
         null,
@@ -234,7 +282,11 @@ async function syncFiles(
       position++;
       if (position <= skip) continue;
       const at = { file: file.key, line: position };
-      batch.push('refused' in r ? { item: { kind: 'refused', reason: r.refused }, row: null, at } : { item: rowItem(r.row, startedAt), row: r.row, at });
+      batch.push(
+        'refused' in r
+          ? { item: { kind: 'refused', reason: r.refused }, row: null, at }
+          : { item: rowItem(r.row, startedAt), row: r.row, at },
+      );
       if (batch.length >= deps.config.CDI_BATCH_ROWS) await commit(false);
     }
     await commit(true);
@@ -244,20 +296,32 @@ async function syncFiles(
 
 /** Where a run's rejects file goes: beside a bucket source's files, or under cdi/<integration>/ for a table. */
 function rejectsKeyOf(integration: CdiIntegration, jobId: string): string {
-  if (integration.source.type === 'bucket') return `${integration.source.prefix.replace(/[^/]*$/, '')}${jobId}${REJECTS_SUFFIX}`;
+  if (integration.source.type === 'bucket')
+    return `${integration.source.prefix.replace(/[^/]*$/, '')}${jobId}${REJECTS_SUFFIX}`;
   return `cdi/${integration.id}/${jobId}${REJECTS_SUFFIX}`;
 }
 
 /** Writes the run's refused rows, in order, to its rejects file, then forgets them; returns the key, or null. */
-async function writeRejects(deps: SyncDeps, job: SyncJob, integration: CdiIntegration, opened: WorkspaceStore): Promise<string | null> {
-  const count = await deps.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM cdi_sync_rejects WHERE job_id = $1`, [job.id]);
+async function writeRejects(
+  deps: SyncDeps,
+  job: SyncJob,
+  integration: CdiIntegration,
+  opened: WorkspaceStore,
+): Promise<string | null> {
+  const count = await deps.pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM cdi_sync_rejects WHERE job_id = $1`,
+    [job.id],
+  );
   if (count.rows[0]!.n === 0) return null;
   const key = rejectsKeyOf(integration, job.id);
   const pool = deps.pool;
   async function* lines(): AsyncGenerator<string> {
     let after = 0;
     for (;;) {
-      const { rows } = await pool.query<{ seq: number; line: string }>(`SELECT seq, line FROM cdi_sync_rejects WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT 5000`, [job.id, after]);
+      const { rows } = await pool.query<{ seq: number; line: string }>(
+        `SELECT seq, line FROM cdi_sync_rejects WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT 5000`,
+        [job.id, after],
+      );
       if (rows.length === 0) return;
       yield `${rows.map((r) => r.line).join('\n')}\n`;
       after = rows[rows.length - 1]!.seq;
@@ -281,7 +345,9 @@ export async function runSync(deps: SyncDeps, jobId: string): Promise<SyncJob | 
   const lockClient = await deps.pool.connect();
   let opened: WorkspaceStore | undefined;
   try {
-    const got = await lockClient.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [`ces-cdi:${first.integrationId}`]);
+    const got = await lockClient.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [
+      `ces-cdi:${first.integrationId}`,
+    ]);
     if (!got.rows[0]!.ok) throw new Error(`integration ${first.integrationId} is being synced by another process`);
     const job = (await readJob(deps.pool, jobId))!;
     if (job.status !== 'running') return job;
@@ -292,20 +358,31 @@ export async function runSync(deps: SyncDeps, jobId: string): Promise<SyncJob | 
     opened = storeFor(deps.config, destination, namespace);
     const startedAt = job.startedAt.toISOString();
     try {
-      if (integration.source.type === 'postgres') await syncTable(deps, job, integration as CdiIntegration & { source: { type: 'postgres' } }, startedAt);
-      else await syncFiles(deps, job, integration as CdiIntegration & { source: { type: 'bucket' } }, opened, startedAt);
+      if (integration.source.type === 'postgres')
+        await syncTable(deps, job, integration as CdiIntegration & { source: { type: 'postgres' } }, startedAt);
+      else
+        await syncFiles(deps, job, integration as CdiIntegration & { source: { type: 'bucket' } }, opened, startedAt);
     } catch (err) {
       if (!(err instanceof SourceConfigError)) throw err;
       log.warn({ reason: err.message }, 'CDI sync cannot read its source');
-      return await finishJob(deps.pool, job.id, { status: 'config_error', error: err.message, rejectsKey: await writeRejects(deps, job, integration, opened) });
+      return await finishJob(deps.pool, job.id, {
+        status: 'config_error',
+        error: err.message,
+        rejectsKey: await writeRejects(deps, job, integration, opened),
+      });
     }
     const rejectsKey = await writeRejects(deps, job, integration, opened);
     const finished = await finishJob(deps.pool, job.id, { rejectsKey });
-    log.info({ status: finished?.status, rowsSynced: finished?.rowsSynced, rowsFailed: finished?.rowsFailed }, 'CDI sync finished');
+    log.info(
+      { status: finished?.status, rowsSynced: finished?.rowsSynced, rowsFailed: finished?.rowsFailed },
+      'CDI sync finished',
+    );
     return finished;
   } finally {
     opened?.close();
-    await lockClient.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [`ces-cdi:${first.integrationId}`]).catch(() => {});
+    await lockClient
+      .query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [`ces-cdi:${first.integrationId}`])
+      .catch(() => {});
     lockClient.release();
   }
 }

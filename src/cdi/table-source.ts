@@ -32,8 +32,13 @@ export class TableSource {
   /** Connects and checks the table: it exists, has UPDATED_AT and PAYLOAD (or DELETED), and names a user somehow. */
   static async open(urlEnv: string, table: string, env: NodeJS.ProcessEnv = process.env): Promise<TableSource> {
     const url = env[urlEnv];
-    if (!url) throw new SourceConfigError(`the environment variable ${urlEnv} (the source's connection string) is not set`);
-    const client = new pg.Client({ connectionString: url, application_name: 'ces-cdi', connectionTimeoutMillis: 10_000 });
+    if (!url)
+      throw new SourceConfigError(`the environment variable ${urlEnv} (the source's connection string) is not set`);
+    const client = new pg.Client({
+      connectionString: url,
+      application_name: 'ces-cdi',
+      connectionTimeoutMillis: 10_000,
+    });
     // A lost source connection fails the run's current read, which retries; it must not crash the process.
     client.on('error', () => {});
     try {
@@ -43,15 +48,26 @@ export class TableSource {
     }
     try {
       await client.query(`SET TIME ZONE 'UTC'`);
-      const rel = await client.query<{ name: string; oid: number }>(`SELECT to_regclass($1)::text AS name, to_regclass($1)::oid AS oid`, [table]);
+      const rel = await client.query<{ name: string; oid: number }>(
+        `SELECT to_regclass($1)::text AS name, to_regclass($1)::oid AS oid`,
+        [table],
+      );
       const found = rel.rows[0];
-      if (!found?.name) throw new SourceConfigError(`the source has no table or view ${table} (or this user may not see it)`);
-      const cols = await client.query<{ attname: string }>(`SELECT attname FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, [found.oid]);
+      if (!found?.name)
+        throw new SourceConfigError(`the source has no table or view ${table} (or this user may not see it)`);
+      const cols = await client.query<{ attname: string }>(
+        `SELECT attname FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+        [found.oid],
+      );
       const columns = columnMap(cols.rows.map((c) => c.attname));
       if (!columns.has('updated_at')) throw new SourceConfigError(`${table} has no UPDATED_AT column`);
-      if (!columns.has('payload') && !columns.has('deleted')) throw new SourceConfigError(`${table} has neither a PAYLOAD nor a DELETED column`);
+      if (!columns.has('payload') && !columns.has('deleted'))
+        throw new SourceConfigError(`${table} has neither a PAYLOAD nor a DELETED column`);
       const identifiers: CdiColumn[] = ['external_id', 'alias_name', 'service_id', 'braze_id', 'email', 'phone'];
-      if (!identifiers.some((c) => columns.has(c))) throw new SourceConfigError(`${table} has no identifier column (EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE)`);
+      if (!identifiers.some((c) => columns.has(c)))
+        throw new SourceConfigError(
+          `${table} has no identifier column (EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE)`,
+        );
       return new TableSource(client, found.name, columns);
     } catch (err) {
       await client.end().catch(() => {});
@@ -62,7 +78,9 @@ export class TableSource {
   /** The ordered query from `watermark` (inclusive), or from the start. */
   private query(watermark: string | null): { sql: string; params: unknown[] } {
     const cols = [...this.columns.entries()];
-    const select = cols.map(([ours, theirs]) => (ours === 'updated_at' ? null : `${quoteIdent(theirs)} AS ${ours}`)).filter(Boolean);
+    const select = cols
+      .map(([ours, theirs]) => (ours === 'updated_at' ? null : `${quoteIdent(theirs)} AS ${ours}`))
+      .filter(Boolean);
     const updated = quoteIdent(this.columns.get('updated_at')!);
     const ts = `to_char(${updated}::timestamptz, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
     const hashed = cols.map(([, theirs]) => `coalesce(${quoteIdent(theirs)}::text, chr(30))`).join(', ');

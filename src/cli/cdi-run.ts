@@ -22,13 +22,26 @@ export async function listCommand(config: () => Config, opts: { workspace?: stri
   try {
     const ws = opts.workspace ? await findWorkspace(pool, opts.workspace) : undefined;
     const integrations = await allIntegrations(pool, ws?.id);
-    if (integrations.length === 0) console.log('no CDI integrations (declare them under cdi_integrations in the workspace file)');
+    if (integrations.length === 0)
+      console.log('no CDI integrations (declare them under cdi_integrations in the workspace file)');
     for (const i of integrations) {
-      const last = await pool.query<{ id: string }>(`SELECT id FROM cdi_sync_jobs WHERE integration_id = $1 ORDER BY started_at DESC, id DESC LIMIT 1`, [i.id]);
+      const last = await pool.query<{ id: string }>(
+        `SELECT id FROM cdi_sync_jobs WHERE integration_id = $1 ORDER BY started_at DESC, id DESC LIMIT 1`,
+        [i.id],
+      );
       const job = last.rows[0] ? await readJob(pool, last.rows[0].id) : undefined;
-      const source = i.source.type === 'postgres' ? `table ${i.source.table} (${i.source.url_env})` : `${i.source.format} files under ${i.source.prefix}`;
-      const schedule = i.schedule ? ('every_minutes' in i.schedule ? `every ${i.schedule.every_minutes} min` : `cron "${i.schedule.cron}" ${i.schedule.time_zone}`) : 'on demand';
-      console.log(`${i.id}  ${i.name}  ${source}  ${schedule}  last run: ${job ? `${job.startedAt.toISOString()} ${describe(job)}` : 'never'}`);
+      const source =
+        i.source.type === 'postgres'
+          ? `table ${i.source.table} (${i.source.url_env})`
+          : `${i.source.format} files under ${i.source.prefix}`;
+      const schedule = i.schedule
+        ? 'every_minutes' in i.schedule
+          ? `every ${i.schedule.every_minutes} min`
+          : `cron "${i.schedule.cron}" ${i.schedule.time_zone}`
+        : 'on demand';
+      console.log(
+        `${i.id}  ${i.name}  ${source}  ${schedule}  last run: ${job ? `${job.startedAt.toISOString()} ${describe(job)}` : 'never'}`,
+      );
     }
   } catch (err) {
     console.error(`cdi list failed: ${(err as Error).message}`);
@@ -48,7 +61,8 @@ export async function syncCommand(config: () => Config, ref: string, opts: CdiSy
   try {
     const ws = opts.workspace ? await findWorkspace(pool, opts.workspace) : undefined;
     const integration = await findIntegration(pool, ref, ws?.id);
-    if (!integration) throw new Error(`no CDI integration ${JSON.stringify(ref)}${ws ? ` in workspace ${ws.name}` : ''}`);
+    if (!integration)
+      throw new Error(`no CDI integration ${JSON.stringify(ref)}${ws ? ` in workspace ${ws.name}` : ''}`);
     if (!opts.wait) {
       const job = await startSync({ pool, queues, log }, integration.workspaceId, integration.id, 'cli');
       console.log(`sync ${job.id} of ${integration.name} (${integration.id}): started`);
@@ -77,7 +91,8 @@ export async function syncCommand(config: () => Config, ref: string, opts: CdiSy
     console.log(`sync ${job.id}: ${describe(end)}`);
     if (end.rejectsKey) console.log(`refused rows, with why: ${end.rejectsKey} (in the workspace's store)`);
     if (end.error) console.error(`reason: ${end.error}`);
-    if (end.status === 'error' || end.status === 'config_error' || (end.status === 'partial' && opts.failOnPartial)) process.exitCode = 1;
+    if (end.status === 'error' || end.status === 'config_error' || (end.status === 'partial' && opts.failOnPartial))
+      process.exitCode = 1;
   } catch (err) {
     console.error(`cdi sync failed: ${(err as Error).message}`);
     process.exitCode = 1;

@@ -22,7 +22,9 @@ export function registerCdiCommands(program: Command, config: () => Config): voi
     .action(async (opts: { workspace?: string }) => (await import('./cdi-run.js')).listCommand(config, opts));
   cdi
     .command('sync <integration>')
-    .description('start a sync of an integration (its id, or its name); with --wait, run it here and exit 0 when it ends success or partial')
+    .description(
+      'start a sync of an integration (its id, or its name); with --wait, run it here and exit 0 when it ends success or partial',
+    )
     .option('--workspace <name-or-id>', 'the workspace of an integration named by its name')
     .option('--wait', 'run the sync in this process, print its progress and summary; the exit code says how it ended')
     .option('--fail-on-partial', 'with --wait, exit 1 when some rows were refused (partial)')

@@ -29,7 +29,6 @@ export interface ExportOptions {
   timeout: number;
 }
 
-
 const POLL_MS = 1_000;
 const PLAIN_LINE_EVERY_MS = 10_000;
 
@@ -57,7 +56,13 @@ function progressPrinter(prefix: string): { show(s: ExportStatus): void; end(): 
   };
 }
 
-async function follow(pool: Pool, cfg: Config, workspaceId: string, prefix: string, timeoutSeconds: number): Promise<ExportStatus> {
+async function follow(
+  pool: Pool,
+  cfg: Config,
+  workspaceId: string,
+  prefix: string,
+  timeoutSeconds: number,
+): Promise<ExportStatus> {
   const printer = progressPrinter(prefix);
   const deadline = timeoutSeconds > 0 ? Date.now() + timeoutSeconds * 1000 : Infinity;
   try {
@@ -65,7 +70,10 @@ async function follow(pool: Pool, cfg: Config, workspaceId: string, prefix: stri
       const status = await exportStatus(pool, cfg, workspaceId, prefix);
       printer.show(status);
       if (status.status === 'ready' || status.status === 'failed') return status;
-      if (Date.now() > deadline) throw new Error(`the export is still ${status.status} after ${timeoutSeconds} s (it goes on; follow it with GET /users/export/status?object_prefix=${prefix})`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `the export is still ${status.status} after ${timeoutSeconds} s (it goes on; follow it with GET /users/export/status?object_prefix=${prefix})`,
+        );
       await sleep(POLL_MS);
     }
   } finally {
@@ -76,7 +84,10 @@ async function follow(pool: Pool, cfg: Config, workspaceId: string, prefix: stri
 /** `--changes-since last`: the object_prefix of the segment's latest ready export that can still be a base. */
 async function lastReadyExport(pool: Pool, workspaceId: string, segmentApiId: string): Promise<string> {
   const base = await latestBaseCandidate(pool, workspaceId, segmentApiId);
-  if (!base) throw new Error(`--changes-since last: segment ${segmentApiId} has no ready export to be relative to; run a full export first`);
+  if (!base)
+    throw new Error(
+      `--changes-since last: segment ${segmentApiId} has no ready export to be relative to; run a full export first`,
+    );
   return base.objectPrefix;
 }
 
@@ -99,10 +110,15 @@ export async function runExportCommand(config: () => Config, opts: ExportOptions
       ...(opts.callback ? { callback_endpoint: opts.callback } : {}),
       ...(opts.changesSince && opts.changesSince !== 'last' ? { changes_since: opts.changesSince } : {}),
     });
-    if (!body.success) throw new Error(body.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; '));
+    if (!body.success)
+      throw new Error(body.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; '));
     const ws = await findWorkspace(pool, opts.workspace);
     if (opts.changesSince === 'last') body.data.changes_since = await lastReadyExport(pool, ws.id, opts.segment);
-    const created = await createExport({ config: cfg, pool, redis, queues }, { workspaceId: ws.id, companyId: ws.companyId }, body.data);
+    const created = await createExport(
+      { config: cfg, pool, redis, queues },
+      { workspaceId: ws.id, companyId: ws.companyId },
+      body.data,
+    );
     const relative = body.data.changes_since
       ? `, incremental: the changes since export ${body.data.changes_since}${opts.changesSince === 'last' ? " (--changes-since last: the segment's latest ready export)" : ''}`
       : '';
@@ -112,7 +128,10 @@ export async function runExportCommand(config: () => Config, opts: ExportOptions
       .getWorkers()
       .then((w) => w.length)
       .catch(() => 0);
-    if (listening === 0) console.error('no worker is running for exports: start `ces worker` (or `ces start`); the export waits in the queue until one does');
+    if (listening === 0)
+      console.error(
+        'no worker is running for exports: start `ces worker` (or `ces start`); the export waits in the queue until one does',
+      );
     if (!opts.wait) {
       console.log(`follow it with: GET /users/export/status?object_prefix=${created.objectPrefix}`);
       return;
@@ -127,7 +146,12 @@ export async function runExportCommand(config: () => Config, opts: ExportOptions
     console.log(`manifest: ${end.manifest_key}`);
     // The built-in store (an export with a download URL has no bucket): where its files are on this machine.
     if (end.url && end.manifest_key) {
-      const dir = path.dirname(path.join(localWorkspaceDir(cfg.LOCAL_STORE_DIR, { companyId: ws.companyId, workspaceId: ws.id }), end.manifest_key));
+      const dir = path.dirname(
+        path.join(
+          localWorkspaceDir(cfg.LOCAL_STORE_DIR, { companyId: ws.companyId, workspaceId: ws.id }),
+          end.manifest_key,
+        ),
+      );
       console.log(`files: ${dir} (the built-in store)`);
     }
     if (end.url) console.log(`download url: ${end.url}`);

@@ -27,29 +27,52 @@ export function registerExportCommand(program: Command, config: () => Config): v
     .requiredOption('--segment <id>', "the segment's id (its api id, as in /segments/list)")
     .requiredOption('--fields <a,b,...>', 'fields_to_export, comma-separated', list)
     .option('--custom-attributes <a,b,...>', 'custom_attributes_to_export, comma-separated', list)
-    .option('--format <format>', "'zip', 'gzip' or 'parquet'", (v) => {
-      if (!(OUTPUT_FORMATS as readonly string[]).includes(v)) throw new InvalidArgumentError("must be 'zip', 'gzip' or 'parquet'");
-      return v;
-    }, 'zip')
-    .option('--rows-per-part <n>', 'lines per part (1,000 to 1,000,000; default: the spec\'s 5,000)', (v) => {
+    .option(
+      '--format <format>',
+      "'zip', 'gzip' or 'parquet'",
+      (v) => {
+        if (!(OUTPUT_FORMATS as readonly string[]).includes(v))
+          throw new InvalidArgumentError("must be 'zip', 'gzip' or 'parquet'");
+        return v;
+      },
+      'zip',
+    )
+    .option('--rows-per-part <n>', "lines per part (1,000 to 1,000,000; default: the spec's 5,000)", (v) => {
       if (!/^\d+$/.test(v)) throw new InvalidArgumentError('must be a whole number');
       return Number(v);
     })
-    .option('--part-target-mb <n>', 'parts cut by size: about this many MiB compressed each (16 to 1,024; gzip and zip), instead of by lines', (v) => {
-      if (!/^\d+$/.test(v)) throw new InvalidArgumentError('must be a whole number');
-      return Number(v);
-    })
-    .option('--layout <layout>', "'spec' (the spec's key layout) or 'hive' (segment_id=/export_date=/export_id= partitions)", (v) => {
-      if (!(EXPORT_LAYOUTS as readonly string[]).includes(v)) throw new InvalidArgumentError("must be 'spec' or 'hive'");
-      return v;
-    })
-    .option('--changes-since <prefix|last>', 'an incremental export: relative to this earlier export (its object_prefix), or `last`, the latest ready export of the segment')
+    .option(
+      '--part-target-mb <n>',
+      'parts cut by size: about this many MiB compressed each (16 to 1,024; gzip and zip), instead of by lines',
+      (v) => {
+        if (!/^\d+$/.test(v)) throw new InvalidArgumentError('must be a whole number');
+        return Number(v);
+      },
+    )
+    .option(
+      '--layout <layout>',
+      "'spec' (the spec's key layout) or 'hive' (segment_id=/export_date=/export_id= partitions)",
+      (v) => {
+        if (!(EXPORT_LAYOUTS as readonly string[]).includes(v))
+          throw new InvalidArgumentError("must be 'spec' or 'hive'");
+        return v;
+      },
+    )
+    .option(
+      '--changes-since <prefix|last>',
+      'an incremental export: relative to this earlier export (its object_prefix), or `last`, the latest ready export of the segment',
+    )
     .option('--callback <url>', 'callback_endpoint: called when the export is ready')
     .option('--wait', 'follow the export until it is ready or failed; the exit code says which')
-    .option('--timeout <seconds>', 'with --wait, give up waiting after this long (0: never)', (v) => {
-      if (!/^\d+$/.test(v)) throw new InvalidArgumentError('must be a whole number of seconds');
-      return Number(v);
-    }, 0)
+    .option(
+      '--timeout <seconds>',
+      'with --wait, give up waiting after this long (0: never)',
+      (v) => {
+        if (!/^\d+$/.test(v)) throw new InvalidArgumentError('must be a whole number of seconds');
+        return Number(v);
+      },
+      0,
+    )
     // The work (and what it imports) is loaded only when the command runs: `ces --help` stays fast.
     .action(async (opts: ExportOptions) => (await import('./export-segment.js')).runExportCommand(config, opts));
 }

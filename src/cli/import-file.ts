@@ -20,13 +20,19 @@ import { findWorkspace, type FoundWorkspace } from './workspace-lookup.js';
  * rejects beside it, and its key is used.
  */
 async function localFileAsKey(cfg: Config, workspace: FoundWorkspace, given: string): Promise<string> {
-  const storeDir = localWorkspaceDir(cfg.LOCAL_STORE_DIR, { companyId: workspace.companyId, workspaceId: workspace.id });
+  const storeDir = localWorkspaceDir(cfg.LOCAL_STORE_DIR, {
+    companyId: workspace.companyId,
+    workspaceId: workspace.id,
+  });
   if (await isFile(path.join(storeDir, given))) return given;
   const file = path.resolve(given);
   if (!(await isFile(file))) {
     // Not a file here, and not a key the store could hold either (./events.ndjson, /tmp/x): say so, rather than
     // what the key's rules say of it.
-    if (localKeyProblem(given)) throw new Error(`no file ${file} on this machine, and ${JSON.stringify(given)} is not a key of the workspace's built-in store`);
+    if (localKeyProblem(given))
+      throw new Error(
+        `no file ${file} on this machine, and ${JSON.stringify(given)} is not a key of the workspace's built-in store`,
+      );
     return given;
   }
   const safeName = path.basename(file).replace(/[^A-Za-z0-9._-]/g, '_');
@@ -37,7 +43,11 @@ async function localFileAsKey(cfg: Config, workspace: FoundWorkspace, given: str
   return key;
 }
 
-const isFile = (p: string) => stat(p).then((s) => s.isFile(), () => false);
+const isFile = (p: string) =>
+  stat(p).then(
+    (s) => s.isFile(),
+    () => false,
+  );
 
 export interface ImportOptions {
   workspace?: string;
@@ -58,18 +68,30 @@ const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
  */
 function progressReporter(appliedBefore?: number): { update(p: ImportProgress): void; stop(): void } {
   const started = Date.now();
-  const rate = (p: ImportProgress) => Math.round((p.eventsApplied - first) / Math.max(0.001, (Date.now() - started) / 1000));
+  const rate = (p: ImportProgress) =>
+    Math.round((p.eventsApplied - first) / Math.max(0.001, (Date.now() - started) / 1000));
   let first = appliedBefore ?? -1;
   if (process.stdout.isTTY) {
     const bar = new cliProgress.SingleBar(
-      { format: 'import [{bar}] {percentage}% | {mb}/{mbTotal} MB | {records} records | {applied} applied | {rejected} rejected | {rate} events/s', hideCursor: true },
+      {
+        format:
+          'import [{bar}] {percentage}% | {mb}/{mbTotal} MB | {records} records | {applied} applied | {rejected} rejected | {rate} events/s',
+        hideCursor: true,
+      },
       cliProgress.Presets.shades_classic,
     );
     let begun = false;
     return {
       update(p) {
         if (first < 0) first = p.eventsApplied;
-        const payload = { mb: mb(p.bytesRead), mbTotal: mb(p.bytesTotal ?? 0), records: p.recordsHandled, applied: p.eventsApplied, rejected: p.rejected, rate: rate(p) };
+        const payload = {
+          mb: mb(p.bytesRead),
+          mbTotal: mb(p.bytesTotal ?? 0),
+          records: p.recordsHandled,
+          applied: p.eventsApplied,
+          rejected: p.rejected,
+          rate: rate(p),
+        };
         if (!begun) {
           bar.start(p.bytesTotal ?? 0, 0, payload);
           begun = true;
@@ -86,7 +108,9 @@ function progressReporter(appliedBefore?: number): { update(p: ImportProgress): 
       const tenth = p.bytesTotal ? Math.floor((10 * p.bytesRead) / p.bytesTotal) : lastTenth + 1;
       if (tenth === lastTenth) return;
       lastTenth = tenth;
-      console.log(`import: ${count(p.recordsHandled, 'record')}, ${p.eventsApplied} applied, ${p.rejected} rejected, ${mb(p.bytesRead)} MB read, ${rate(p)} events/s`);
+      console.log(
+        `import: ${count(p.recordsHandled, 'record')}, ${p.eventsApplied} applied, ${p.rejected} rejected, ${mb(p.bytesRead)} MB read, ${rate(p)} events/s`,
+      );
     },
     stop: () => {},
   };
@@ -103,22 +127,35 @@ function summary(s: ImportStatus): string {
 }
 
 /** What `ces import` does, loaded only when it runs (so that `ces --help` stays fast). */
-export async function runImportCommand(config: () => Config, key: string | undefined, opts: ImportOptions): Promise<void> {
+export async function runImportCommand(
+  config: () => Config,
+  key: string | undefined,
+  opts: ImportOptions,
+): Promise<void> {
   const cfg = config();
   const pool = createPool(cfg, 3);
   const log = createLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL);
   let importId = opts.resume;
   try {
     if (!importId) {
-      if (!key || !opts.workspace) throw new Error('give the file (a path, or a key of the store) and --workspace (or --resume <import-id>)');
+      if (!key || !opts.workspace)
+        throw new Error('give the file (a path, or a key of the store) and --workspace (or --resume <import-id>)');
       const workspace = await findWorkspace(pool, opts.workspace);
       if (opts.source === 'local') key = await localFileAsKey(cfg, workspace, key);
       const request = ImportRequest.safeParse({ source: opts.source, key, format: opts.format });
       if (!request.success) throw new Error(request.error.issues[0]?.message ?? 'invalid import');
       const ws = workspace.id;
-      const status = await createImport({ pool, config: cfg }, ws, request.data, `cli:${process.env.USER ?? 'unknown'}`, { viaQueue: !!opts.enqueue });
+      const status = await createImport(
+        { pool, config: cfg },
+        ws,
+        request.data,
+        `cli:${process.env.USER ?? 'unknown'}`,
+        { viaQueue: !!opts.enqueue },
+      );
       importId = status.import_id;
-      console.log(`import ${importId}: ${status.key} (${status.format}, ${status.bytes_total ?? '?'} bytes) into workspace ${opts.workspace}`);
+      console.log(
+        `import ${importId}: ${status.key} (${status.format}, ${status.bytes_total ?? '?'} bytes) into workspace ${opts.workspace}`,
+      );
     }
     if (opts.enqueue) {
       const redis = createRedis(cfg, 'producer', { enableOfflineQueue: true });
@@ -135,9 +172,9 @@ export async function runImportCommand(config: () => Config, key: string | undef
       return;
     }
     const reporter = progressReporter(opts.resume ? undefined : 0);
-    const status = await runImport({ pool, config: cfg, log, metrics: new Metrics(false) }, importId, { onProgress: (p) => reporter.update(p) }).finally(() =>
-      reporter.stop(),
-    );
+    const status = await runImport({ pool, config: cfg, log, metrics: new Metrics(false) }, importId, {
+      onProgress: (p) => reporter.update(p),
+    }).finally(() => reporter.stop());
     console.log(summary(status));
     if (status.status !== 'completed') process.exitCode = 1;
   } catch (err) {

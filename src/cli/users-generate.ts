@@ -16,7 +16,15 @@ async function nextIndexOfSeed(pool: Pool, workspaceId: string, seed: number): P
 
 /** What `ces users generate` does, loaded only when it runs (so that `ces --help` stays fast). */
 
-export type GenerateOptions = { count: number; workspace: string; company?: string; seed: number; startId?: number; topUp?: boolean; now?: string };
+export type GenerateOptions = {
+  count: number;
+  workspace: string;
+  company?: string;
+  seed: number;
+  startId?: number;
+  topUp?: boolean;
+  now?: string;
+};
 
 export async function runGenerate(config: () => Config, opts: GenerateOptions): Promise<void> {
   const cfg = config();
@@ -28,9 +36,15 @@ export async function runGenerate(config: () => Config, opts: GenerateOptions): 
     let count = opts.count;
     let startId = opts.startId ?? 0;
     if (opts.topUp) {
-      const existing = (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1', [workspaceId])).rows[0]!.n;
+      const existing = (
+        await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1', [
+          workspaceId,
+        ])
+      ).rows[0]!.n;
       if (existing >= count) {
-        console.log(`workspace "${opts.workspace}" already has ${existing.toLocaleString('en-US')} users; nothing to generate`);
+        console.log(
+          `workspace "${opts.workspace}" already has ${existing.toLocaleString('en-US')} users; nothing to generate`,
+        );
         return;
       }
       // After the highest index of this seed present, not after the count: a user deleted since (the user-data
@@ -86,7 +100,11 @@ async function findWorkspace(pool: Pool, name: string, company?: string): Promis
       WHERE w.name = $1 AND ($2::text IS NULL OR c.name = $2)`,
     [name, company ?? null],
   );
-  if (rows.length === 0) fail(`no workspace named "${name}"${company ? ` in company "${company}"` : ''}; apply a workspace file first`);
-  if (rows.length > 1) fail(`several companies have a workspace named "${name}" (${rows.map((r) => r.company).join(', ')}); pass --company`);
+  if (rows.length === 0)
+    fail(`no workspace named "${name}"${company ? ` in company "${company}"` : ''}; apply a workspace file first`);
+  if (rows.length > 1)
+    fail(
+      `several companies have a workspace named "${name}" (${rows.map((r) => r.company).join(', ')}); pass --company`,
+    );
   return rows[0]!.id;
 }

@@ -21,7 +21,7 @@ export function registerUsersCommands(program: Command, config: () => Config): v
 
 function integer(value: string): number {
   const n = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new InvalidArgumentError('must be a non-negative integer');
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n))
+    throw new InvalidArgumentError('must be a non-negative integer');
   return n;
 }
-

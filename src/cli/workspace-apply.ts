@@ -9,7 +9,11 @@ import { readWorkspaceFile, WorkspaceFileError } from '../workspace/parse.js';
 
 export type WorkspaceApplyOptions = { migrate: boolean };
 
-export async function runWorkspaceApply(config: () => Config, fileName: string, opts: WorkspaceApplyOptions): Promise<void> {
+export async function runWorkspaceApply(
+  config: () => Config,
+  fileName: string,
+  opts: WorkspaceApplyOptions,
+): Promise<void> {
   const cfg = config();
   let file;
   try {
@@ -46,7 +50,9 @@ function printSummary(fileName: string, s: ApplySummary, localStoreDir: string):
   for (const kind of KINDS) {
     const c = s.counts[kind];
     if (c.created + c.updated + c.unchanged === 0) continue;
-    console.log(`  ${kind.padEnd(width)}  ${String(c.created).padStart(7)}  ${String(c.updated).padStart(7)}  ${String(c.unchanged).padStart(9)}`);
+    console.log(
+      `  ${kind.padEnd(width)}  ${String(c.created).padStart(7)}  ${String(c.updated).padStart(7)}  ${String(c.unchanged).padStart(9)}`,
+    );
   }
   // Files to import from the built-in store go here; its exports are found here too (keys are relative to it).
   console.log('\nBuilt-in local store directory of each workspace:');
@@ -56,7 +62,8 @@ function printSummary(fileName: string, s: ApplySummary, localStoreDir: string):
   if (s.generatedSecrets.length > 0) {
     console.log('\nGenerated secrets (shown this once; only their hashes are stored):');
     for (const g of s.generatedSecrets) {
-      const owner = g.kind === 'api_key' ? `API key "${g.name}" of workspace "${g.workspace}"` : `SCIM token "${g.name}"`;
+      const owner =
+        g.kind === 'api_key' ? `API key "${g.name}" of workspace "${g.workspace}"` : `SCIM token "${g.name}"`;
       console.log(`  ${owner}: ${g.secret}`);
     }
   }

@@ -22,7 +22,9 @@ export async function migrate(pool: Pool, schema: string, log?: Logger): Promise
       await client.query(`CREATE TABLE IF NOT EXISTS "${schema}".schema_migrations (
         version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
       const done = new Set(
-        (await client.query<{ version: string }>(`SELECT version FROM "${schema}".schema_migrations`)).rows.map((r) => r.version),
+        (await client.query<{ version: string }>(`SELECT version FROM "${schema}".schema_migrations`)).rows.map(
+          (r) => r.version,
+        ),
       );
       for (const file of files) {
         if (done.has(file)) continue;

@@ -10,7 +10,8 @@ pg.types.setTypeParser(20, (v) => Number(v));
 // Keep `date` columns as 'YYYY-MM-DD' strings rather than local-midnight Date objects.
 pg.types.setTypeParser(1082, (v) => v);
 
-export type PoolConfig = Pick<Config, 'DATABASE_URL' | 'DATABASE_SCHEMA' | 'DATABASE_POOL_SIZE'> & Partial<Pick<Config, 'DATABASE_CONNECT_TIMEOUT_MS'>>;
+export type PoolConfig = Pick<Config, 'DATABASE_URL' | 'DATABASE_SCHEMA' | 'DATABASE_POOL_SIZE'> &
+  Partial<Pick<Config, 'DATABASE_CONNECT_TIMEOUT_MS'>>;
 
 /** A SQLSTATE: an answer of the server, which `failedDependency` reads by its code, rather than a lost socket. */
 const SQLSTATE = /^[0-9A-Z]{5}$/;

@@ -27,7 +27,11 @@ function guardedLookup(host: string): LookupFunction {
       if (err) return callback(err, '', 0);
       const allowed = addresses.filter((a) => !isPrivateAddress(a.address));
       if (allowed.length === 0) {
-        return callback(new CallbackRefusedError(`callback host ${host} resolves only to private or loopback addresses`), '', 0);
+        return callback(
+          new CallbackRefusedError(`callback host ${host} resolves only to private or loopback addresses`),
+          '',
+          0,
+        );
       }
       if (options.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, allowed);
       return callback(null, allowed[0]!.address, allowed[0]!.family);
@@ -96,7 +100,11 @@ export async function postCallback(endpoint: string, body: unknown, policy: Call
       url,
       {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'content-length': payload.length, 'user-agent': 'ces-export-callback/1' },
+        headers: {
+          'content-type': 'application/json',
+          'content-length': payload.length,
+          'user-agent': 'ces-export-callback/1',
+        },
         defaultPort: url.protocol === 'https:' ? 443 : 80,
         // The socket is already connected to a checked address; no agent, so it is never pooled or reused.
         createConnection: () => socket,

@@ -7,11 +7,24 @@ import { downloadUrl } from './download.js';
 import { enqueueExportFlow } from '../queues/segment-export.js';
 import type { Queues } from '../queues/index.js';
 import { exportShards, shardRanges } from './shards.js';
-import { acquireExportLock, exportLockKeys, releaseExportLock, type AcquireResult, type ExportLockKeys } from './locks.js';
+import {
+  acquireExportLock,
+  exportLockKeys,
+  releaseExportLock,
+  type AcquireResult,
+  type ExportLockKeys,
+} from './locks.js';
 import { deltaShardBuckets, resolveExportBase } from './incremental.js';
 import { newMemberLayers } from './member-layers.js';
 import { newObjectPrefix } from './names.js';
-import { callbackPolicy, callbackRefusal, hasIncrementalKey, normaliseRequest, partSizingRefusal, type ExportRequestBody } from './request.js';
+import {
+  callbackPolicy,
+  callbackRefusal,
+  hasIncrementalKey,
+  normaliseRequest,
+  partSizingRefusal,
+  type ExportRequestBody,
+} from './request.js';
 
 export interface CreateExportDeps {
   config: Config;
@@ -47,14 +60,22 @@ class ExportLimitReached extends Error {
  * Takes the Redis holds; when Redis refuses, asks PostgreSQL (the record) whether the holders are still unfinished
  * exports, releases those that are not (a release lost while Redis was away) and tries once more.
  */
-async function acquireHolds(pool: Pool, redis: Redis, keys: ExportLockKeys, exportId: string, config: Config): Promise<AcquireResult> {
-  const take = () => acquireExportLock(redis, keys, exportId, config.EXPORT_QUEUED_LEASE_MS, config.EXPORT_MAX_RUNNING_PER_COMPANY);
+async function acquireHolds(
+  pool: Pool,
+  redis: Redis,
+  keys: ExportLockKeys,
+  exportId: string,
+  config: Config,
+): Promise<AcquireResult> {
+  const take = () =>
+    acquireExportLock(redis, keys, exportId, config.EXPORT_QUEUED_LEASE_MS, config.EXPORT_MAX_RUNNING_PER_COMPANY);
   const first = await take();
   if (first.ok) return first;
   const holders = first.limit === 'segment' ? [first.holder] : await redis.zrange(keys.company, '0', '-1');
-  const { rows } = await pool.query<{ id: string }>(`SELECT id::text FROM exports WHERE id = ANY($1::uuid[]) AND status IN ('queued', 'running')`, [
-    holders.filter((h) => /^[0-9a-f-]{36}$/.test(h)),
-  ]);
+  const { rows } = await pool.query<{ id: string }>(
+    `SELECT id::text FROM exports WHERE id = ANY($1::uuid[]) AND status IN ('queued', 'running')`,
+    [holders.filter((h) => /^[0-9a-f-]{36}$/.test(h))],
+  );
   const live = new Set(rows.map((r) => r.id));
   const stale = holders.filter((h) => !live.has(h));
   if (stale.length === 0) return first;
@@ -82,18 +103,22 @@ export async function createExport(
     if (refusal) throw badRequest(refusal);
   }
 
-  const { rows } = await pool.query<{ id: string; archived: boolean; filter: unknown }>(`SELECT id, archived, filter FROM segments WHERE workspace_id = $1 AND api_id = $2`, [
-    who.workspaceId,
-    body.segment_id,
-  ]);
+  const { rows } = await pool.query<{ id: string; archived: boolean; filter: unknown }>(
+    `SELECT id, archived, filter FROM segments WHERE workspace_id = $1 AND api_id = $2`,
+    [who.workspaceId, body.segment_id],
+  );
   const segment = rows[0];
-  if (!segment) throw badRequest(`segment_id ${JSON.stringify(body.segment_id)} does not name a segment of this workspace`);
-  if (segment.archived) throw badRequest(`segment ${JSON.stringify(body.segment_id)} is archived and cannot be exported`);
+  if (!segment)
+    throw badRequest(`segment_id ${JSON.stringify(body.segment_id)} does not name a segment of this workspace`);
+  if (segment.archived)
+    throw badRequest(`segment ${JSON.stringify(body.segment_id)} is archived and cannot be exported`);
   let baseLayers: string[] | null = null;
   if (body.changes_since) {
     // Applying an incremental export means matching its lines to rows loaded before: it needs a key.
     if (!hasIncrementalKey(spec.fields)) {
-      throw badRequest('an incremental export (changes_since) must export external_id or service_id, so that its lines can be matched to the rows loaded before');
+      throw badRequest(
+        'an incremental export (changes_since) must export external_id or service_id, so that its lines can be matched to the rows loaded before',
+      );
     }
     const resolved = await resolveExportBase(pool, who.workspaceId, segment.id, body.changes_since);
     spec.changesSince = resolved.base;
@@ -104,12 +129,22 @@ export async function createExport(
   try {
     destination = await workspaceDestination(pool, who.workspaceId);
   } catch (err) {
-    throw new AppError('internal', 'The workspace export destination is misconfigured; ask the operator to fix the workspace file', { cause: err });
+    throw new AppError(
+      'internal',
+      'The workspace export destination is misconfigured; ask the operator to fix the workspace file',
+      { cause: err },
+    );
   }
 
   // Before the holds are taken: nothing to release if this fails.
   const shardBuckets = spec.changesSince
-    ? await deltaShardBuckets(pool, who.workspaceId, spec.changesSince.exportId, segment.filter, config.EXPORT_SHARD_BUCKETS)
+    ? await deltaShardBuckets(
+        pool,
+        who.workspaceId,
+        spec.changesSince.exportId,
+        segment.filter,
+        config.EXPORT_SHARD_BUCKETS,
+      )
     : config.EXPORT_SHARD_BUCKETS;
 
   const now = options.now ?? new Date();
@@ -137,10 +172,13 @@ export async function createExport(
     // PostgreSQL holds the limits too, so that they survive Redis losing its holds: a unique index lets one unfinished
     // export per segment in, and the company's unfinished exports are counted under a lock of the company.
     await withTransaction(pool, async (client) => {
-      await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-export-company:${who.companyId}`]);
-      const running = await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM exports WHERE company_id = $1 AND status IN ('queued', 'running')`, [
-        who.companyId,
+      await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+        `ces-export-company:${who.companyId}`,
       ]);
+      const running = await client.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM exports WHERE company_id = $1 AND status IN ('queued', 'running')`,
+        [who.companyId],
+      );
       if (running.rows[0]!.n >= config.EXPORT_MAX_RUNNING_PER_COMPANY) throw new ExportLimitReached('company');
       await client
         .query(

@@ -20,12 +20,20 @@ function sign(secret: string, objectPrefix: string): string {
  * The download address of an export to the built-in store. It is signed, not stored: any API process with the same
  * DOWNLOAD_URL_SECRET serves it. Its lifetime runs from the moment the export is ready (kept in exports.url_expires_at).
  */
-export function downloadUrl(config: Pick<Config, 'DOWNLOAD_URL_SECRET'>, baseUrl: string, objectPrefix: string): string {
+export function downloadUrl(
+  config: Pick<Config, 'DOWNLOAD_URL_SECRET'>,
+  baseUrl: string,
+  objectPrefix: string,
+): string {
   return `${baseUrl}/downloads/segment-export/${objectPrefix}.zip?signature=${sign(config.DOWNLOAD_URL_SECRET, objectPrefix)}`;
 }
 
 /** Throws the refusal a bad or foreign link gets: the same 404 as an unknown export, so links cannot be probed. */
-export function verifyDownloadSignature(config: Pick<Config, 'DOWNLOAD_URL_SECRET'>, objectPrefix: string, signature: string | undefined): void {
+export function verifyDownloadSignature(
+  config: Pick<Config, 'DOWNLOAD_URL_SECRET'>,
+  objectPrefix: string,
+  signature: string | undefined,
+): void {
   const invalid = () => notFound('No such export download: the link is unknown or its signature is invalid');
   if (!OBJECT_PREFIX.test(objectPrefix) || !signature || !/^[0-9a-f]{64}$/.test(signature)) throw invalid();
   const expected = Buffer.from(sign(config.DOWNLOAD_URL_SECRET, objectPrefix), 'hex');
@@ -59,15 +67,23 @@ export async function readyDownload(pool: Pool, objectPrefix: string, now = new 
     [objectPrefix],
   );
   const exp = rows[0];
-  if (!exp || exp.destination !== 'local') throw notFound('No such export download: the link is unknown or its signature is invalid');
-  if (exp.status === 'failed') throw notFound('This export failed, so there is nothing to download; request a new export');
+  if (!exp || exp.destination !== 'local')
+    throw notFound('No such export download: the link is unknown or its signature is invalid');
+  if (exp.status === 'failed')
+    throw notFound('This export failed, so there is nothing to download; request a new export');
   if (exp.status !== 'ready' || !exp.key_prefix) {
     throw notFound(`This export is not ready yet (status: ${exp.status}); the link works once it is ready`);
   }
   if (exp.url_expires_at && exp.url_expires_at.getTime() <= now.getTime()) {
-    throw new AppError('gone', `This download link expired at ${exp.url_expires_at.toISOString()}; request a new export`);
+    throw new AppError(
+      'gone',
+      `This download link expired at ${exp.url_expires_at.toISOString()}; request a new export`,
+    );
   }
-  const parts = await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1 ORDER BY shard, part_index`, [exp.id]);
+  const parts = await pool.query<{ object_key: string }>(
+    `SELECT object_key FROM export_parts WHERE export_id = $1 ORDER BY shard, part_index`,
+    [exp.id],
+  );
   return {
     objectPrefix,
     keyPrefix: exp.key_prefix,

@@ -69,12 +69,16 @@ export async function loadExport(pool: Pool, exportId: string): Promise<ExportRo
   return rows[0] ?? null;
 }
 
-export const lockKeys = (config: Config, exp: ExportRow): ExportLockKeys => exportLockKeys(redisKeyPrefix(config), exp.segment_id, exp.company_id);
+export const lockKeys = (config: Config, exp: ExportRow): ExportLockKeys =>
+  exportLockKeys(redisKeyPrefix(config), exp.segment_id, exp.company_id);
 
 export async function openStore(deps: ExportJobDeps, exp: ExportRow): Promise<WorkspaceStore> {
   const { destination, namespace } = await workspaceStorage(deps.pool, exp.workspace_id);
   const kind = destination?.provider ?? 'local';
-  if (kind !== exp.destination) throw new Error(`the workspace's export destination changed from ${exp.destination} to ${kind} after the export was requested`);
+  if (kind !== exp.destination)
+    throw new Error(
+      `the workspace's export destination changed from ${exp.destination} to ${kind} after the export was requested`,
+    );
   return storeFor(deps.config, destination, namespace, { sharedRoot: exp.local_shared_root });
 }
 
@@ -93,13 +97,22 @@ export async function markRunning(pool: Pool, exp: ExportRow, ws: WorkspaceStore
   return rows[0]?.key_prefix ?? null;
 }
 
-export function partWriterOptions(deps: ExportJobDeps, exp: ExportRow, spec: ExportSpec, ws: WorkspaceStore, keyPrefix: string, shard: number, kind: PartKind) {
+export function partWriterOptions(
+  deps: ExportJobDeps,
+  exp: ExportRow,
+  spec: ExportSpec,
+  ws: WorkspaceStore,
+  keyPrefix: string,
+  shard: number,
+  kind: PartKind,
+) {
   const { pool, metrics, config } = deps;
   return {
     store: ws.store,
     keyPrefix,
     format: spec.outputFormat,
-    parquetColumns: spec.outputFormat !== 'parquet' ? null : kind === 'users' ? usersParquetColumns(spec) : REMOVED_PARQUET_COLUMNS,
+    parquetColumns:
+      spec.outputFormat !== 'parquet' ? null : kind === 'users' ? usersParquetColumns(spec) : REMOVED_PARQUET_COLUMNS,
     level: Math.min(9, Math.max(1, config.EXPORT_GZIP_LEVEL)),
     nameSecret: config.DOWNLOAD_URL_SECRET,
     layout: spec.layout,
@@ -114,7 +127,10 @@ export function partWriterOptions(deps: ExportJobDeps, exp: ExportRow, spec: Exp
         [exp.id, part.kind, part.shard, part.partIndex, part.key, part.users, part.bytes, part.sha256],
       );
       // The status read shows the most users ever counted while running: a retried shard removes its parts first.
-      await pool.query(`UPDATE exports SET users_progress = GREATEST(users_progress, ${liveUsersSql('$1', 'shard_count')}) WHERE id = $1`, [exp.id]);
+      await pool.query(
+        `UPDATE exports SET users_progress = GREATEST(users_progress, ${liveUsersSql('$1', 'shard_count')}) WHERE id = $1`,
+        [exp.id],
+      );
       metrics.exportParts.inc({ destination: ws.store.kind });
       metrics.exportUsers.inc(part.users);
       metrics.exportBytes.inc(part.bytes);
@@ -123,8 +139,10 @@ export function partWriterOptions(deps: ExportJobDeps, exp: ExportRow, spec: Exp
 }
 
 /** A session advisory lock on a client, released with it: one runner per shard, and one finisher per export. */
-export const advisoryLock = (client: PoolClient, what: string) => client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [what]);
-export const advisoryUnlock = (client: PoolClient, what: string) => client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [what]);
+export const advisoryLock = (client: PoolClient, what: string) =>
+  client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [what]);
+export const advisoryUnlock = (client: PoolClient, what: string) =>
+  client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [what]);
 
 /**
  * The local store writes through `<key>.<random>.partial` files that it renames into place; a worker killed during a

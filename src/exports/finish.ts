@@ -26,10 +26,16 @@ import { PART_LINES, writeParts } from './part-writer.js';
 import { ExportSpecSchema } from './request.js';
 
 async function* tailBytes(pool: Pool, exportId: string, kind: PartKind): AsyncGenerator<Buffer> {
-  const { rows } = await pool.query<{ shard: number }>(`SELECT shard FROM export_tails WHERE export_id = $1 AND kind = $2 ORDER BY shard`, [exportId, kind]);
+  const { rows } = await pool.query<{ shard: number }>(
+    `SELECT shard FROM export_tails WHERE export_id = $1 AND kind = $2 ORDER BY shard`,
+    [exportId, kind],
+  );
   for (const { shard } of rows) {
     // One tail in memory at a time: each is under one part of compressed lines.
-    const res = await pool.query<{ data: Buffer }>(`SELECT data FROM export_tails WHERE export_id = $1 AND kind = $2 AND shard = $3`, [exportId, kind, shard]);
+    const res = await pool.query<{ data: Buffer }>(
+      `SELECT data FROM export_tails WHERE export_id = $1 AND kind = $2 AND shard = $3`,
+      [exportId, kind, shard],
+    );
     const data = res.rows[0]?.data;
     if (!data) continue;
     yield* Readable.from([data]).pipe(createGunzip()) as AsyncIterable<Buffer>;
@@ -55,7 +61,8 @@ export async function finishExport(deps: ExportJobDeps, exportId: string, shardF
     broken = err as Error;
     throw err;
   } finally {
-    if (!broken) await advisoryUnlock(client, `ces-export-finish:${exportId}`).catch((err: unknown) => (broken = err as Error));
+    if (!broken)
+      await advisoryUnlock(client, `ces-export-finish:${exportId}`).catch((err: unknown) => (broken = err as Error));
     client.release(broken);
   }
 }
@@ -70,7 +77,12 @@ export class ShardsNotEndedError extends Error {
 
 /** Where the shards read their members, for the manifest: the oldest replica state is what the export reflects. */
 async function readSourceSummary(pool: Pool, exp: ExportRow): Promise<ManifestReadFrom> {
-  const { rows } = await pool.query<{ replicas: number; primaries: number; replay_lsn: string | null; replay_at: Date | null }>(
+  const { rows } = await pool.query<{
+    replicas: number;
+    primaries: number;
+    replay_lsn: string | null;
+    replay_at: Date | null;
+  }>(
     `SELECT count(*) FILTER (WHERE read_from = 'replica')::int AS replicas, count(*) FILTER (WHERE read_from = 'primary')::int AS primaries,
             min(replay_lsn)::text AS replay_lsn, min(replay_at) AS replay_at
        FROM export_shards_done WHERE export_id = $1`,
@@ -93,12 +105,20 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
   if (exp.status === 'failed') return releaseExportLock(redis, lockKeys(config, exp), exp.id);
   if (exp.status === 'ready') return afterReady(deps, exp);
   if (shardFailures.length > 0) {
-    return failExport(deps, exportId, `the export failed while reading or uploading users: ${shardFailures[0]!.slice(0, 300)}`);
+    return failExport(
+      deps,
+      exportId,
+      `the export failed while reading or uploading users: ${shardFailures[0]!.slice(0, 300)}`,
+    );
   }
   // Exports recorded before shard ends were kept (shard_buckets null) cannot be checked, and finish as before.
   if (exp.shard_buckets !== null) {
-    const ended = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM export_shards_done WHERE export_id = $1', [exp.id]);
-    if (ended.rows[0]!.n < exp.shard_count) throw new ShardsNotEndedError(exp.id, exp.shard_count - ended.rows[0]!.n, exp.shard_count);
+    const ended = await pool.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM export_shards_done WHERE export_id = $1',
+      [exp.id],
+    );
+    if (ended.rows[0]!.n < exp.shard_count)
+      throw new ShardsNotEndedError(exp.id, exp.shard_count - ended.rows[0]!.n, exp.shard_count);
   }
   const spec = ExportSpecSchema.parse(exp.request);
   const ws = await openStore(deps, exp);
@@ -120,17 +140,33 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
         // nothing is rewritten (the merge shard's parts below would be).
         if ((await ws.store.head(successKey)) !== null) return completedCounts(pool, exp.id);
         await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard >= $2`, [exp.id, mergeShard]);
-        const earlier = await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`, [exp.id, mergeShard]);
+        const earlier = await pool.query<{ object_key: string }>(
+          `SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`,
+          [exp.id, mergeShard],
+        );
         if (earlier.rows.length > 0) await ws.store.delete(earlier.rows.map((r) => r.object_key));
         await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exp.id, mergeShard]);
 
         for (const kind of ['users', 'removed'] as const) {
-          await pipeline(Readable.from(tailBytes(pool, exp.id, kind)), new NdjsonLines(PART_LINES), async (batches: AsyncIterable<LineBatch>) => {
-            await writeParts(batches, { ...partWriterOptions(deps, exp, spec, ws, keyPrefix, mergeShard, kind), rest: 'upload' });
-          });
+          await pipeline(
+            Readable.from(tailBytes(pool, exp.id, kind)),
+            new NdjsonLines(PART_LINES),
+            async (batches: AsyncIterable<LineBatch>) => {
+              await writeParts(batches, {
+                ...partWriterOptions(deps, exp, spec, ws, keyPrefix, mergeShard, kind),
+                rest: 'upload',
+              });
+            },
+          );
         }
 
-        const { rows } = await pool.query<{ kind: PartKind; object_key: string; users: number; bytes: number; sha256: string }>(
+        const { rows } = await pool.query<{
+          kind: PartKind;
+          object_key: string;
+          users: number;
+          bytes: number;
+          sha256: string;
+        }>(
           `SELECT kind, object_key, users, bytes, sha256 FROM export_parts WHERE export_id = $1 ORDER BY kind DESC, shard, part_index`,
           [exp.id],
         );
@@ -152,13 +188,30 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
           createdAt: exp.created_at,
           finishedAt: new Date(),
           keyPrefix,
-          parts: rows.map((r) => ({ kind: r.kind, key: r.object_key, users: r.users, bytes: r.bytes, sha256: r.sha256 })),
+          parts: rows.map((r) => ({
+            kind: r.kind,
+            key: r.object_key,
+            users: r.users,
+            bytes: r.bytes,
+            sha256: r.sha256,
+          })),
         });
         await ws.store.put(schemaKey, Buffer.from(exportJsonSchema(spec)), { contentType: 'application/schema+json' });
-        await ws.store.put(manifestKey, Buffer.from(JSON.stringify(manifest, null, 2)), { contentType: 'application/json' });
+        await ws.store.put(manifestKey, Buffer.from(JSON.stringify(manifest, null, 2)), {
+          contentType: 'application/json',
+        });
         // Last: a loader that waits for _SUCCESS finds every part the manifest names, and nothing comes after it.
-        const success = { export_id: exp.id, object_prefix: exp.object_prefix, users: total, removed, parts: rows.length, manifest: MANIFEST_FILE };
-        await ws.store.put(successKey, Buffer.from(`${JSON.stringify(success)}\n`), { contentType: 'application/json' });
+        const success = {
+          export_id: exp.id,
+          object_prefix: exp.object_prefix,
+          users: total,
+          removed,
+          parts: rows.length,
+          manifest: MANIFEST_FILE,
+        };
+        await ws.store.put(successKey, Buffer.from(`${JSON.stringify(success)}\n`), {
+          contentType: 'application/json',
+        });
         return { users: total, removed, parts: rows.length };
       },
     );
@@ -191,7 +244,10 @@ async function hasSuccessMarker(deps: ExportJobDeps, exp: ExportRow): Promise<bo
 }
 
 /** What the parts of a completed export add up to, from their rows (the store is not touched). */
-async function completedCounts(pool: Pool, exportId: string): Promise<{ users: number; removed: number; parts: number }> {
+async function completedCounts(
+  pool: Pool,
+  exportId: string,
+): Promise<{ users: number; removed: number; parts: number }> {
   const { rows } = await pool.query<{ users: number; removed: number; parts: number }>(
     `SELECT coalesce(sum(users) FILTER (WHERE kind = 'users'), 0)::int AS users, coalesce(sum(users) FILTER (WHERE kind = 'removed'), 0)::int AS removed,
             count(*)::int AS parts
@@ -209,7 +265,15 @@ function callbackEndpoint(exp: ExportRow): string | null {
 /** The callback of a finished export: what it says, and where it goes (null when the request named no endpoint). */
 export function exportCallback(
   config: Config,
-  exp: { id: string; object_prefix: string; destination: string; request: unknown; status: string; error: string | null; public_base_url: string | null },
+  exp: {
+    id: string;
+    object_prefix: string;
+    destination: string;
+    request: unknown;
+    status: string;
+    error: string | null;
+    public_base_url: string | null;
+  },
 ): { endpoint: string; body: ExportCallbackBody } | null {
   const parsed = ExportSpecSchema.safeParse(exp.request);
   const endpoint = parsed.success ? parsed.data.callbackEndpoint : null;
@@ -217,19 +281,30 @@ export function exportCallback(
   if (exp.status === 'failed') return { endpoint, body: { success: false, error: exp.error ?? 'the export failed' } };
   // The address of the API that accepted the export: a worker process has no API port of its own to go by.
   const base = exp.public_base_url ?? publicBaseUrl(config);
-  return { endpoint, body: exp.destination === 'local' ? { success: true, url: downloadUrl(config, base, exp.object_prefix) } : { success: true } };
+  return {
+    endpoint,
+    body:
+      exp.destination === 'local'
+        ? { success: true, url: downloadUrl(config, base, exp.object_prefix) }
+        : { success: true },
+  };
 }
 
 /** Queues an export's callback (once: its job id is fixed), recorded as pending until delivered or given up. */
 async function enqueueCallback(deps: ExportJobDeps, exp: ExportRow, body: ExportCallbackBody): Promise<void> {
   const endpoint = callbackEndpoint(exp);
   if (!endpoint) return;
-  await deps.pool.query(`UPDATE exports SET callback_state = 'pending' WHERE id = $1 AND callback_state IS NULL`, [exp.id]);
+  await deps.pool.query(`UPDATE exports SET callback_state = 'pending' WHERE id = $1 AND callback_state IS NULL`, [
+    exp.id,
+  ]);
   await enqueueExportCallback(deps.queues, deps.config.CALLBACK_MAX_ATTEMPTS, exp.id, { endpoint, body });
 }
 
 async function afterReady(deps: ExportJobDeps, exp: ExportRow): Promise<void> {
-  const url = exp.destination === 'local' ? downloadUrl(deps.config, exp.public_base_url ?? publicBaseUrl(deps.config), exp.object_prefix) : undefined;
+  const url =
+    exp.destination === 'local'
+      ? downloadUrl(deps.config, exp.public_base_url ?? publicBaseUrl(deps.config), exp.object_prefix)
+      : undefined;
   await enqueueCallback(deps, exp, url ? { success: true, url } : { success: true });
   await releaseExportLock(deps.redis, lockKeys(deps.config, exp), exp.id);
 }
@@ -248,17 +323,20 @@ export async function failExport(deps: ExportJobDeps, exportId: string, reason: 
     log.warn({ exportId, reason }, 'not failing an export whose _SUCCESS is written');
     return;
   }
-  const { rowCount } = await pool.query(`UPDATE exports SET status = 'failed', error = $2, finished_at = now() WHERE id = $1 AND status IN ('queued', 'running')`, [
-    exportId,
-    reason,
-  ]);
+  const { rowCount } = await pool.query(
+    `UPDATE exports SET status = 'failed', error = $2, finished_at = now() WHERE id = $1 AND status IN ('queued', 'running')`,
+    [exportId, reason],
+  );
   if (rowCount === 0) return;
   log.warn({ exportId, segmentId: exp.segment_api_id, reason }, 'export failed');
   try {
     const ws = await openStore(deps, exp);
     try {
-      const keys = (await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1`, [exportId])).rows.map((r) => r.object_key);
-      if (exp.key_prefix) for (const o of await ws.store.list(`${exp.key_prefix}/`)) if (!keys.includes(o.key)) keys.push(o.key);
+      const keys = (
+        await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1`, [exportId])
+      ).rows.map((r) => r.object_key);
+      if (exp.key_prefix)
+        for (const o of await ws.store.list(`${exp.key_prefix}/`)) if (!keys.includes(o.key)) keys.push(o.key);
       if (keys.length > 0) await ws.store.delete(keys);
       if (exp.key_prefix) await removePartialFiles(ws, exp.key_prefix);
     } finally {

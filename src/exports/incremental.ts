@@ -56,13 +56,23 @@ export async function resolveExportBase(
   );
   const base = rows[0];
   if (!base) throw badRequest(`${named} does not name an export of this workspace`);
-  if (base.segment_id !== segmentId) throw badRequest(`${named} is an export of another segment; an incremental export is relative to an export of the same segment`);
-  if (base.status !== 'ready') throw badRequest(`${named} names an export that is ${base.status}, not ready; only a finished export can be a base`);
+  if (base.segment_id !== segmentId)
+    throw badRequest(
+      `${named} is an export of another segment; an incremental export is relative to an export of the same segment`,
+    );
+  if (base.status !== 'ready')
+    throw badRequest(
+      `${named} names an export that is ${base.status}, not ready; only a finished export can be a base`,
+    );
   if (base.snapshots < base.shard_count) {
-    throw badRequest(`${named} names an export from before incremental exports were recorded; take a full export first`);
+    throw badRequest(
+      `${named} names an export from before incremental exports were recorded; take a full export first`,
+    );
   }
   if (!base.kept) {
-    throw badRequest(`${named} names an export whose member list is no longer kept (EXPORT_INCREMENTAL_RETENTION_DAYS); take a full export first`);
+    throw badRequest(
+      `${named} names an export whose member list is no longer kept (EXPORT_INCREMENTAL_RETENTION_DAYS); take a full export first`,
+    );
   }
   return { base: { exportId: base.id, objectPrefix }, memberLayers: memberLayers(base) };
 }
@@ -77,7 +87,10 @@ export async function latestBaseCandidate(
   segmentApiId: string,
   scheduledBy: string | null = null,
 ): Promise<{ objectPrefix: string; request: { fields?: string[]; customAttributes?: string[] | null } } | null> {
-  const { rows } = await pool.query<{ object_prefix: string; request: { fields?: string[]; customAttributes?: string[] | null } }>(
+  const { rows } = await pool.query<{
+    object_prefix: string;
+    request: { fields?: string[]; customAttributes?: string[] | null };
+  }>(
     `SELECT e.object_prefix, e.request FROM exports e JOIN segments s ON s.id = e.segment_id
       WHERE e.workspace_id = $1 AND s.api_id = $2 AND e.status = 'ready' AND e.members_forgotten_at IS NULL
         AND ($3::text IS NULL OR e.scheduled_by = $3)
@@ -88,13 +101,28 @@ export async function latestBaseCandidate(
 }
 
 /** The base's shards that overlap [bucketFrom, bucketTo). */
-export async function baseShards(pool: Pool, baseExportId: string, bucketFrom: number, bucketTo: number): Promise<BaseShard[]> {
-  const { rows } = await pool.query<{ bucket_from: number; bucket_to: number; snapshot: string; segment_filter: unknown }>(
+export async function baseShards(
+  pool: Pool,
+  baseExportId: string,
+  bucketFrom: number,
+  bucketTo: number,
+): Promise<BaseShard[]> {
+  const { rows } = await pool.query<{
+    bucket_from: number;
+    bucket_to: number;
+    snapshot: string;
+    segment_filter: unknown;
+  }>(
     `SELECT bucket_from, bucket_to, snapshot::text, segment_filter FROM export_shards_done
       WHERE export_id = $1 AND snapshot IS NOT NULL AND bucket_from < $3 AND bucket_to > $2 ORDER BY bucket_from`,
     [baseExportId, bucketFrom, bucketTo],
   );
-  return rows.map((r) => ({ bucketFrom: r.bucket_from, bucketTo: r.bucket_to, snapshot: r.snapshot, segmentFilter: r.segment_filter }));
+  return rows.map((r) => ({
+    bucketFrom: r.bucket_from,
+    bucketTo: r.bucket_to,
+    snapshot: r.snapshot,
+    segmentFilter: r.segment_filter,
+  }));
 }
 
 /**
@@ -105,7 +133,9 @@ function baseSnapshotExpr(shards: BaseShard[], bucket = 'p.random_bucket'): stri
   if (shards.length === 0) throw new Error('the base export recorded no snapshot for these buckets');
   const snap = (s: BaseShard) => `${escapeLiteral(s.snapshot)}::pg_snapshot`;
   if (shards.length === 1) return snap(shards[0]!);
-  const arms = shards.map((s) => `WHEN ${bucket} >= ${Math.trunc(s.bucketFrom)} AND ${bucket} < ${Math.trunc(s.bucketTo)} THEN ${snap(s)}`);
+  const arms = shards.map(
+    (s) => `WHEN ${bucket} >= ${Math.trunc(s.bucketFrom)} AND ${bucket} < ${Math.trunc(s.bucketTo)} THEN ${snap(s)}`,
+  );
   return `CASE ${arms.join(' ')} END`;
 }
 
@@ -137,7 +167,9 @@ export interface IncrementalScope {
 /** JSON text with every object's keys sorted: a filter read back from jsonb and one parsed by zod compare equal. */
 function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
   );
 }
 
@@ -154,11 +186,18 @@ export const DELTA_CHANGES_PER_SHARD = 10_000;
  * delta reads the log (never more), from the number of log entries since the base (counted up to what the
  * configured shards would hold, so the count costs at most that).
  */
-export async function deltaShardBuckets(pool: Pool, workspaceId: string, baseExportId: string, filter: unknown, configured: number): Promise<number> {
+export async function deltaShardBuckets(
+  pool: Pool,
+  workspaceId: string,
+  baseExportId: string,
+  filter: unknown,
+  configured: number,
+): Promise<number> {
   const configuredShards = Math.ceil(10_000 / Math.min(Math.max(configured, 1), 10_000));
   const shards = await baseShards(pool, baseExportId, 0, 10_000);
   const parsed = SegmentFilterSchema.safeParse(filter);
-  if (shards.length === 0 || !parsed.success || chooseIncrementalMethod(shards, parsed.data).method !== 'changes-log') return configured;
+  if (shards.length === 0 || !parsed.success || chooseIncrementalMethod(shards, parsed.data).method !== 'changes-log')
+    return configured;
   const cap = configuredShards * DELTA_CHANGES_PER_SHARD;
   const { rows } = await pool.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM (SELECT 1 FROM profile_changes WHERE workspace_id = $1 AND xid >= $2::xid8 LIMIT $3) c`,
@@ -169,13 +208,18 @@ export async function deltaShardBuckets(pool: Pool, workspaceId: string, baseExp
 }
 
 /** The method for a delta over these base shards, with the reason a full comparison is needed when it is. */
-export function chooseIncrementalMethod(shards: BaseShard[], filter: SegmentFilter): { method: IncrementalMethod; reason: string } {
+export function chooseIncrementalMethod(
+  shards: BaseShard[],
+  filter: SegmentFilter,
+): { method: IncrementalMethod; reason: string } {
   if (shards.some((s) => s.segmentFilter === null || s.segmentFilter === undefined)) {
     return { method: 'full-compare', reason: 'the base export is older than the change log' };
   }
   const now = canonicalJson(filter);
-  if (shards.some((s) => canonicalJson(s.segmentFilter) !== now)) return { method: 'full-compare', reason: "the segment's filter changed since the base export" };
-  if (filterMovesWithTime(filter)) return { method: 'full-compare', reason: "the segment's membership moves with time (within_days)" };
+  if (shards.some((s) => canonicalJson(s.segmentFilter) !== now))
+    return { method: 'full-compare', reason: "the segment's filter changed since the base export" };
+  if (filterMovesWithTime(filter))
+    return { method: 'full-compare', reason: "the segment's membership moves with time (within_days)" };
   return { method: 'changes-log', reason: 'profiles written or deleted since the base export' };
 }
 
@@ -276,7 +320,12 @@ export function removedLineSelect(scope: IncrementalScope, workspaceId: string, 
  * `export_member_changes` (./member-layers.ts): the changed profiles whose membership differs from the base's, rows
  * (export_id, profile_id, random_bucket, is_member). Reads the changed profiles, not the segment.
  */
-export function loggedMembershipChangesSelect(exportId: string, scope: IncrementalScope, workspaceId: string, predicate: string): string {
+export function loggedMembershipChangesSelect(
+  exportId: string,
+  scope: IncrementalScope,
+  workspaceId: string,
+  predicate: string,
+): string {
   return `SELECT ${escapeLiteral(exportId)}::uuid, c.id, c.random_bucket, c.is_member
             FROM (${changedWithMembership(scope, workspaceId, predicate)}) c
            WHERE c.is_member <> c.was_member`;
@@ -291,7 +340,10 @@ export function loggedMembershipChangesSelect(exportId: string, scope: Increment
  * snapshots of its kept exports, of the snapshots its unfinished exports may yet take (their created_xmin), and of
  * the running transactions. An entry below that is visible to every such snapshot, so no delta reads it.
  */
-export async function forgetExportBases(pool: Pool | PoolClient, retentionDays: number): Promise<{ exports: number; tombstones: number; changes: number }> {
+export async function forgetExportBases(
+  pool: Pool | PoolClient,
+  retentionDays: number,
+): Promise<{ exports: number; tombstones: number; changes: number }> {
   // An export a kept one's members are layered on goes once that one has gone: a chain goes one layer a statement.
   let exportsForgotten = 0;
   for (let layer = 0; layer <= MAX_MEMBER_LAYERS; layer++) {

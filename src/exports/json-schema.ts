@@ -1,5 +1,10 @@
 import type { OutputFormat } from './names.js';
-import { REMOVED_PARQUET_COLUMNS, usersParquetColumns, type ParquetColumns, type ParquetType } from './parquet-schema.js';
+import {
+  REMOVED_PARQUET_COLUMNS,
+  usersParquetColumns,
+  type ParquetColumns,
+  type ParquetType,
+} from './parquet-schema.js';
 import type { ExportField } from './request.js';
 
 /**
@@ -36,7 +41,10 @@ function typeSchema(type: ParquetType, format: OutputFormat): JsonSchema {
         return nullable('string', { format: 'date' });
       case 'json':
         return format === 'parquet'
-          ? nullable('string', { contentMediaType: 'application/json', description: 'A JSON text: each attribute keeps the JSON type it was sent with' })
+          ? nullable('string', {
+              contentMediaType: 'application/json',
+              description: 'A JSON text: each attribute keeps the JSON type it was sent with',
+            })
           : nullable('object', { description: 'Each attribute keeps the JSON type it was sent with' });
     }
   }
@@ -46,11 +54,17 @@ function typeSchema(type: ParquetType, format: OutputFormat): JsonSchema {
 }
 
 function objectSchema(columns: ParquetColumns, format: OutputFormat): JsonSchema {
-  return nullable('object', { properties: Object.fromEntries(columns.map((c) => [c.name, typeSchema(c.type, format)])) });
+  return nullable('object', {
+    properties: Object.fromEntries(columns.map((c) => [c.name, typeSchema(c.type, format)])),
+  });
 }
 
 /** The schema file's bytes: one line, keys in a fixed order, ending in a newline. */
-export function exportJsonSchema(spec: { fields: readonly ExportField[]; customAttributes: string[] | null; outputFormat: OutputFormat }): string {
+export function exportJsonSchema(spec: {
+  fields: readonly ExportField[];
+  customAttributes: string[] | null;
+  outputFormat: OutputFormat;
+}): string {
   const { type: _nullable, ...users } = objectSchema(usersParquetColumns(spec), spec.outputFormat);
   const { type: _removedNullable, ...removed } = objectSchema(REMOVED_PARQUET_COLUMNS, spec.outputFormat);
   const schema = {
@@ -58,7 +72,14 @@ export function exportJsonSchema(spec: { fields: readonly ExportField[]; customA
     title: 'A line of a users part of a segment export',
     type: 'object',
     ...users,
-    $defs: { removed: { title: 'A line of a removed part of an incremental export', type: 'object', ...removed, required: ['service_id'] } },
+    $defs: {
+      removed: {
+        title: 'A line of a removed part of an incremental export',
+        type: 'object',
+        ...removed,
+        required: ['service_id'],
+      },
+    },
   };
   return `${JSON.stringify(schema)}\n`;
 }

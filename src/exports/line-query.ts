@@ -19,7 +19,9 @@ const nonEmpty = (expr: string) => `NULLIF(${expr}, '[]'::jsonb)`;
  * window; the stored strings compare as times.
  */
 const windowed = (column: string, entries: '$[*]' | '$.*', condition: string, since: string) =>
-  nonEmpty(`jsonb_path_query_array(${column}, '${entries} ? (${condition})', ${escapeLiteral(JSON.stringify({ since }))}::jsonb)`);
+  nonEmpty(
+    `jsonb_path_query_array(${column}, '${entries} ? (${condition})', ${escapeLiteral(JSON.stringify({ since }))}::jsonb)`,
+  );
 
 /** `"field":<value>` of one export field over `p`, or NULL when the field is absent (then the line omits it). */
 function fieldText(field: ExportField, spec: Pick<ExportSpec, 'customAttributes'>, since: string): string {
@@ -33,7 +35,10 @@ function fieldText(field: ExportField, spec: Pick<ExportSpec, 'customAttributes'
     case 'custom_attributes': {
       if (!spec.customAttributes) return jsonb(field, `NULLIF(p.custom_attributes, '{}'::jsonb)`);
       const names = `ARRAY[${spec.customAttributes.map(escapeLiteral).join(', ')}]::text[]`;
-      return jsonb(field, `SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(p.custom_attributes) e WHERE e.key = ANY(${names})`);
+      return jsonb(
+        field,
+        `SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(p.custom_attributes) e WHERE e.key = ANY(${names})`,
+      );
     }
     case 'custom_events':
     case 'purchases':
@@ -43,7 +48,15 @@ function fieldText(field: ExportField, spec: Pick<ExportSpec, 'customAttributes'
     case 'campaigns_received':
       return jsonb(field, windowed('p.campaigns_received', '$[*]', '@.last_received >= $since', since));
     case 'canvases_received':
-      return jsonb(field, windowed('p.canvases_received', '$[*]', '@.last_received_message >= $since || @.last_entered >= $since || @.last_exited >= $since', since));
+      return jsonb(
+        field,
+        windowed(
+          'p.canvases_received',
+          '$[*]',
+          '@.last_received_message >= $since || @.last_entered >= $since || @.last_exited >= $since',
+          since,
+        ),
+      );
     case 'user_aliases':
     case 'devices':
     case 'push_tokens':
@@ -108,7 +121,10 @@ export function segmentPredicate(filter: SegmentFilter): string {
  * exports and POST /users/export/ids, so that the same user and fields give the same JSON in both.
  */
 export function exportLineText(spec: Pick<ExportSpec, 'fields' | 'customAttributes'>, since: string): string {
-  const fields = spec.customAttributes && !spec.fields.includes('custom_attributes') ? [...spec.fields, 'custom_attributes' as const] : spec.fields;
+  const fields =
+    spec.customAttributes && !spec.fields.includes('custom_attributes')
+      ? [...spec.fields, 'custom_attributes' as const]
+      : spec.fields;
   return `'{' || concat_ws(',', ${fields.map((f) => fieldText(f, spec, since)).join(', ')}) || '}'`;
 }
 
@@ -130,7 +146,11 @@ export function exportLineSelect(q: ShardQuery): string {
     FROM profiles p ${q.changes?.join ?? ''}
    WHERE p.workspace_id = ${escapeLiteral(q.workspaceId)}::uuid
      AND p.random_bucket >= ${Math.trunc(q.bucketFrom)} AND p.random_bucket < ${Math.trunc(q.bucketTo)}
-     AND (${predicate})${q.changes ? `
-     AND ${q.changes.condition}` : ''}
+     AND (${predicate})${
+       q.changes
+         ? `
+     AND ${q.changes.condition}`
+         : ''
+     }
    ORDER BY p.random_bucket, p.id`;
 }

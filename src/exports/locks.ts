@@ -54,7 +54,8 @@ const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL',
 redis.call('ZREM', KEYS[2], ARGV[1])
 return 1`;
 
-export type AcquireResult = { ok: true } | { ok: false; limit: 'segment'; holder: string } | { ok: false; limit: 'company'; running: number };
+export type AcquireResult =
+  { ok: true } | { ok: false; limit: 'segment'; holder: string } | { ok: false; limit: 'company'; running: number };
 
 /** Takes the segment lock and a company slot for exportId, atomically, or says which limit refused. */
 export async function acquireExportLock(
@@ -64,14 +65,27 @@ export async function acquireExportLock(
   leaseMs: number,
   maxPerCompany: number,
 ): Promise<AcquireResult> {
-  const [code, detail] = (await redis.eval(ACQUIRE, 2, keys.segment, keys.company, exportId, String(leaseMs), String(maxPerCompany))) as [number, string];
+  const [code, detail] = (await redis.eval(
+    ACQUIRE,
+    2,
+    keys.segment,
+    keys.company,
+    exportId,
+    String(leaseMs),
+    String(maxPerCompany),
+  )) as [number, string];
   if (code === 0) return { ok: true };
   if (code === 1) return { ok: false, limit: 'segment', holder: detail };
   return { ok: false, limit: 'company', running: Number(detail) };
 }
 
 /** Extends the holds of a live export; false when another export has taken the segment meanwhile. */
-export async function renewExportLock(redis: Redis, keys: ExportLockKeys, exportId: string, leaseMs: number): Promise<boolean> {
+export async function renewExportLock(
+  redis: Redis,
+  keys: ExportLockKeys,
+  exportId: string,
+  leaseMs: number,
+): Promise<boolean> {
   return Number(await redis.eval(RENEW, 2, keys.segment, keys.company, exportId, String(leaseMs))) === 1;
 }
 
@@ -92,11 +106,14 @@ export async function withLeaseRenewal<T>(
   fn: () => Promise<T>,
 ): Promise<T> {
   await renewExportLock(redis, keys, exportId, leaseMs);
-  const timer = setInterval(() => {
-    renewExportLock(redis, keys, exportId, leaseMs).then((held) => {
-      if (!held) onError(new Error('segment lock is held by another export'));
-    }, onError);
-  }, Math.max(1000, Math.floor(leaseMs / 3)));
+  const timer = setInterval(
+    () => {
+      renewExportLock(redis, keys, exportId, leaseMs).then((held) => {
+        if (!held) onError(new Error('segment lock is held by another export'));
+      }, onError);
+    },
+    Math.max(1000, Math.floor(leaseMs / 3)),
+  );
   timer.unref();
   try {
     return await fn();

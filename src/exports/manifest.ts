@@ -81,7 +81,9 @@ export function buildManifest(input: {
     requested_at: input.createdAt.toISOString(),
     finished_at: input.finishedAt.toISOString(),
     users: input.parts.reduce((n, p) => n + (p.kind === 'users' ? p.users : 0), 0),
-    ...(input.spec.changesSince ? { removed: input.parts.reduce((n, p) => n + (p.kind === 'removed' ? p.users : 0), 0) } : {}),
+    ...(input.spec.changesSince
+      ? { removed: input.parts.reduce((n, p) => n + (p.kind === 'removed' ? p.users : 0), 0) }
+      : {}),
     bytes: input.parts.reduce((n, p) => n + p.bytes, 0),
     ...(input.readFrom ? { read_from: input.readFrom } : {}),
     schema: { file: SCHEMA_FILE, key: `${input.keyPrefix}/${SCHEMA_FILE}` },

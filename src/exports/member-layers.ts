@@ -65,7 +65,13 @@ export function heldMembers(layers: string[], bucketFrom: number, bucketTo: numb
 }
 
 /** The members in [bucketFrom, bucketTo) now, whole: rows (export_id, random_bucket, sorted ids) for `export_members`. */
-export function wholeMembersSelect(exportId: string, workspaceId: string, predicate: string, bucketFrom: number, bucketTo: number): string {
+export function wholeMembersSelect(
+  exportId: string,
+  workspaceId: string,
+  predicate: string,
+  bucketFrom: number,
+  bucketTo: number,
+): string {
   return `SELECT ${escapeLiteral(exportId)}::uuid, p.random_bucket, array_agg(p.id ORDER BY p.id)
     FROM profiles p
    WHERE p.workspace_id = ${escapeLiteral(workspaceId)}::uuid

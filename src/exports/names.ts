@@ -15,7 +15,10 @@ export type ExportLayout = (typeof EXPORT_LAYOUTS)[number];
  * as `%XX`, as they do (a segment id may hold `:`).
  */
 export function hivePartitionValue(value: string): string {
-  return value.replace(/["#%'*/:=?\\{}[\]^\x00-\x1f\x7f]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`);
+  return value.replace(
+    /["#%'*/:=?\\{}[\]^\x00-\x1f\x7f]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`,
+  );
 }
 
 /**
@@ -23,9 +26,16 @@ export function hivePartitionValue(value: string): string {
  * the hive layout `<dest prefix>segment-export/segment_id=<id>/export_date=<YYYY-MM-DD>/export_id=<object_prefix>`,
  * so that a segment's prefix reads as one table partitioned by those three columns.
  */
-export function exportKeyPrefix(destPrefix: string, segmentApiId: string, day: Date, objectPrefix: string, layout: ExportLayout = 'spec'): string {
+export function exportKeyPrefix(
+  destPrefix: string,
+  segmentApiId: string,
+  day: Date,
+  objectPrefix: string,
+  layout: ExportLayout = 'spec',
+): string {
   const date = day.toISOString().slice(0, 10);
-  if (layout === 'hive') return `${destPrefix}segment-export/segment_id=${hivePartitionValue(segmentApiId)}/export_date=${date}/export_id=${objectPrefix}`;
+  if (layout === 'hive')
+    return `${destPrefix}segment-export/segment_id=${hivePartitionValue(segmentApiId)}/export_date=${date}/export_id=${objectPrefix}`;
   return `${destPrefix}segment-export/${segmentApiId}/${date}/${objectPrefix}`;
 }
 
@@ -55,7 +65,10 @@ export function partFileName(
   }
   // Users parts keep the name they had before incremental exports, so a shard retried across an upgrade overwrites.
   const label = kind === 'users' ? 'export-part' : 'export-removed-part';
-  const name = createHmac('sha256', secret).update(`${label}\0${exportId}\0${shard}\0${part}`).digest('hex').slice(0, 32);
+  const name = createHmac('sha256', secret)
+    .update(`${label}\0${exportId}\0${shard}\0${part}`)
+    .digest('hex')
+    .slice(0, 32);
   return `${kind === 'removed' ? 'removed-' : ''}${name}.${PART_EXTENSIONS[format]}`;
 }
 

@@ -17,7 +17,9 @@ export interface ParquetColumn {
 /** Columns of a Parquet part, in order. */
 export type ParquetColumns = readonly ParquetColumn[];
 
-const struct = (members: Record<string, ParquetType>): ParquetType => ({ struct: Object.entries(members).map(([name, type]) => ({ name, type })) });
+const struct = (members: Record<string, ParquetType>): ParquetType => ({
+  struct: Object.entries(members).map(([name, type]) => ({ name, type })),
+});
 const listOf = (members: Record<string, ParquetType>): ParquetType => ({ list: struct(members) });
 
 /** custom_events and purchases: `first` and `last` over all history (first) and the window (last). */
@@ -25,7 +27,14 @@ const HISTORY = listOf({ name: 'string', first: 'timestamp', last: 'timestamp', 
 
 /** The type of each export field. Nested keys not named here are dropped from the Parquet file. */
 export const FIELD_TYPES: Record<ExportField, ParquetType> = {
-  apps: listOf({ name: 'string', platform: 'string', version: 'string', sessions: 'int64', first_used: 'timestamp', last_used: 'timestamp' }),
+  apps: listOf({
+    name: 'string',
+    platform: 'string',
+    version: 'string',
+    sessions: 'int64',
+    first_used: 'timestamp',
+    last_used: 'timestamp',
+  }),
   attributed_campaign: 'string',
   attributed_source: 'string',
   attributed_adgroup: 'string',
@@ -58,7 +67,13 @@ export const FIELD_TYPES: Record<ExportField, ParquetType> = {
   last_name: 'string',
   phone: 'string',
   purchases: HISTORY,
-  push_tokens: listOf({ app: 'string', platform: 'string', token: 'string', device_id: 'string', notifications_enabled: 'boolean' }),
+  push_tokens: listOf({
+    app: 'string',
+    platform: 'string',
+    token: 'string',
+    device_id: 'string',
+    notifications_enabled: 'boolean',
+  }),
   random_bucket: 'int64',
   time_zone: 'string',
   total_revenue: 'double',
@@ -68,7 +83,12 @@ export const FIELD_TYPES: Record<ExportField, ParquetType> = {
     name: 'string',
     api_campaign_id: 'string',
     last_received: 'timestamp',
-    engaged: struct({ opened_email: 'boolean', opened_push: 'boolean', clicked_email: 'boolean', clicked_triggered_in_app_message: 'boolean' }),
+    engaged: struct({
+      opened_email: 'boolean',
+      opened_push: 'boolean',
+      clicked_email: 'boolean',
+      clicked_triggered_in_app_message: 'boolean',
+    }),
     converted: 'boolean',
     // Keyed by conversion-event name, which each campaign defines: a MAP, not a struct.
     multiple_converted: { map: 'boolean' },
@@ -97,8 +117,14 @@ export const FIELD_TYPES: Record<ExportField, ParquetType> = {
  * The typed columns of a users part for these export fields (in the request's order; custom_attributes appended when
  * customAttributes is set and the field was not requested, exactly as src/exports/line-query.ts exportLineSelect does).
  */
-export function usersParquetColumns(spec: { fields: readonly ExportField[]; customAttributes: string[] | null }): ParquetColumns {
-  const fields = spec.customAttributes && !spec.fields.includes('custom_attributes') ? [...spec.fields, 'custom_attributes' as const] : spec.fields;
+export function usersParquetColumns(spec: {
+  fields: readonly ExportField[];
+  customAttributes: string[] | null;
+}): ParquetColumns {
+  const fields =
+    spec.customAttributes && !spec.fields.includes('custom_attributes')
+      ? [...spec.fields, 'custom_attributes' as const]
+      : spec.fields;
   return [...new Set(fields)].map((name) => ({ name, type: FIELD_TYPES[name] }));
 }
 

@@ -82,7 +82,15 @@ const literal = (text: string) => `'${text.replaceAll("'", "''")}'`;
 
 function duckdbType(type: ParquetType): string {
   if (typeof type === 'string') {
-    const scalars = { string: 'VARCHAR', int64: 'BIGINT', double: 'DOUBLE', boolean: 'BOOLEAN', timestamp: 'TIMESTAMPTZ', date: 'DATE', json: 'JSON' };
+    const scalars = {
+      string: 'VARCHAR',
+      int64: 'BIGINT',
+      double: 'DOUBLE',
+      boolean: 'BOOLEAN',
+      timestamp: 'TIMESTAMPTZ',
+      date: 'DATE',
+      json: 'JSON',
+    };
     return scalars[type];
   }
   if ('list' in type) return `${duckdbType(type.list)}[]`;
@@ -100,7 +108,9 @@ interface CopyOptions {
 function copySql(ndjsonPath: string, parquetPath: string, columns: ParquetColumns, o: CopyOptions): string {
   const read = `{${columns.map((c) => `${literal(c.name)}: ${literal(duckdbType(c.type))}`).join(', ')}}`;
   // JSON columns hold the parsed value; as VARCHAR it is printed again, compact.
-  const select = columns.map((c) => (c.type === 'json' ? `${ident(c.name)}::VARCHAR AS ${ident(c.name)}` : ident(c.name))).join(', ');
+  const select = columns
+    .map((c) => (c.type === 'json' ? `${ident(c.name)}::VARCHAR AS ${ident(c.name)}` : ident(c.name)))
+    .join(', ');
   return (
     `COPY (SELECT ${select} FROM read_json(${literal(ndjsonPath)}, format = 'newline_delimited', records = true, ` +
     `columns = ${read}, maximum_object_size = ${o.maxObjectBytes}, ignore_errors = ${o.lenient})) ` +
@@ -108,7 +118,13 @@ function copySql(ndjsonPath: string, parquetPath: string, columns: ParquetColumn
   );
 }
 
-async function copy(conn: DuckDBConnection, ndjsonPath: string, parquetPath: string, columns: ParquetColumns, o: CopyOptions): Promise<number> {
+async function copy(
+  conn: DuckDBConnection,
+  ndjsonPath: string,
+  parquetPath: string,
+  columns: ParquetColumns,
+  o: CopyOptions,
+): Promise<number> {
   const result = await conn.runAndReadAll(copySql(ndjsonPath, parquetPath, columns, o));
   return Number(result.getRows()[0]?.[0] ?? 0);
 }
@@ -122,7 +138,10 @@ async function rowGroupRows(ndjsonPath: string): Promise<number> {
     let lines = 0;
     for (let i = sample.indexOf(10); i !== -1 && i < bytesRead; i = sample.indexOf(10, i + 1)) lines++;
     const lineBytes = bytesRead / Math.max(lines, 1);
-    return Math.min(MAX_ROW_GROUP_ROWS, Math.max(MIN_ROW_GROUP_ROWS, Math.floor(ROW_GROUP_NDJSON_BYTES / Math.max(lineBytes, 1))));
+    return Math.min(
+      MAX_ROW_GROUP_ROWS,
+      Math.max(MIN_ROW_GROUP_ROWS, Math.floor(ROW_GROUP_NDJSON_BYTES / Math.max(lineBytes, 1))),
+    );
   } finally {
     await file.close();
   }
@@ -160,7 +179,10 @@ async function firstInvalidLine(ndjsonPath: string): Promise<{ line: number; rea
       return { line, reason: 'is not valid JSON' };
     }
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-      return { line, reason: `is JSON but not an object (${value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`})` };
+      return {
+        line,
+        reason: `is JSON but not an object (${value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`})`,
+      };
     }
   }
   return null;
@@ -188,7 +210,11 @@ async function assertJsonObjects(conn: DuckDBConnection, ndjsonPath: string, max
  * parquetPath, replacing any file there. Bounded memory whatever the line count; throws on a line that is not a JSON
  * object, naming the line, and then leaves no file at parquetPath.
  */
-export async function writeParquetFile(ndjsonPath: string, parquetPath: string, columns: ParquetColumns): Promise<{ rows: number }> {
+export async function writeParquetFile(
+  ndjsonPath: string,
+  parquetPath: string,
+  columns: ParquetColumns,
+): Promise<{ rows: number }> {
   if (columns.length === 0) throw new Error('a Parquet part needs at least one column');
   // read_json takes a glob: a path with glob characters could name other files.
   if (/[*?[\]{}]/.test(ndjsonPath)) throw new Error(`NDJSON part path must not contain glob characters: ${ndjsonPath}`);
@@ -198,14 +224,26 @@ export async function writeParquetFile(ndjsonPath: string, parquetPath: string, 
     try {
       try {
         // The common case, strict: any value that does not convert fails the statement, which is then redone below.
-        return { rows: await copy(conn, ndjsonPath, parquetPath, columns, { lenient: false, maxObjectBytes: DEFAULT_MAX_OBJECT_BYTES, rowGroupRows: groupRows }) };
+        return {
+          rows: await copy(conn, ndjsonPath, parquetPath, columns, {
+            lenient: false,
+            maxObjectBytes: DEFAULT_MAX_OBJECT_BYTES,
+            rowGroupRows: groupRows,
+          }),
+        };
       } catch {
         // A value of an unexpected type, a line longer than the object limit, or a line that is not a JSON object.
         // ignore_errors would also turn a malformed line into a row of nulls, so the lines are checked first; then
         // the same reader, lenient, makes each failed value null (the same result as strict for every other value).
         const maxObjectBytes = Math.max(DEFAULT_MAX_OBJECT_BYTES, (await longestLine(ndjsonPath)) + 1);
         await assertJsonObjects(conn, ndjsonPath, maxObjectBytes);
-        return { rows: await copy(conn, ndjsonPath, parquetPath, columns, { lenient: true, maxObjectBytes, rowGroupRows: groupRows }) };
+        return {
+          rows: await copy(conn, ndjsonPath, parquetPath, columns, {
+            lenient: true,
+            maxObjectBytes,
+            rowGroupRows: groupRows,
+          }),
+        };
       }
     } catch (err) {
       await rm(parquetPath, { force: true });

@@ -103,7 +103,10 @@ class UploadQueue {
  * Spools each part's NDJSON to a temporary file (bounded memory whatever the profile size), then compresses and
  * uploads it while the next part is read. Parts hold exactly PART_LINES lines because the batches are cut there.
  */
-export async function writeParts(batches: AsyncIterable<LineBatch>, opts: PartWriterOptions): Promise<PartWriterResult> {
+export async function writeParts(
+  batches: AsyncIterable<LineBatch>,
+  opts: PartWriterOptions,
+): Promise<PartWriterResult> {
   if (opts.partBytes) return writePartsBySize(batches, opts, opts.partBytes);
   const dir = await makeSpoolDir();
   const uploads = new UploadQueue(opts.onPart);
@@ -158,19 +161,32 @@ export async function writeParts(batches: AsyncIterable<LineBatch>, opts: PartWr
 
 async function gzipFile(file: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
-  await pipeline(createReadStream(file, { highWaterMark: READ_CHUNK }), createGzip({ level: 1 }), async (source: AsyncIterable<Buffer>) => {
-    for await (const c of source) chunks.push(c);
-  });
+  await pipeline(
+    createReadStream(file, { highWaterMark: READ_CHUNK }),
+    createGzip({ level: 1 }),
+    async (source: AsyncIterable<Buffer>) => {
+      for await (const c of source) chunks.push(c);
+    },
+  );
   return Buffer.concat(chunks);
 }
 
-const CONTENT_TYPES: Record<OutputFormat, string> = { zip: 'application/zip', gzip: 'application/gzip', parquet: 'application/vnd.apache.parquet' };
+const CONTENT_TYPES: Record<OutputFormat, string> = {
+  zip: 'application/zip',
+  gzip: 'application/gzip',
+  parquet: 'application/vnd.apache.parquet',
+};
 
 /** The name of the one entry of a zip part (and the NDJSON name of a part in the download ZIP). */
 const entryName = (partName: string) => partName.replace(/\.(zip|gz)$/, '.json');
 
 /** Streams `encoded` to the store under `key`, hashing and counting what is stored. */
-async function putMetered(store: ObjectStore, key: string, encoded: Readable, contentType: string): Promise<{ bytes: number; sha256: string }> {
+async function putMetered(
+  store: ObjectStore,
+  key: string,
+  encoded: Readable,
+  contentType: string,
+): Promise<{ bytes: number; sha256: string }> {
   const hash = createHash('sha256');
   let bytes = 0;
   const meter = new Transform({
@@ -193,7 +209,12 @@ async function putMetered(store: ObjectStore, key: string, encoded: Readable, co
 }
 
 /** Turns one spooled part into the output format and streams it to the store, hashing what is stored. */
-async function uploadPart(opts: PartWriterOptions, rawPath: string, partIndex: number, users: number): Promise<UploadedPart> {
+async function uploadPart(
+  opts: PartWriterOptions,
+  rawPath: string,
+  partIndex: number,
+  users: number,
+): Promise<UploadedPart> {
   const name = partFileName(opts.nameSecret, opts.exportId, opts.shard, partIndex, opts.format, opts.kind, opts.layout);
   const key = `${opts.keyPrefix}/${name}`;
   // Parquet is written whole to a file beside the spooled part (its footer comes last), then streamed like the others.
@@ -205,7 +226,8 @@ async function uploadPart(opts: PartWriterOptions, rawPath: string, partIndex: n
       // Loaded on first use: only processes that write Parquet load DuckDB's native library.
       const { writeParquetFile } = await import('./parquet.js');
       const { rows } = await writeParquetFile(rawPath, parquetPath, opts.parquetColumns ?? []);
-      if (rows !== users) throw new Error(`the Parquet file of part ${partIndex} holds ${rows} rows where ${users} lines were read`);
+      if (rows !== users)
+        throw new Error(`the Parquet file of part ${partIndex} holds ${rows} rows where ${users} lines were read`);
       encoded = createReadStream(parquetPath, { highWaterMark: READ_CHUNK });
     } else {
       encoded = compress(createReadStream(rawPath, { highWaterMark: READ_CHUNK }), format, opts.level, entryName(name));
@@ -235,7 +257,11 @@ interface SizedPart {
  * a part lands a few hundred KiB above the target (2-3% at 16 MiB in test/export-part-size.test.ts). Finished parts
  * upload while the next is read; the shard's last part is short.
  */
-async function writePartsBySize(batches: AsyncIterable<LineBatch>, opts: PartWriterOptions, partBytes: number): Promise<PartWriterResult> {
+async function writePartsBySize(
+  batches: AsyncIterable<LineBatch>,
+  opts: PartWriterOptions,
+  partBytes: number,
+): Promise<PartWriterResult> {
   if (opts.format === 'parquet') throw new Error('parts cut by size are gzip or zip');
   const format = opts.format;
   const dir = await makeSpoolDir();
@@ -265,7 +291,12 @@ async function writePartsBySize(batches: AsyncIterable<LineBatch>, opts: PartWri
     await part.written;
     users += part.lines;
     const key = `${opts.keyPrefix}/${part.name}`;
-    const stored = putMetered(opts.store, key, createReadStream(part.file, { highWaterMark: READ_CHUNK }), CONTENT_TYPES[format]);
+    const stored = putMetered(
+      opts.store,
+      key,
+      createReadStream(part.file, { highWaterMark: READ_CHUNK }),
+      CONTENT_TYPES[format],
+    );
     await uploads.add(
       stored.then((s) => ({ kind: opts.kind, shard: opts.shard, partIndex: part.index, key, users: part.lines, ...s })),
       part.file,

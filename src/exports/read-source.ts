@@ -41,8 +41,19 @@ async function replayState(client: PoolClient, lsn: string | null): Promise<Repl
  * Opens the read side for one shard. `primary` is the shard's connection to the primary (holding its lock), used as
  * it is when there is no replica or the replica is passed over; a replica connection is released by `release`.
  */
-export async function openReadSource(deps: ExportJobDeps, exp: ExportRow, primary: PoolClient, shard: number): Promise<ReadSource> {
-  const onPrimary: ReadSource = { client: primary, from: 'primary', replayLsn: null, replayAt: null, release: () => {} };
+export async function openReadSource(
+  deps: ExportJobDeps,
+  exp: ExportRow,
+  primary: PoolClient,
+  shard: number,
+): Promise<ReadSource> {
+  const onPrimary: ReadSource = {
+    client: primary,
+    from: 'primary',
+    replayLsn: null,
+    replayAt: null,
+    release: () => {},
+  };
   if (deps.exportReadPool === deps.pool) {
     deps.metrics.exportShardReads.inc({ source: 'primary' });
     return onPrimary;
@@ -57,11 +68,23 @@ export async function openReadSource(deps: ExportJobDeps, exp: ExportRow, primar
       if (state.caught_up) {
         const client = replica;
         metrics.exportShardReads.inc({ source: 'replica' });
-        return { client, from: 'replica', replayLsn: state.replay_lsn, replayAt: state.replay_at, release: (err) => client.release(err) };
+        return {
+          client,
+          from: 'replica',
+          replayLsn: state.replay_lsn,
+          replayAt: state.replay_at,
+          release: (err) => client.release(err),
+        };
       }
       if (Date.now() >= deadline) {
         log.warn(
-          { exportId: exp.id, shard, needed: exp.primary_lsn, replayed: state.replay_lsn, waitedSeconds: config.EXPORT_MAX_REPLICA_LAG_SECONDS },
+          {
+            exportId: exp.id,
+            shard,
+            needed: exp.primary_lsn,
+            replayed: state.replay_lsn,
+            waitedSeconds: config.EXPORT_MAX_REPLICA_LAG_SECONDS,
+          },
           'export replica is behind the export; reading this shard from the primary',
         );
         break;

@@ -98,15 +98,23 @@ export const ExportRequestSchema = z.object({
     .describe(`Fields of each exported user, from: ${EXPORT_FIELDS.join(', ')}`),
   custom_attributes_to_export: z
     .array(
-      z.string({ error: 'custom_attributes_to_export must be an array of strings' }).min(1, 'custom attribute names must not be empty').max(255),
+      z
+        .string({ error: 'custom_attributes_to_export must be an array of strings' })
+        .min(1, 'custom attribute names must not be empty')
+        .max(255),
       { error: 'custom_attributes_to_export must be an array of strings' },
     )
-    .max(MAX_CUSTOM_ATTRIBUTES_TO_EXPORT, `custom_attributes_to_export may name at most ${MAX_CUSTOM_ATTRIBUTES_TO_EXPORT} custom attributes`)
+    .max(
+      MAX_CUSTOM_ATTRIBUTES_TO_EXPORT,
+      `custom_attributes_to_export may name at most ${MAX_CUSTOM_ATTRIBUTES_TO_EXPORT} custom attributes`,
+    )
     .nullish(),
   output_format: z
     .enum(OUTPUT_FORMATS, { error: "output_format must be 'zip', 'gzip' or 'parquet'" })
     .nullish()
-    .describe('zip (the default) or gzip: NDJSON parts; parquet (an extension): one typed Parquet file per part (docs/export.md#parquet)'),
+    .describe(
+      'zip (the default) or gzip: NDJSON parts; parquet (an extension): one typed Parquet file per part (docs/export.md#parquet)',
+    ),
   rows_per_part: z
     .number({ error: `rows_per_part must be a whole number from ${MIN_ROWS_PER_PART} to ${MAX_ROWS_PER_PART}` })
     .int(`rows_per_part must be a whole number from ${MIN_ROWS_PER_PART} to ${MAX_ROWS_PER_PART}`)
@@ -146,16 +154,22 @@ export type ExportRequestBody = z.infer<typeof ExportRequestSchema>;
  * Whether these fields let an incremental export's lines be matched to rows loaded before (external_id or
  * service_id): applying a delta needs a key, so an incremental export (or schedule) without one is refused.
  */
-export const hasIncrementalKey = (fields: readonly string[]) => fields.includes('external_id') || fields.includes('service_id');
+export const hasIncrementalKey = (fields: readonly string[]) =>
+  fields.includes('external_id') || fields.includes('service_id');
 
 /**
  * Why these part settings cannot go together, or null: rows_per_part and part_target_mb are alternatives, and a
  * Parquet part's size is known only once DuckDB has written it, so it cannot be cut by size while it is read.
  */
-export function partSizingRefusal(s: { rows_per_part?: number | null; part_target_mb?: number | null; output_format?: string | null }): string | null {
+export function partSizingRefusal(s: {
+  rows_per_part?: number | null;
+  part_target_mb?: number | null;
+  output_format?: string | null;
+}): string | null {
   if (s.part_target_mb == null) return null;
   if (s.rows_per_part != null) return 'rows_per_part and part_target_mb are alternatives: give at most one';
-  if (s.output_format === 'parquet') return 'part_target_mb applies to gzip and zip exports: a Parquet part is cut by rows_per_part';
+  if (s.output_format === 'parquet')
+    return 'part_target_mb applies to gzip and zip exports: a Parquet part is cut by rows_per_part';
   return null;
 }
 
@@ -196,7 +210,10 @@ export interface CallbackPolicy {
   allowedHosts: ReadonlySet<string>;
 }
 
-export function callbackPolicy(config: { CALLBACK_ALLOW_PRIVATE: boolean; CALLBACK_ALLOWED_HOSTS: string }): CallbackPolicy {
+export function callbackPolicy(config: {
+  CALLBACK_ALLOW_PRIVATE: boolean;
+  CALLBACK_ALLOWED_HOSTS: string;
+}): CallbackPolicy {
   return {
     allowPrivate: config.CALLBACK_ALLOW_PRIVATE,
     allowedHosts: new Set(

@@ -14,7 +14,11 @@ import { ExportRequestSchema, normaliseRequest, type ExportSpec } from './reques
  * one scheduler per row, keyed by its id, with its cron pattern and time zone; schedulers of removed or disabled
  * rows are dropped. Idempotent; every worker may run it.
  */
-export async function syncExportSchedules(deps: { pool: Pool; queues: Queues; log: Logger }): Promise<{ active: number; removed: number }> {
+export async function syncExportSchedules(deps: {
+  pool: Pool;
+  queues: Queues;
+  log: Logger;
+}): Promise<{ active: number; removed: number }> {
   const { rows } = await deps.pool.query<{ id: string; cron: string; time_zone: string }>(
     `SELECT id, cron, time_zone FROM scheduled_exports WHERE enabled ORDER BY id`,
   );
@@ -24,7 +28,10 @@ export async function syncExportSchedules(deps: { pool: Pool; queues: Queues; lo
     try {
       await upsertExportSchedule(deps.queues, r.id, r.cron, r.time_zone);
     } catch (err) {
-      deps.log.warn({ err, scheduledExportId: r.id }, 'scheduled export has an invalid cron pattern or time zone; skipped');
+      deps.log.warn(
+        { err, scheduledExportId: r.id },
+        'scheduled export has an invalid cron pattern or time zone; skipped',
+      );
     }
   }
   const removed = await removeExportSchedulesBut(deps.queues, wanted);
@@ -57,10 +64,17 @@ const sameSet = (a: readonly string[] | null, b: readonly string[] | null) => {
  * (the first run, or every earlier run pruned), or one that exported other fields or custom attributes (the loaded
  * rows lack the new columns, so only a full run brings them all), makes the run full; `reason` says why.
  */
-async function incrementalBase(pool: Pool, row: ScheduleRow, spec: ExportSpec): Promise<{ objectPrefix?: string; reason: string }> {
+async function incrementalBase(
+  pool: Pool,
+  row: ScheduleRow,
+  spec: ExportSpec,
+): Promise<{ objectPrefix?: string; reason: string }> {
   const last = await latestBaseCandidate(pool, row.workspace_id, row.segment_api_id, row.name);
   if (!last) return { reason: 'no earlier ready run of this schedule keeps its member list' };
-  if (!sameSet(last.request.fields ?? [], spec.fields) || !sameSet(last.request.customAttributes ?? null, spec.customAttributes)) {
+  if (
+    !sameSet(last.request.fields ?? [], spec.fields) ||
+    !sameSet(last.request.customAttributes ?? null, spec.customAttributes)
+  ) {
     return { reason: `the last ready run (${last.objectPrefix}) exported other fields or custom attributes` };
   }
   return { objectPrefix: last.objectPrefix, reason: 'relative to the last ready run' };
@@ -95,14 +109,25 @@ export async function runScheduledExport(
     callback_endpoint: row.callback_endpoint,
   });
   if (!body.success) {
-    deps.log.warn({ scheduledExportId, reason: body.error.issues[0]?.message }, 'scheduled export is invalid; run skipped');
+    deps.log.warn(
+      { scheduledExportId, reason: body.error.issues[0]?.message },
+      'scheduled export is invalid; run skipped',
+    );
     return { skipped: body.error.issues[0]?.message ?? 'invalid' };
   }
   const who = { workspaceId: row.workspace_id, companyId: row.company_id };
   const log = deps.log.child({ scheduledExportId, scheduledExport: row.name, mode: row.mode });
   const start = async (changesSince: string | undefined) => {
-    const created = await createExport(deps, who, { ...body.data, changes_since: changesSince ?? null }, { scheduledBy: row.name });
-    log.info({ exportId: created.exportId, objectPrefix: created.objectPrefix, changesSince: changesSince ?? null }, 'scheduled export queued');
+    const created = await createExport(
+      deps,
+      who,
+      { ...body.data, changes_since: changesSince ?? null },
+      { scheduledBy: row.name },
+    );
+    log.info(
+      { exportId: created.exportId, objectPrefix: created.objectPrefix, changesSince: changesSince ?? null },
+      'scheduled export queued',
+    );
     return { objectPrefix: created.objectPrefix, ...(changesSince ? { changesSince } : {}) };
   };
   const skip = (err: unknown) => {
@@ -117,7 +142,10 @@ export async function runScheduledExport(
   if (row.mode === 'incremental') {
     const base = await incrementalBase(deps.pool, row, normaliseRequest(body.data));
     changesSince = base.objectPrefix;
-    log.info({ run: changesSince ? 'incremental' : 'full', changesSince: changesSince ?? null, reason: base.reason }, 'scheduled export run mode chosen');
+    log.info(
+      { run: changesSince ? 'incremental' : 'full', changesSince: changesSince ?? null, reason: base.reason },
+      'scheduled export run mode chosen',
+    );
   }
   try {
     return await start(changesSince);

@@ -3,7 +3,17 @@ import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { SegmentFilterSchema, type SegmentFilter } from '../segments/filter.js';
 import type { WorkspaceStore } from '../storage/stores.js';
-import { advisoryLock, advisoryUnlock, loadExport, lockKeys, markRunning, openStore, partWriterOptions, type ExportJobDeps, type ExportRow } from './export-record.js';
+import {
+  advisoryLock,
+  advisoryUnlock,
+  loadExport,
+  lockKeys,
+  markRunning,
+  openStore,
+  partWriterOptions,
+  type ExportJobDeps,
+  type ExportRow,
+} from './export-record.js';
 import { CopyBinaryLines, type LineBatch } from './lines.js';
 import { renewExportLock, withLeaseRenewal } from './locks.js';
 import { failExport } from './finish.js';
@@ -16,7 +26,12 @@ import {
   removedLineSelect,
   type IncrementalScope,
 } from './incremental.js';
-import { comparedMembershipChangesSelect, memberLayers, recordsWholeMembers, wholeMembersSelect } from './member-layers.js';
+import {
+  comparedMembershipChangesSelect,
+  memberLayers,
+  recordsWholeMembers,
+  wholeMembersSelect,
+} from './member-layers.js';
 import type { PartKind } from './names.js';
 import { PART_LINES, writeParts, type PartWriterOptions, type PartWriterResult } from './part-writer.js';
 import { ExportSpecSchema, type ExportSpec } from './request.js';
@@ -34,17 +49,32 @@ export interface ShardWork {
 
 /** Removes what an earlier attempt of this shard stored: a retry starts clean, so no user is exported twice. */
 async function clearShard(pool: Pool, ws: WorkspaceStore, exportId: string, work: ShardWork): Promise<void> {
-  const { rows } = await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`, [exportId, work.shard]);
+  const { rows } = await pool.query<{ object_key: string }>(
+    `SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`,
+    [exportId, work.shard],
+  );
   if (rows.length > 0) await ws.store.delete(rows.map((r) => r.object_key));
   await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exportId, work.shard]);
   await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard = $2`, [exportId, work.shard]);
-  await pool.query(`DELETE FROM export_members WHERE export_id = $1 AND random_bucket >= $2 AND random_bucket < $3`, [exportId, work.bucketFrom, work.bucketTo]);
-  await pool.query(`DELETE FROM export_member_changes WHERE export_id = $1 AND random_bucket >= $2 AND random_bucket < $3`, [exportId, work.bucketFrom, work.bucketTo]);
+  await pool.query(`DELETE FROM export_members WHERE export_id = $1 AND random_bucket >= $2 AND random_bucket < $3`, [
+    exportId,
+    work.bucketFrom,
+    work.bucketTo,
+  ]);
+  await pool.query(
+    `DELETE FROM export_member_changes WHERE export_id = $1 AND random_bucket >= $2 AND random_bucket < $3`,
+    [exportId, work.bucketFrom, work.bucketTo],
+  );
   await pool.query(`DELETE FROM export_shards_done WHERE export_id = $1 AND shard = $2`, [exportId, work.shard]);
 }
 
 /** Streams one COPY of NDJSON lines into parts. */
-async function copyParts(client: PoolClient, sql: string, partLines: number, opts: PartWriterOptions): Promise<PartWriterResult> {
+async function copyParts(
+  client: PoolClient,
+  sql: string,
+  partLines: number,
+  opts: PartWriterOptions,
+): Promise<PartWriterResult> {
   const copy = client.query(copyTo(`COPY (${sql}) TO STDOUT (FORMAT binary)`));
   let out: PartWriterResult | undefined;
   await pipeline(copy, new CopyBinaryLines(partLines), async (batches: AsyncIterable<LineBatch>) => {
@@ -55,7 +85,9 @@ async function copyParts(client: PoolClient, sql: string, partLines: number, opt
 
 /** Where a shard's member records go (./member-layers.ts), and the SELECT that yields them. */
 interface MemberRecords {
-  target: 'export_members (export_id, random_bucket, profile_ids)' | 'export_member_changes (export_id, profile_id, random_bucket, is_member)';
+  target:
+    | 'export_members (export_id, random_bucket, profile_ids)'
+    | 'export_member_changes (export_id, profile_id, random_bucket, is_member)';
   select: string;
 }
 
@@ -63,7 +95,12 @@ interface MemberRecords {
  * The shard's member records: whole lists for a full export and for the delta that ends a chain of layers; otherwise
  * its membership changes relative to its base, from the log or from the comparison.
  */
-function memberRecords(exp: ExportRow, scope: IncrementalScope | null, predicate: string, work: ShardWork): MemberRecords {
+function memberRecords(
+  exp: ExportRow,
+  scope: IncrementalScope | null,
+  predicate: string,
+  work: ShardWork,
+): MemberRecords {
   if (!scope || recordsWholeMembers(memberLayers(exp))) {
     return {
       target: 'export_members (export_id, random_bucket, profile_ids)',
@@ -75,7 +112,14 @@ function memberRecords(exp: ExportRow, scope: IncrementalScope | null, predicate
     select:
       scope.method === 'changes-log'
         ? loggedMembershipChangesSelect(exp.id, scope, exp.workspace_id, predicate)
-        : comparedMembershipChangesSelect(exp.id, scope.baseLayers, exp.workspace_id, predicate, work.bucketFrom, work.bucketTo),
+        : comparedMembershipChangesSelect(
+            exp.id,
+            scope.baseLayers,
+            exp.workspace_id,
+            predicate,
+            work.bucketFrom,
+            work.bucketTo,
+          ),
   };
 }
 
@@ -88,7 +132,10 @@ async function storeMembers(source: ReadSource, primary: PoolClient, records: Me
     await primary.query(`INSERT INTO ${records.target} ${records.select}`);
     return;
   }
-  await pipeline(source.client.query(copyTo(`COPY (${records.select}) TO STDOUT`)), primary.query(copyFrom(`COPY ${records.target} FROM STDIN`)));
+  await pipeline(
+    source.client.query(copyTo(`COPY (${records.select}) TO STDOUT`)),
+    primary.query(copyFrom(`COPY ${records.target} FROM STDIN`)),
+  );
 }
 
 /**
@@ -111,13 +158,25 @@ async function incrementalScope(
   if (!rows[0] || rows[0].forgotten) return 'forgotten';
   const shards = await baseShards(pool, base.exportId, work.bucketFrom, work.bucketTo);
   const { method, reason } = chooseIncrementalMethod(shards, filter);
-  log.info({ exportId, shard: work.shard, baseExportId: base.exportId, method, reason }, 'incremental export shard method chosen');
-  return { baseExportId: base.exportId, baseLayers: memberLayers(rows[0]), shards, bucketFrom: work.bucketFrom, bucketTo: work.bucketTo, method };
+  log.info(
+    { exportId, shard: work.shard, baseExportId: base.exportId, method, reason },
+    'incremental export shard method chosen',
+  );
+  return {
+    baseExportId: base.exportId,
+    baseLayers: memberLayers(rows[0]),
+    shards,
+    bucketFrom: work.bucketFrom,
+    bucketTo: work.bucketTo,
+    method,
+  };
 }
 
 /** The users query's restriction to what changed since the base, by the scope's method. */
 function changesOf(scope: IncrementalScope, workspaceId: string): NonNullable<ShardQuery['changes']> {
-  return scope.method === 'changes-log' ? { changedIds: changedProfilesSelect(scope, workspaceId) } : changedOrJoined(scope);
+  return scope.method === 'changes-log'
+    ? { changedIds: changedProfilesSelect(scope, workspaceId) }
+    : changedOrJoined(scope);
 }
 
 /**
@@ -143,7 +202,10 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
   let broken: Error | undefined;
   try {
     await advisoryLock(client, shardLock);
-    const ended = await pool.query('SELECT 1 FROM export_shards_done WHERE export_id = $1 AND shard = $2', [exp.id, work.shard]);
+    const ended = await pool.query('SELECT 1 FROM export_shards_done WHERE export_id = $1 AND shard = $2', [
+      exp.id,
+      work.shard,
+    ]);
     if (ended.rowCount) {
       log.info({ exportId: exp.id, shard: work.shard }, 'export shard already ended');
       return { users: 0, parts: 0 };
@@ -152,7 +214,11 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
     if (!keyPrefix) return { users: 0, parts: 0 };
     const scope = await incrementalScope(deps, exp.id, spec, filter, work);
     if (scope === 'forgotten') {
-      await failExport(deps, exp.id, `the export named by changes_since (${spec.changesSince!.objectPrefix}) no longer keeps its member list; take a full export`);
+      await failExport(
+        deps,
+        exp.id,
+        `the export named by changes_since (${spec.changesSince!.objectPrefix}) no longer keeps its member list; take a full export`,
+      );
       return { users: 0, parts: 0 };
     }
     const result = await withLeaseRenewal(
@@ -180,14 +246,21 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
           // One snapshot for the lines, the removed lines and the member list, recorded for the exports relative to
           // this one (src/db/migrations/0170_incremental_exports.sql states the rule).
           await source.client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-          const { rows } = await source.client.query<{ snapshot: string }>('SELECT pg_current_snapshot()::text AS snapshot');
+          const { rows } = await source.client.query<{ snapshot: string }>(
+            'SELECT pg_current_snapshot()::text AS snapshot',
+          );
           // The spec's parts are exactly 5,000 lines but the last: each shard leaves its short rest to the finishing job,
           // which merges them. With rows_per_part or part_target_mb a shard uploads its own short last part (large
           // tails in PostgreSQL would cost more than a few short files); by size, the writer cuts the parts itself.
           const bySize = spec.partTargetMb ? spec.partTargetMb * MIB : undefined;
           const lines = bySize ? Number.MAX_SAFE_INTEGER : (spec.rowsPerPart ?? PART_LINES);
           const rest = spec.rowsPerPart || bySize ? 'upload' : 'tail';
-          const writer = (kind: PartKind) => ({ ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard, kind), rest, partBytes: bySize }) as const;
+          const writer = (kind: PartKind) =>
+            ({
+              ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard, kind),
+              rest,
+              partBytes: bySize,
+            }) as const;
           // The users and removed queries of an incremental shard join the range's profiles with the base's members
           // (full-compare). Without statistics (a table not yet analysed, e.g. just after a bulk import) the planner
           // takes the members for a tiny set and picks a nested loop that unnests every one of them again for each
@@ -200,7 +273,14 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
           if (scope) await source.client.query('SET LOCAL enable_nestloop = off');
           if (scope?.method === 'changes-log') await source.client.query('SET LOCAL jit = off');
           const users = await copyParts(source.client, usersSql, lines, writer('users'));
-          const removed = scope ? await copyParts(source.client, removedLineSelect(scope, exp.workspace_id, predicate), lines, writer('removed')) : null;
+          const removed = scope
+            ? await copyParts(
+                source.client,
+                removedLineSelect(scope, exp.workspace_id, predicate),
+                lines,
+                writer('removed'),
+              )
+            : null;
           const members = memberRecords(exp, scope, predicate, work);
           await storeMembers(source, client, members);
           await source.client.query('COMMIT');
@@ -214,7 +294,10 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
       },
     );
     await withTransaction(pool, async (tx) => {
-      for (const [kind, out] of [['users', result.users], ['removed', result.removed]] as const) {
+      for (const [kind, out] of [
+        ['users', result.users],
+        ['removed', result.removed],
+      ] as const) {
         if (!out?.tail) continue;
         await tx.query(
           `INSERT INTO export_tails (export_id, kind, shard, users, data) VALUES ($1, $2, $3, $4, $5)
@@ -248,7 +331,14 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
     await renewExportLock(redis, keys, exp.id, config.EXPORT_QUEUED_LEASE_MS);
     const parts = result.users.parts + (result.removed?.parts ?? 0);
     log.info(
-      { exportId: exp.id, shard: work.shard, users: result.users.users, removed: result.removed?.users, parts, readFrom: result.source.from },
+      {
+        exportId: exp.id,
+        shard: work.shard,
+        users: result.users.users,
+        removed: result.removed?.users,
+        parts,
+        readFrom: result.source.from,
+      },
       'export shard done',
     );
     return { users: result.users.users, parts };

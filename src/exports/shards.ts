@@ -16,7 +16,10 @@ export interface ExportShardingRow {
 }
 
 /** The shards an export was cut into, as recorded (exports from before the record get even ranges), or only `only`. */
-export function exportShards(row: ExportShardingRow, only?: Set<number>): Array<{ shard: number; bucketFrom: number; bucketTo: number }> {
+export function exportShards(
+  row: ExportShardingRow,
+  only?: Set<number>,
+): Array<{ shard: number; bucketFrom: number; bucketTo: number }> {
   return shardRanges(row.shard_buckets ?? Math.ceil(10_000 / Math.max(1, row.shard_count)))
     .map(([bucketFrom, bucketTo], shard) => ({ shard, bucketFrom, bucketTo }))
     .filter(({ shard }) => !only || only.has(shard));

@@ -38,7 +38,12 @@ export async function removeOrphanSpoolDirs(parent = tmpdir()): Promise<number> 
     const owner = OWNER.exec(name);
     const orphaned = owner
       ? Number(owner[1]) !== process.pid && !isRunning(Number(owner[1]))
-      : Date.now() - (await stat(dir).then((s) => s.mtimeMs, () => Date.now())) > UNNAMED_MAX_AGE_MS;
+      : Date.now() -
+          (await stat(dir).then(
+            (s) => s.mtimeMs,
+            () => Date.now(),
+          )) >
+        UNNAMED_MAX_AGE_MS;
     if (!orphaned) continue;
     await rm(dir, { recursive: true, force: true });
     removed++;

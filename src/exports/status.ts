@@ -40,7 +40,12 @@ export function liveUsersSql(exportId: string, shardCount: string): string {
  * store and the shard tails waiting to be merged, so the numbers never count a retried shard twice; users never go
  * back below the most shown before (exports.users_progress).
  */
-export async function exportStatus(pool: Pool, config: Config, workspaceId: string, objectPrefix: string): Promise<ExportStatus> {
+export async function exportStatus(
+  pool: Pool,
+  config: Config,
+  workspaceId: string,
+  objectPrefix: string,
+): Promise<ExportStatus> {
   const { rows } = await pool.query(
     `SELECT e.object_prefix, s.api_id AS segment_id, e.status, e.destination, e.users_done, e.parts_done, e.created_at, e.started_at,
             e.finished_at, e.key_prefix, e.url_expires_at, e.error, e.scheduled_by, e.users_progress, e.public_base_url,

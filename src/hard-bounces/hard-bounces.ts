@@ -20,7 +20,12 @@ export const HardBounceRecords = recordsBody(HardBounceRecord);
 export type HardBounceRecordInput = z.output<typeof HardBounceRecord>;
 
 /** Records hard bounces in one transaction of their own (see recordHardBouncesIn). */
-export async function recordHardBounces(pool: Pool, workspaceId: string, records: HardBounceRecordInput[], now = new Date()): Promise<RecordResult> {
+export async function recordHardBounces(
+  pool: Pool,
+  workspaceId: string,
+  records: HardBounceRecordInput[],
+  now = new Date(),
+): Promise<RecordResult> {
   return withTransaction(pool, (client) => recordHardBouncesIn(client, workspaceId, records, now));
 }
 
@@ -31,7 +36,12 @@ export async function recordHardBounces(pool: Pool, workspaceId: string, records
  * exists. Addresses are stored lower-cased; an exact repeat (same address and time) is skipped. Runs in the
  * caller's transaction (the workspace file's apply writes its records in its own).
  */
-export async function recordHardBouncesIn(client: PoolClient, workspaceId: string, records: HardBounceRecordInput[], now = new Date()): Promise<RecordResult> {
+export async function recordHardBouncesIn(
+  client: PoolClient,
+  workspaceId: string,
+  records: HardBounceRecordInput[],
+  now = new Date(),
+): Promise<RecordResult> {
   const emails = records.map((r) => r.email.toLowerCase());
   const times = records.map((r) => r.time ?? now);
   await lockWorkspaceProfiles(client, workspaceId);
@@ -75,7 +85,11 @@ export interface HardBounce {
  * Hard-bounced addresses, newest first; equal bounce times are ordered by insertion (id) so that walking the list by
  * offset never skips or repeats an entry. `email` matches case-insensitively.
  */
-export async function listHardBounces(pool: Pool, workspaceId: string, query: ListPage & { email?: string }): Promise<HardBounce[]> {
+export async function listHardBounces(
+  pool: Pool,
+  workspaceId: string,
+  query: ListPage & { email?: string },
+): Promise<HardBounce[]> {
   const { rows } = await pool.query<{ email: string; bounced_at: Date }>(
     `SELECT email, bounced_at
        FROM hard_bounces

@@ -39,7 +39,9 @@ export function registerAuth(app: FastifyInstance): void {
         const asKey = await principals.apiKey(secret);
         throw new AppError(
           'unauthorized',
-          asKey ? 'An API key cannot be used for SCIM: send a SCIM token' : 'Invalid SCIM token: it is unknown or has been revoked',
+          asKey
+            ? 'An API key cannot be used for SCIM: send a SCIM token'
+            : 'Invalid SCIM token: it is unknown or has been revoked',
         );
       }
       const origin = req.headers['x-request-origin'];
@@ -54,7 +56,10 @@ export function registerAuth(app: FastifyInstance): void {
       const key = await principals.apiKey(secret);
       if (!key) throw new AppError('unauthorized', 'Invalid API key: it is unknown or has been revoked');
       if (config.permission && !key.permissions.has(config.permission)) {
-        throw new AppError('unauthorized', `This API key does not have the permission ${config.permission} required by this endpoint`);
+        throw new AppError(
+          'unauthorized',
+          `This API key does not have the permission ${config.permission} required by this endpoint`,
+        );
       }
       req.apiKey = key;
       scopeId = config.rateLimit?.scope === 'company' ? key.companyId : key.workspaceId;
@@ -66,9 +71,13 @@ export function registerAuth(app: FastifyInstance): void {
       reply.header('X-RateLimit-Remaining', result.remaining);
       reply.header('X-RateLimit-Reset', result.reset);
       if (!result.allowed) {
-        throw new AppError('rate_limited', `Rate limit of ${result.limit} requests per ${windowName(config.rateLimit.windowSeconds)} exceeded; retry after ${result.retryAfter} s`, {
-          retryAfter: result.retryAfter,
-        });
+        throw new AppError(
+          'rate_limited',
+          `Rate limit of ${result.limit} requests per ${windowName(config.rateLimit.windowSeconds)} exceeded; retry after ${result.retryAfter} s`,
+          {
+            retryAfter: result.retryAfter,
+          },
+        );
       }
     }
   });

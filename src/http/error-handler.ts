@@ -2,7 +2,12 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { AppError, renderError, type ErrorCode } from '../errors.js';
 import { unsupportedMediaType } from './json-body.js';
-import { DEPENDENCY_NAMES, OUTAGE_RETRY_AFTER_SECONDS, type Dependency, type DependencyHealth } from '../lib/dependency-health.js';
+import {
+  DEPENDENCY_NAMES,
+  OUTAGE_RETRY_AFTER_SECONDS,
+  type Dependency,
+  type DependencyHealth,
+} from '../lib/dependency-health.js';
 
 interface ValidationIssue {
   instancePath?: string;
@@ -22,7 +27,10 @@ export function describeValidation(context: string | undefined, issues: Validati
 
 /** The answer to a request that needs a dependency that is away: 503, Retry-After, the dependency named. */
 export function dependencyUnavailable(dependency: Dependency, cause?: unknown): AppError {
-  return new AppError('unavailable', `${DEPENDENCY_NAMES[dependency]} is unavailable; retry shortly`, { retryAfter: OUTAGE_RETRY_AFTER_SECONDS, cause });
+  return new AppError('unavailable', `${DEPENDENCY_NAMES[dependency]} is unavailable; retry shortly`, {
+    retryAfter: OUTAGE_RETRY_AFTER_SECONDS,
+    cause,
+  });
 }
 
 /**
@@ -51,7 +59,13 @@ export function toAppError(err: unknown, health?: DependencyHealth): AppError {
   }
   if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
     const code: ErrorCode =
-      fe.statusCode === 404 ? 'not_found' : fe.statusCode === 413 ? 'payload_too_large' : fe.statusCode === 415 ? 'unsupported_media_type' : 'bad_request';
+      fe.statusCode === 404
+        ? 'not_found'
+        : fe.statusCode === 413
+          ? 'payload_too_large'
+          : fe.statusCode === 415
+            ? 'unsupported_media_type'
+            : 'bad_request';
     return new AppError(code, fe.message);
   }
   return new AppError('internal', 'Internal server error', { cause: err });
@@ -70,7 +84,10 @@ export function reasonForLog(message: string): string {
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
     const { health } = app.ctx;
-    const appErr = (err as FastifyError).code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' ? unsupportedMediaType(req) : toAppError(err, health);
+    const appErr =
+      (err as FastifyError).code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+        ? unsupportedMediaType(req)
+        : toAppError(err, health);
     const dependency = appErr.code === 'unavailable' ? health.report(appErr.options.cause ?? err) : undefined;
     if (dependency) {
       // The outage is logged once by `health`, not once per request.
@@ -82,7 +99,8 @@ export function registerErrorHandler(app: FastifyInstance): void {
     }
     const format = req.routeOptions?.config?.errorFormat ?? 'message';
     const rendered = renderError(appErr, format);
-    const retryAfter = appErr.options.retryAfter ?? (appErr.code === 'unavailable' ? OUTAGE_RETRY_AFTER_SECONDS : undefined);
+    const retryAfter =
+      appErr.options.retryAfter ?? (appErr.code === 'unavailable' ? OUTAGE_RETRY_AFTER_SECONDS : undefined);
     if (retryAfter) reply.header('Retry-After', retryAfter);
     reply.code(rendered.status).type(rendered.contentType).send(rendered.body);
   });

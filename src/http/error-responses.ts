@@ -27,7 +27,7 @@ declare module 'fastify' {
 const REASONS: Record<number, string> = {
   400: 'Malformed JSON, a wrong type, a missing or over-limit field: the body names what is wrong; nothing is changed',
   401: 'Missing, unknown or revoked credentials, or a key without the permission',
-  404: 'Unknown id, name or object (another tenant\'s included)',
+  404: "Unknown id, name or object (another tenant's included)",
   409: 'A conflict: the same Idempotency-Key is still being handled, or the resource exists',
   410: 'Gone: the download link expired',
   413: 'Body larger than BODY_LIMIT_BYTES',
@@ -48,7 +48,11 @@ const BODIES: Record<ErrorFormat, unknown> = {
       schemas: { type: 'array', items: { type: 'string', const: 'urn:ietf:params:scim:api:messages:2.0:Error' } },
       detail: { type: 'string' },
       status: { type: 'integer' },
-      scimType: { type: 'string', description: 'RFC 7644: invalidValue, invalidSyntax, invalidFilter, invalidPath, noTarget, mutability, uniqueness' },
+      scimType: {
+        type: 'string',
+        description:
+          'RFC 7644: invalidValue, invalidSyntax, invalidFilter, invalidPath, noTarget, mutability, uniqueness',
+      },
     },
   },
   catalog: {
@@ -63,7 +67,12 @@ const BODIES: Record<ErrorFormat, unknown> = {
             items: {
               type: 'object',
               required: ['id', 'message', 'parameters', 'parameter_values'],
-              properties: { id: { type: 'string' }, message: { type: 'string' }, parameters: { type: 'array', items: { type: 'string' } }, parameter_values: { type: 'array' } },
+              properties: {
+                id: { type: 'string' },
+                message: { type: 'string' },
+                parameters: { type: 'array', items: { type: 'string' } },
+                parameter_values: { type: 'array' },
+              },
             },
           },
         },

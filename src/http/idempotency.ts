@@ -2,7 +2,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import { answerKey, claimKey, keyProblem, releaseKey, requestHash, type ClaimedKey } from '../idempotency/keys.js';
 
-
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** The route honours Idempotency-Key (it enqueues work) and answers the key with its work. */
@@ -35,9 +34,14 @@ export function registerIdempotency(app: FastifyInstance): void {
     const result = await claimKey(app.ctx.pool, workspaceId, key, hash);
     switch (result.kind) {
       case 'mismatch':
-        throw new AppError('unprocessable', 'This Idempotency-Key was used for another request (another body, route or path); use a new key for a new request');
+        throw new AppError(
+          'unprocessable',
+          'This Idempotency-Key was used for another request (another body, route or path); use a new key for a new request',
+        );
       case 'in-progress':
-        throw new AppError('conflict', 'A request with this Idempotency-Key is still being handled; retry shortly', { retryAfter: 1 });
+        throw new AppError('conflict', 'A request with this Idempotency-Key is still being handled; retry shortly', {
+          retryAfter: 1,
+        });
       case 'replay':
         reply.header('Idempotent-Replayed', 'true');
         return reply.code(result.status).send(result.body);
@@ -65,7 +69,9 @@ export function registerIdempotency(app: FastifyInstance): void {
       );
     } else if (!succeeded) {
       // Only an unanswered claim goes: an answer the work's transaction committed stays (releaseKey keeps answered keys).
-      await releaseKey(app.ctx.pool, handle.claim).catch((err: unknown) => req.log.warn({ err }, 'could not release an idempotency key'));
+      await releaseKey(app.ctx.pool, handle.claim).catch((err: unknown) =>
+        req.log.warn({ err }, 'could not release an idempotency key'),
+      );
     }
     return payload;
   });

@@ -16,9 +16,16 @@ function charsetOf(contentType: string | undefined): string | null {
 /** The 415 for a body of a media type no route takes, naming what came and what is wanted. */
 export function unsupportedMediaType(req: FastifyRequest): AppError {
   const got = req.headers['content-type'];
-  const wanted = req.routeOptions.config?.errorFormat === 'scim' ? 'application/scim+json or application/json' : 'application/json';
-  const named = typeof got === 'string' && got.trim() !== '' ? `Content-Type ${JSON.stringify(got.trim().slice(0, 100))}` : 'a body without a valid Content-Type';
-  return new AppError('unsupported_media_type', `Unsupported media type: this endpoint takes ${wanted}, and the request sent ${named}`);
+  const wanted =
+    req.routeOptions.config?.errorFormat === 'scim' ? 'application/scim+json or application/json' : 'application/json';
+  const named =
+    typeof got === 'string' && got.trim() !== ''
+      ? `Content-Type ${JSON.stringify(got.trim().slice(0, 100))}`
+      : 'a body without a valid Content-Type';
+  return new AppError(
+    'unsupported_media_type',
+    `Unsupported media type: this endpoint takes ${wanted}, and the request sent ${named}`,
+  );
 }
 
 /** The refusal of a body nested too deep, in the route's format. */
@@ -26,7 +33,14 @@ function tooDeep(req: FastifyRequest): AppError {
   const message = `Invalid body: arrays and objects may be nested at most ${MAX_BODY_DEPTH} levels deep`;
   if (req.routeOptions.config?.errorFormat === 'catalog') {
     // The catalog routes' own refusal of deep values, which the spec documents (their limit is lower: MAX_NESTING).
-    const catalogErrors = [{ id: 'too-deep-nesting-in-value-object', message: `Item values cannot be nested more than ${MAX_NESTING} levels deep`, parameters: [], parameter_values: [] }];
+    const catalogErrors = [
+      {
+        id: 'too-deep-nesting-in-value-object',
+        message: `Item values cannot be nested more than ${MAX_NESTING} levels deep`,
+        parameters: [],
+        parameter_values: [],
+      },
+    ];
     return new AppError('bad_request', message, { catalogErrors });
   }
   return new AppError('bad_request', message, { scimType: 'invalidSyntax' });
@@ -46,7 +60,13 @@ export function registerJsonBody(app: FastifyInstance): void {
     // The body is decoded as UTF-8 whatever the header says: a body sent in another charset would be read wrong.
     const charset = charsetOf(req.headers['content-type']);
     if (charset !== null && charset !== 'utf-8' && charset !== 'utf8') {
-      return done(new AppError('unsupported_media_type', 'Unsupported charset: send JSON encoded as UTF-8 (charset=utf-8, or no charset)'), undefined);
+      return done(
+        new AppError(
+          'unsupported_media_type',
+          'Unsupported charset: send JSON encoded as UTF-8 (charset=utf-8, or no charset)',
+        ),
+        undefined,
+      );
     }
     const text = typeof body === 'string' ? body : body.toString('utf8');
     // Clients send Content-Type: application/json on every request, GET and DELETE included, with no body: an empty
@@ -58,13 +78,20 @@ export function registerJsonBody(app: FastifyInstance): void {
     try {
       value = JSON.parse(text);
     } catch {
-      return done(new AppError('bad_request', 'Malformed JSON body: Body is not valid JSON', { scimType: 'invalidSyntax' }), undefined);
+      return done(
+        new AppError('bad_request', 'Malformed JSON body: Body is not valid JSON', { scimType: 'invalidSyntax' }),
+        undefined,
+      );
     }
     const parsed = parsedKeys(value);
     if (parsed.prototype || parsed.keys !== keys) {
       // JSON.parse dropped a key, or made a prototype key: the slower scan says which and where.
       const problem = jsonKeyProblem(text, MAX_BODY_DEPTH);
-      if (problem && problem.kind !== 'too-deep') return done(new AppError('bad_request', `Invalid body: ${describeKeyProblem(problem)}`, { scimType: 'invalidSyntax' }), undefined);
+      if (problem && problem.kind !== 'too-deep')
+        return done(
+          new AppError('bad_request', `Invalid body: ${describeKeyProblem(problem)}`, { scimType: 'invalidSyntax' }),
+          undefined,
+        );
     }
     return done(null, value);
   });

@@ -14,7 +14,10 @@ export async function registerOperations(app: FastifyInstance): Promise<void> {
 
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
-    ctx.metrics.httpDuration.observe({ method: req.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+    ctx.metrics.httpDuration.observe(
+      { method: req.method, route, status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
   });
 
   app.get('/healthz', { config: probe, schema: { hide: true } }, async () => ({ status: 'ok' }));
@@ -23,7 +26,13 @@ export async function registerOperations(app: FastifyInstance): Promise<void> {
     '/readyz',
     {
       config: probe,
-      schema: { hide: true, response: { 200: z.object({ status: z.literal('ready') }), 503: z.object({ status: z.literal('unavailable'), failing: z.array(z.string()) }) } },
+      schema: {
+        hide: true,
+        response: {
+          200: z.object({ status: z.literal('ready') }),
+          503: z.object({ status: z.literal('unavailable'), failing: z.array(z.string()) }),
+        },
+      },
     },
     async (_req, reply) => {
       const failing: string[] = [];
@@ -66,7 +75,10 @@ export async function registerOperations(app: FastifyInstance): Promise<void> {
   } else {
     // A bare 404 would look like a wrong address: say that the dashboard exists and how to turn it on.
     const disabled = async (_req: unknown, reply: FastifyReply) =>
-      reply.code(404).send({ message: 'The queue dashboard is disabled: set ADMIN_USER and ADMIN_PASSWORD (at least 8 characters) to enable it at /admin/queues' });
+      reply.code(404).send({
+        message:
+          'The queue dashboard is disabled: set ADMIN_USER and ADMIN_PASSWORD (at least 8 characters) to enable it at /admin/queues',
+      });
     app.get('/admin/queues', { config: probe, schema: { hide: true } }, disabled);
     app.get('/admin/queues/*', { config: probe, schema: { hide: true } }, disabled);
   }
@@ -76,9 +88,10 @@ async function refreshQueueDepth(app: FastifyInstance): Promise<void> {
   const { ctx } = app;
   await Promise.all(
     QUEUE_NAMES.map(async (name) => {
-      const counts = await withTimeout(ctx.queues.get(name).getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized', 'waiting-children'), 2000).catch(
-        () => null,
-      );
+      const counts = await withTimeout(
+        ctx.queues.get(name).getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized', 'waiting-children'),
+        2000,
+      ).catch(() => null);
       if (!counts) return;
       for (const [state, n] of Object.entries(counts)) ctx.metrics.queueDepth.set({ queue: name, state }, n);
     }),

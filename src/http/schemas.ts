@@ -10,18 +10,28 @@ export const MessageResponse = z.object({ message: z.string() });
  * in the refusal), so that `1.5`, `1e2`, `0x10`, an empty value or a repeated key are refused rather than coerced.
  */
 export function queryInteger(name: string, min: number, max?: number) {
-  const message = max === undefined ? `${name} must be an integer of ${min} or more` : `${name} must be an integer from ${min} to ${max}`;
+  const message =
+    max === undefined
+      ? `${name} must be an integer of ${min} or more`
+      : `${name} must be an integer from ${min} to ${max}`;
   return z
     .string({ error: message })
     .regex(/^-?\d{1,15}$/, message)
     .transform(Number)
-    .pipe(z.number().min(min, message).max(max ?? Number.MAX_SAFE_INTEGER, message));
+    .pipe(
+      z
+        .number()
+        .min(min, message)
+        .max(max ?? Number.MAX_SAFE_INTEGER, message),
+    );
 }
 
 /** `page` from 0, as the list endpoints take it; a non-integer or negative page is refused. */
 export const PageParam = queryInteger('page', 0).default(0);
 
-export const SortDirectionParam = z.enum(['asc', 'desc'], { error: "sort_direction must be 'asc' or 'desc'" }).default('asc');
+export const SortDirectionParam = z
+  .enum(['asc', 'desc'], { error: "sort_direction must be 'asc' or 'desc'" })
+  .default('asc');
 
 /** Query booleans arrive as strings. */
 export const QueryBoolean = z
@@ -73,6 +83,9 @@ export function mergeArrayParam<T>(plain: T | T[] | undefined, bracketed: T | T[
  * domain's validation is built from, so the reference and the validation do not drift apart.
  */
 export function documentedBody(schema: z.ZodType, description?: string) {
-  const { $schema: _ignored, ...json } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  const { $schema: _ignored, ...json } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<
+    string,
+    unknown
+  >;
   return z.unknown().meta(description === undefined ? json : { ...json, description });
 }

@@ -16,14 +16,21 @@ export const SCIM_JSON = 'application/scim+json; charset=utf-8';
 /** Authentication, daily budget and error bodies of every SCIM route. */
 export const scimRouteConfig = { auth: 'scim', rateLimit: RATE_LIMITS.scim, errorFormat: 'scim' } as const;
 export const scimSchemaCommon = { tags: ['scim'], security: [{ scimToken: [] }] };
-export const scimHeadersNote = 'Needs a SCIM token (`Authorization: Bearer`) and `X-Request-Origin`; counts against the daily SCIM limit of the company.';
+export const scimHeadersNote =
+  'Needs a SCIM token (`Authorization: Bearer`) and `X-Request-Origin`; counts against the daily SCIM limit of the company.';
 
 export const IdParams = z.object({ id: z.string().describe('The id a create or a filtered GET returned') });
 
 /** RFC 7644 3.4.2.5: attribute names, comma-separated; id and schemas are always returned. */
 export const AttributeQuery = z.object({
-  attributes: z.string({ error: 'attributes must be given once' }).optional().describe('Return only these attributes (comma-separated; `name.givenName`, URN-qualified names allowed)'),
-  excludedAttributes: z.string({ error: 'excludedAttributes must be given once' }).optional().describe('Return all attributes but these'),
+  attributes: z
+    .string({ error: 'attributes must be given once' })
+    .optional()
+    .describe('Return only these attributes (comma-separated; `name.givenName`, URN-qualified names allowed)'),
+  excludedAttributes: z
+    .string({ error: 'excludedAttributes must be given once' })
+    .optional()
+    .describe('Return all attributes but these'),
 });
 
 /** RFC 7644 3.4.2.4: a startIndex below 1 means 1, a negative count means 0; at most SCIM_LIMITS.maxCount are returned. */
@@ -39,7 +46,11 @@ export const listQuery = (filterNote: string) =>
       .max(2 ** 31 - 1, 'startIndex is too large')
       .transform(startIndexOf)
       .default(1),
-    count: z.coerce.number({ error: 'count must be an integer' }).int('count must be an integer').transform(countOf).default(SCIM_LIMITS.defaultCount),
+    count: z.coerce
+      .number({ error: 'count must be an integer' })
+      .int('count must be an integer')
+      .transform(countOf)
+      .default(SCIM_LIMITS.defaultCount),
   });
 
 /**
@@ -51,7 +62,9 @@ export function refuseInvalid(req: FastifyRequest): void {
   if (!err) return;
   const body = req.body;
   if (err.validationContext === 'body' && (typeof body !== 'object' || body === null || Array.isArray(body))) {
-    throw new AppError('bad_request', 'The request body must be a JSON object (a SCIM resource or message)', { scimType: 'invalidSyntax' });
+    throw new AppError('bad_request', 'The request body must be a JSON object (a SCIM resource or message)', {
+      scimType: 'invalidSyntax',
+    });
   }
   const issues = (err.validation ?? []) as { instancePath?: string; message?: string }[];
   throw new AppError('bad_request', describeValidation(err.validationContext, issues), { scimType: 'invalidValue' });

@@ -51,12 +51,15 @@ function canonical(value: unknown): string {
 
 /** What makes two requests the same request: method, route, path parameters and body. */
 export function requestHash(method: string, route: string, params: unknown, body: unknown): Buffer {
-  return createHash('sha256').update(`${method} ${route}\n${canonical(params)}\n${canonical(body)}`).digest();
+  return createHash('sha256')
+    .update(`${method} ${route}\n${canonical(params)}\n${canonical(body)}`)
+    .digest();
 }
 
 /** Why a key cannot be used, or null: 1-255 visible ASCII characters. */
 export function keyProblem(key: string): string | null {
-  if (key.length === 0 || key.length > MAX_KEY_LENGTH) return `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`;
+  if (key.length === 0 || key.length > MAX_KEY_LENGTH)
+    return `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`;
   if (!/^[\x21-\x7e]+$/.test(key)) return 'Idempotency-Key must be visible ASCII characters';
   return null;
 }
@@ -100,15 +103,16 @@ export async function answerKey(db: Db, claim: Claim, status: number, body: unkn
 
 /** Lets go of a claim whose request did nothing (refused, or failed before its work committed). */
 export async function releaseKey(pool: Pool, claim: Claim): Promise<void> {
-  await pool.query('DELETE FROM idempotency_keys WHERE workspace_id = $1 AND key = $2 AND request_hash = $3 AND status_code IS NULL', [
-    claim.workspaceId,
-    claim.key,
-    claim.requestHash,
-  ]);
+  await pool.query(
+    'DELETE FROM idempotency_keys WHERE workspace_id = $1 AND key = $2 AND request_hash = $3 AND status_code IS NULL',
+    [claim.workspaceId, claim.key, claim.requestHash],
+  );
 }
 
 /** Forgets keys past their lifetime (the reconciler does, once a pass). */
 export async function forgetExpiredKeys(pool: Pool): Promise<number> {
-  const { rowCount } = await pool.query('DELETE FROM idempotency_keys WHERE created_at < now() - $1::interval', [KEY_LIFETIME]);
+  const { rowCount } = await pool.query('DELETE FROM idempotency_keys WHERE created_at < now() - $1::interval', [
+    KEY_LIFETIME,
+  ]);
   return rowCount ?? 0;
 }

@@ -25,8 +25,18 @@ export const COMMAND_PART = -1;
 export const NOT_BEHIND_A_COMMAND = `NOT EXISTS (SELECT 1 FROM ingest_staging c WHERE c.part = ${COMMAND_PART} AND c.workspace_id = s.workspace_id AND c.id < s.id)`;
 
 /** Commits one request's commands (possibly in one commit with other requests' rows); returns the row's id. */
-export async function stageCommands(pool: Pool, workspaceId: string, commands: UserDataCommand[], answer?: StagedAnswer): Promise<number> {
-  const [id] = await stageRows(pool, workspaceId, [{ part: COMMAND_PART, count: commands.length, payload: JSON.stringify({ commands }) }], answer);
+export async function stageCommands(
+  pool: Pool,
+  workspaceId: string,
+  commands: UserDataCommand[],
+  answer?: StagedAnswer,
+): Promise<number> {
+  const [id] = await stageRows(
+    pool,
+    workspaceId,
+    [{ part: COMMAND_PART, count: commands.length, payload: JSON.stringify({ commands }) }],
+    answer,
+  );
   return id!;
 }
 
@@ -68,7 +78,13 @@ function parseCommands(payload: string): { commands: UserDataCommand[] } | { err
     return { error: { code: 'payload', message: `not JSON: ${(err as Error).message.slice(0, 200)}` } };
   }
   const parsed = CommandPayload.safeParse(value);
-  if (!parsed.success) return { error: { code: 'payload', message: `not a row of user-data commands: ${parsed.error.issues[0]?.message ?? 'invalid'}` } };
+  if (!parsed.success)
+    return {
+      error: {
+        code: 'payload',
+        message: `not a row of user-data commands: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
+      },
+    };
   return { commands: parsed.data.commands as UserDataCommand[] };
 }
 
@@ -100,14 +116,20 @@ export interface CommandDrainOptions {
  * 'waiting' when command rows through `limit` remain but each is held back (by rows still to be applied, or by
  * another worker applying it), 'none' when none remains.
  */
-export async function applyNextCommand(pool: Pool, limit: number, options: CommandDrainOptions): Promise<'applied' | 'waiting' | 'none'> {
+export async function applyNextCommand(
+  pool: Pool,
+  limit: number,
+  options: CommandDrainOptions,
+): Promise<'applied' | 'waiting' | 'none'> {
   const partitions = Array.from({ length: Math.max(1, options.partitions) }, (_, i) => i);
   const taken = await withTransaction(pool, async (client) => {
-    const { rows } = await client.query<{ id: number; workspace_id: string; accepted_at: Date; objects: number; payload: string }>(TAKE_COMMAND_SQL, [
-      limit,
-      partitions,
-      partitions.length,
-    ]);
+    const { rows } = await client.query<{
+      id: number;
+      workspace_id: string;
+      accepted_at: Date;
+      objects: number;
+      payload: string;
+    }>(TAKE_COMMAND_SQL, [limit, partitions, partitions.length]);
     const row = rows[0];
     if (!row) return null;
     await client.query('DELETE FROM ingest_staging WHERE id = $1', [row.id]);
@@ -128,22 +150,40 @@ export async function applyNextCommand(pool: Pool, limit: number, options: Comma
       }
     }
     if (error) {
-      const letter = { source: 'track' as const, workspaceId: row.workspace_id, stagedId: row.id, part: COMMAND_PART, acceptedAt: row.accepted_at, objects: row.objects, payload: row.payload, error };
+      const letter = {
+        source: 'track' as const,
+        workspaceId: row.workspace_id,
+        stagedId: row.id,
+        part: COMMAND_PART,
+        acceptedAt: row.accepted_at,
+        objects: row.objects,
+        payload: row.payload,
+        error,
+      };
       await insertDeadLetters(client, [letter]);
     }
     return { row, outcomes, error };
   });
   if (!taken) {
-    const left = await pool.query('SELECT 1 FROM ingest_staging WHERE part = $1 AND id <= $2 LIMIT 1', [COMMAND_PART, limit]);
+    const left = await pool.query('SELECT 1 FROM ingest_staging WHERE part = $1 AND id <= $2 LIMIT 1', [
+      COMMAND_PART,
+      limit,
+    ]);
     return left.rowCount ? 'waiting' : 'none';
   }
   const { row, outcomes, error } = taken;
   for (const [key, n] of outcomes) options.metrics.userDataCommands.inc(outcomeLabels(key), n);
   if (error) {
     // No payload and no PostgreSQL message: both may hold personal data. The table keeps them.
-    options.log.error({ workspaceId: row.workspace_id, stagedId: row.id, code: error.code }, 'staged user-data commands refused; moved to ingest_dead_letters');
+    options.log.error(
+      { workspaceId: row.workspace_id, stagedId: row.id, code: error.code },
+      'staged user-data commands refused; moved to ingest_dead_letters',
+    );
   } else {
-    options.log.debug({ workspaceId: row.workspace_id, stagedId: row.id, commands: row.objects }, 'user-data commands applied');
+    options.log.debug(
+      { workspaceId: row.workspace_id, stagedId: row.id, commands: row.objects },
+      'user-data commands applied',
+    );
   }
   return 'applied';
 }

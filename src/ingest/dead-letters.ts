@@ -62,15 +62,24 @@ export function payloadProblem(value: unknown): string | null {
     const list = o[kind];
     if (!Array.isArray(list)) return `'${kind}' is not an array`;
     for (const [i, item] of (list as unknown[]).entries()) {
-      const identity = (item as { identity?: { type?: unknown; value?: unknown; label?: unknown; name?: unknown } } | null)?.identity;
+      const identity = (
+        item as { identity?: { type?: unknown; value?: unknown; label?: unknown; name?: unknown } } | null
+      )?.identity;
       const named =
         identity?.type === 'user_alias'
           ? typeof identity.label === 'string' && typeof identity.name === 'string'
-          : ['external_id', 'service_id', 'email'].includes(identity?.type as string) && typeof identity?.value === 'string';
+          : ['external_id', 'service_id', 'email'].includes(identity?.type as string) &&
+            typeof identity?.value === 'string';
       if (!named) return `${kind}[${i}] names no user`;
       if (kind === 'attributes') {
         const a = item as { standard?: unknown; custom?: unknown; at?: unknown };
-        if (typeof a.at !== 'string' || typeof a.standard !== 'object' || a.standard === null || typeof a.custom !== 'object' || a.custom === null) {
+        if (
+          typeof a.at !== 'string' ||
+          typeof a.standard !== 'object' ||
+          a.standard === null ||
+          typeof a.custom !== 'object' ||
+          a.custom === null
+        ) {
           return `attributes[${i}] lacks at, standard or custom`;
         }
       }

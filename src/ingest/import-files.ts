@@ -45,7 +45,11 @@ export async function* ndjsonRecords(source: Readable): AsyncGenerator<FileRecor
     try {
       return { line, value: JSON.parse(text) };
     } catch (err) {
-      return { line, reason: `malformed JSON: ${(err as Error).message}`, raw: text.length > 1000 ? `${text.slice(0, 1000)}...` : text };
+      return {
+        line,
+        reason: `malformed JSON: ${(err as Error).message}`,
+        raw: text.length > 1000 ? `${text.slice(0, 1000)}...` : text,
+      };
     }
   };
   for await (const chunk of source as AsyncIterable<Buffer>) {

@@ -10,7 +10,14 @@ import type { Metrics } from '../metrics.js';
 import { ObjectNotFoundError, type ObjectStore } from '../storage/object-store.js';
 import type { WorkspaceStore } from '../storage/stores.js';
 import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction } from './apply-transaction.js';
-import { applyIsolating, insertDeadLetters, parsePayload, reasonOf, type DataError, type DeadLetter } from './dead-letters.js';
+import {
+  applyIsolating,
+  insertDeadLetters,
+  parsePayload,
+  reasonOf,
+  type DataError,
+  type DeadLetter,
+} from './dead-letters.js';
 import { ingestMetrics } from './metrics.js';
 import { partitionOf } from './partitions.js';
 import { stagedForm } from './staging-writer.js';
@@ -49,12 +56,18 @@ export class ImportFileError extends Error {}
  * runners (a stalled job retried while the first still works) never interleave; the lock goes with the connection
  * if the process dies.
  */
-export async function runImport(deps: RunImportDeps, importId: string, options: RunImportOptions = {}): Promise<ImportStatus> {
+export async function runImport(
+  deps: RunImportDeps,
+  importId: string,
+  options: RunImportOptions = {},
+): Promise<ImportStatus> {
   const lockClient = await deps.pool.connect();
   let opened: WorkspaceStore | undefined;
   const metrics = ingestMetrics(deps.metrics);
   try {
-    const got = await lockClient.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [`ces-import:${importId}`]);
+    const got = await lockClient.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [
+      `ces-import:${importId}`,
+    ]);
     if (!got.rows[0]!.ok) throw new Error(`import ${importId} is being run by another process`);
     const { rowCount } = await deps.pool.query(
       `UPDATE imports SET status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1, error = NULL, updated_at = now(),
@@ -76,12 +89,20 @@ export async function runImport(deps: RunImportDeps, importId: string, options: 
     throw err;
   } finally {
     opened?.close();
-    await lockClient.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [`ces-import:${importId}`]).catch(() => {});
+    await lockClient
+      .query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [`ces-import:${importId}`])
+      .catch(() => {});
     lockClient.release();
   }
 }
 
-async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRow, log: Logger, options: RunImportOptions): Promise<ImportStatus> {
+async function importFile(
+  deps: RunImportDeps,
+  store: ObjectStore,
+  row: ImportRow,
+  log: Logger,
+  options: RunImportOptions,
+): Promise<ImportStatus> {
   const batchSize = Math.max(1, deps.config.INGEST_IMPORT_BATCH);
   const metrics = ingestMetrics(deps.metrics);
   const progress: ImportProgress = {
@@ -101,7 +122,10 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
     [row.id, partitions],
   );
   const positions: number[] = Array.from({ length: partitions }, () => 0);
-  const stored = await deps.pool.query<{ part: number; position: number }>('SELECT part, position FROM import_partitions WHERE import_id = $1', [row.id]);
+  const stored = await deps.pool.query<{ part: number; position: number }>(
+    'SELECT part, position FROM import_partitions WHERE import_id = $1',
+    [row.id],
+  );
   for (const r of stored.rows) if (r.part < partitions) positions[r.part] = r.position;
   // Records PostgreSQL refused in an earlier run lie behind their partition's position, never applied again: their
   // lines of the rejects file come from ingest_dead_letters, where that run's batch put them. (Read before the file
@@ -129,7 +153,11 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
   let rejectBuffer = '';
   for (const d of refusedBefore.rows) {
     const parsed = parsePayload(d.payload);
-    rejectBuffer += rejectLine(d.line, refusedReason(d.error_message), 'objects' in parsed ? (parsed.objects.events[0] ?? null) : null);
+    rejectBuffer += rejectLine(
+      d.line,
+      refusedReason(d.error_message),
+      'objects' in parsed ? (parsed.objects.events[0] ?? null) : null,
+    );
   }
   const flushRejects = async (force: boolean) => {
     if (rejectBuffer.length === 0 || (!force && rejectBuffer.length < 64 * 1024)) return;
@@ -150,7 +178,13 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
    * PostgreSQL refuses are set aside (src/ingest/dead-letters.ts) rather than failing the batch on every attempt:
    * dead letters in the same transaction, counted as rejected by their partition, and lines of the rejects file.
    */
-  const commitPartition = async (part: number, events: TrackEvent[], lines: number[], upTo: number, rejected: number) => {
+  const commitPartition = async (
+    part: number,
+    events: TrackEvent[],
+    lines: number[],
+    upTo: number,
+    rejected: number,
+  ) => {
     const r = await retryOnDeadlock(
       () =>
         withTransaction(deps.pool, async (client) => {
@@ -164,19 +198,17 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
             refused,
           );
           const lineOf = new Map(refused.length > 0 ? events.map((e, i) => [e, lines[i]!]) : []);
-          const letters = refused.map(
-            ({ item, error }): DeadLetter => ({
-              source: 'import',
-              workspaceId: row.workspace_id,
-              importId: row.id,
-              line: lineOf.get(item)!,
-              part,
-              acceptedAt: null,
-              objects: 1,
-              payload: JSON.stringify(stagedForm({ events: [item], purchases: [], attributes: [] })),
-              error,
-            }),
-          );
+          const letters = refused.map(({ item, error }): DeadLetter => ({
+            source: 'import',
+            workspaceId: row.workspace_id,
+            importId: row.id,
+            line: lineOf.get(item)!,
+            part,
+            acceptedAt: null,
+            objects: 1,
+            payload: JSON.stringify(stagedForm({ events: [item], purchases: [], attributes: [] })),
+            error,
+          }));
           await insertDeadLetters(client, letters);
           await client.query(
             `UPDATE import_partitions SET position = $3, events_applied = events_applied + $4, events_unmatched = events_unmatched + $5,
@@ -195,14 +227,21 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
     if (r.letters.length > 0) metrics.deadLetters.inc({ source: 'import' }, r.letters.length);
     for (const d of r.letters) {
       // The reason's code only: PostgreSQL's message may quote the record, which is personal data.
-      log.error({ line: d.line, part, code: d.error.code, reason: reasonOf(d.error.code) }, 'import record refused by the database; moved to ingest_dead_letters');
+      log.error(
+        { line: d.line, part, code: d.error.code, reason: reasonOf(d.error.code) },
+        'import record refused by the database; moved to ingest_dead_letters',
+      );
       rejectBuffer += rejectLine(d.line!, refusedReason(d.error.message), JSON.parse(d.payload).events[0]);
     }
   };
   const commit = async (parts: TrackEvent[][], lines: number[][], upTo: number, rejected: number) => {
     // A partition already past this batch (it committed further before a crash) has nothing in it to apply.
     await settleAll(
-      parts.map(async (events, part) => (upTo > positions[part]! ? commitPartition(part, events, lines[part]!, upTo, part === 0 ? rejected : 0) : undefined)),
+      parts.map(async (events, part) =>
+        upTo > positions[part]!
+          ? commitPartition(part, events, lines[part]!, upTo, part === 0 ? rejected : 0)
+          : undefined,
+      ),
     );
     progress.recordsHandled = Math.min(...positions);
     progress.rejected += rejected;
@@ -260,7 +299,8 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
       }
     } catch (err) {
       // The parser's own errors (no system error code) mean the document itself is unreadable: no retry helps.
-      if (row.format === 'json' && !(err as NodeJS.ErrnoException).code) throw new ImportFileError(`the file is not a readable JSON array: ${(err as Error).message}`);
+      if (row.format === 'json' && !(err as NodeJS.ErrnoException).code)
+        throw new ImportFileError(`the file is not a readable JSON array: ${(err as Error).message}`);
       throw err;
     }
     await flush(lastLine);
@@ -275,8 +315,19 @@ async function importFile(deps: RunImportDeps, store: ObjectStore, row: ImportRo
     throw err;
   }
 
-  await deps.pool.query(`UPDATE imports SET status = 'completed', finished_at = now(), updated_at = now() WHERE id = $1`, [row.id]);
+  await deps.pool.query(
+    `UPDATE imports SET status = 'completed', finished_at = now(), updated_at = now() WHERE id = $1`,
+    [row.id],
+  );
   const status = toStatus((await selectImport(deps.pool, row.id))!);
-  log.info({ records: status.records_handled, applied: status.events_applied, rejected: status.rejected, file: path.basename(row.object_key) }, 'import completed');
+  log.info(
+    {
+      records: status.records_handled,
+      applied: status.events_applied,
+      rejected: status.rejected,
+      file: path.basename(row.object_key),
+    },
+    'import completed',
+  );
   return status;
 }

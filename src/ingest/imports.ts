@@ -21,13 +21,20 @@ export type ImportFormat = (typeof IMPORT_FORMATS)[number];
 /** What starts an import (HTTP body and CLI options alike). */
 export const ImportRequest = z
   .object({
-    source: z.enum(['local', 'bucket'], { error: "source must be 'local' (the built-in store) or 'bucket' (the workspace's S3/GCS bucket)" }).default('local'),
+    source: z
+      .enum(['local', 'bucket'], {
+        error: "source must be 'local' (the built-in store) or 'bucket' (the workspace's S3/GCS bucket)",
+      })
+      .default('local'),
     key: z
       .string({ error: 'key is required: the object key of the file to import' })
       .min(1, 'key must not be empty')
       .max(MAX_LOCAL_KEY_LENGTH, `key may be at most ${MAX_LOCAL_KEY_LENGTH} characters`)
       .refine((k) => !k.includes('\0'), 'key must not contain a NUL character')
-      .refine((k) => !k.split('/').includes('..') && !k.startsWith('/'), 'key must be a relative object key without ..'),
+      .refine(
+        (k) => !k.split('/').includes('..') && !k.startsWith('/'),
+        'key must be a relative object key without ..',
+      ),
     format: z.enum(IMPORT_FORMATS, { error: "format must be 'ndjson' or 'json'" }).optional(),
   })
   .strict()
@@ -113,19 +120,29 @@ const SELECT_IMPORT = `
                          FROM import_partitions WHERE import_id = i.id) p ON true`;
 
 export async function selectImport(pool: Pool, importId: string, workspaceId?: string): Promise<ImportRow | undefined> {
-  const { rows } = await pool.query<ImportRow>(`${SELECT_IMPORT} WHERE i.id = $1 ${workspaceId ? 'AND i.workspace_id = $2' : ''}`, workspaceId ? [importId, workspaceId] : [importId]);
+  const { rows } = await pool.query<ImportRow>(
+    `${SELECT_IMPORT} WHERE i.id = $1 ${workspaceId ? 'AND i.workspace_id = $2' : ''}`,
+    workspaceId ? [importId, workspaceId] : [importId],
+  );
   return rows[0];
 }
 
 /** The store an import reads: the workspace's own directory of the built-in local store, or its bucket. */
-export async function openStore(config: Pick<Config, 'LOCAL_STORE_DIR'>, pool: Pool, workspaceId: string, source: 'local' | 'bucket'): Promise<WorkspaceStore> {
+export async function openStore(
+  config: Pick<Config, 'LOCAL_STORE_DIR'>,
+  pool: Pool,
+  workspaceId: string,
+  source: 'local' | 'bucket',
+): Promise<WorkspaceStore> {
   const { destination, namespace } = await workspaceStorage(pool, workspaceId);
   if (source === 'local') return storeFor(config, null, namespace);
-  if (!destination) throw badRequest("source 'bucket' needs a bucket declared for this workspace (export_destination); none is");
+  if (!destination)
+    throw badRequest("source 'bucket' needs a bucket declared for this workspace (export_destination); none is");
   return storeFor(config, destination, namespace);
 }
 
-const formatOf = (key: string, given?: ImportFormat): ImportFormat => given ?? (/\.json(\.gz)?$/i.test(key) ? 'json' : 'ndjson');
+const formatOf = (key: string, given?: ImportFormat): ImportFormat =>
+  given ?? (/\.json(\.gz)?$/i.test(key) ? 'json' : 'ndjson');
 
 /** Records an import after checking its file exists; the caller runs or enqueues it. */
 export interface CreateImportOptions {
@@ -145,13 +162,25 @@ export async function createImport(
   const opened = await openStore(deps.config, deps.pool, workspaceId, request.source);
   try {
     const size = await opened.store.head(request.key);
-    if (size === null) throw notFound(`No object ${JSON.stringify(request.key)} in the ${request.source === 'local' ? 'local store' : `${opened.store.kind} bucket ${opened.store.bucket}`}`);
+    if (size === null)
+      throw notFound(
+        `No object ${JSON.stringify(request.key)} in the ${request.source === 'local' ? 'local store' : `${opened.store.kind} bucket ${opened.store.bucket}`}`,
+      );
     const rejectsKey = `${request.key.replace(/\.gz$/i, '')}.rejects.ndjson`;
     return await withTransaction(deps.pool, async (client) => {
       const { rows } = await client.query<ImportRow>(
         `INSERT INTO imports (workspace_id, store, object_key, format, bytes_total, rejects_key, requested_by, via_queue)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
-        [workspaceId, opened.store.kind, request.key, formatOf(request.key, request.format), size, rejectsKey, requestedBy, options.viaQueue ?? true],
+        [
+          workspaceId,
+          opened.store.kind,
+          request.key,
+          formatOf(request.key, request.format),
+          size,
+          rejectsKey,
+          requestedBy,
+          options.viaQueue ?? true,
+        ],
       );
       const status = toStatus(rows[0]!);
       await options.onRecorded?.(client, status);
@@ -171,10 +200,10 @@ export async function readImport(pool: Pool, workspaceId: string, importId: stri
 
 /** Marks an import failed for good (its job ran out of attempts, or the file cannot be read as its format). */
 export async function failImport(pool: Pool, importId: string, message: string): Promise<void> {
-  await pool.query(`UPDATE imports SET status = 'failed', error = $2, finished_at = now(), updated_at = now() WHERE id = $1 AND status <> 'completed'`, [
-    importId,
-    message.slice(0, 1000),
-  ]);
+  await pool.query(
+    `UPDATE imports SET status = 'failed', error = $2, finished_at = now(), updated_at = now() WHERE id = $1 AND status <> 'completed'`,
+    [importId, message.slice(0, 1000)],
+  );
 }
 
 export interface StartImportDeps {

@@ -23,7 +23,9 @@ function fnv1a(text: string, hash = 0x811c9dc5): number {
 export function partitionOf(identity: Identity, partitions: number): number {
   if (partitions <= 1) return 0;
   const hash =
-    identity.type === 'user_alias' ? fnv1a(identity.name, fnv1a(`a${identity.label}\u0000`)) : fnv1a(identity.value, fnv1a(identity.type));
+    identity.type === 'user_alias'
+      ? fnv1a(identity.name, fnv1a(`a${identity.label}\u0000`))
+      : fnv1a(identity.value, fnv1a(identity.type));
   return hash % partitions;
 }
 

@@ -80,14 +80,22 @@ class StagingWriter {
     // One parameter per payload rather than a text[]: quoting every '"' of the JSON into an array literal, and
     // sending the grown string, was a large share of the API's time per request (BENCHMARKS.md).
     const rows = group.flatMap((g) => g.rows.map((r) => [g.workspaceId, r.part, r.count, r.payload]));
-    const values = rows.map((_, i) => `($${4 * i + 1}::uuid, $${4 * i + 2}::smallint, $${4 * i + 3}::int, $${4 * i + 4}::text)`);
+    const values = rows.map(
+      (_, i) => `($${4 * i + 1}::uuid, $${4 * i + 2}::smallint, $${4 * i + 3}::int, $${4 * i + 4}::text)`,
+    );
     const params: unknown[] = rows.flat();
     let sql = `INSERT INTO ingest_staging (workspace_id, part, objects, payload) VALUES ${values.join(', ')} RETURNING id`;
     const answers = group.flatMap((g) => (g.answer ? [g.answer] : []));
     if (answers.length > 0) {
       // Idempotency-Keys are answered by this same statement: staged and answered together, or neither.
       const keyValues = answers.map((a) => {
-        params.push(a.key.claim.workspaceId, a.key.claim.key, a.key.claim.requestHash, a.status, JSON.stringify(a.body));
+        params.push(
+          a.key.claim.workspaceId,
+          a.key.claim.key,
+          a.key.claim.requestHash,
+          a.status,
+          JSON.stringify(a.body),
+        );
         const n = params.length;
         return `($${n - 4}::uuid, $${n - 3}::text, $${n - 2}::bytea, $${n - 1}::int, $${n}::jsonb)`;
       });
@@ -130,7 +138,13 @@ export function stagedForm(objects: TrackObjects): TrackObjects {
  * Commits one request's accepted objects (possibly in one commit with other requests'), a row per ingestion
  * partition; returns the staged rows' ids.
  */
-export async function stageObjects(pool: Pool, workspaceId: string, objects: TrackObjects, partitions = 1, answer?: StagedAnswer): Promise<number[]> {
+export async function stageObjects(
+  pool: Pool,
+  workspaceId: string,
+  objects: TrackObjects,
+  partitions = 1,
+  answer?: StagedAnswer,
+): Promise<number[]> {
   const rows = splitByPartition(stagedForm(objects), partitions).map(({ part, objects: o }) => ({
     part,
     count: o.events.length + o.attributes.length + o.purchases.length,
@@ -143,7 +157,12 @@ export async function stageObjects(pool: Pool, workspaceId: string, objects: Tra
  * Commits rows of one request (possibly in one commit with other requests'), all in one INSERT: the request is
  * staged whole or not at all; returns the rows' ids in order.
  */
-export async function stageRows(pool: Pool, workspaceId: string, rows: StagedRow[], answer?: StagedAnswer): Promise<number[]> {
+export async function stageRows(
+  pool: Pool,
+  workspaceId: string,
+  rows: StagedRow[],
+  answer?: StagedAnswer,
+): Promise<number[]> {
   let writer = writers.get(pool);
   if (!writer) writers.set(pool, (writer = new StagingWriter(pool)));
   return writer.stage(workspaceId, rows, answer);

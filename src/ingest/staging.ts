@@ -5,7 +5,14 @@ import type { Metrics } from '../metrics.js';
 import type { ApplyResult } from '../profiles/tracked-objects.js';
 import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction, yieldToEventLoop } from './apply-transaction.js';
 import { applyNextCommand, COMMAND_PART, NOT_BEHIND_A_COMMAND } from './commands.js';
-import { applyIsolating, insertDeadLetters, parsePayload, reasonOf, type DataError, type DeadLetter } from './dead-letters.js';
+import {
+  applyIsolating,
+  insertDeadLetters,
+  parsePayload,
+  reasonOf,
+  type DataError,
+  type DeadLetter,
+} from './dead-letters.js';
 import { ingestMetrics } from './metrics.js';
 import type { TrackObjects } from './types.js';
 
@@ -49,7 +56,10 @@ interface PartitionRange {
   to: number;
 }
 
-const rangeOf = (part: number, partitions: number): PartitionRange => ({ from: part, to: part === partitions - 1 ? 32767 : part });
+const rangeOf = (part: number, partitions: number): PartitionRange => ({
+  from: part,
+  to: part === partitions - 1 ? 32767 : part,
+});
 
 /**
  * The next batch of a partition range, taken and deleted: for each workspace with rows staged there, its oldest rows,
@@ -107,7 +117,12 @@ interface BatchOutcome {
  * Applies the next batch of the partitions not being applied by another worker (`TAKE_BATCH_SQL`), leaving out the
  * rows PostgreSQL refuses, which become dead letters in the same transaction; returns how many rows it took.
  */
-async function applyNextBatch(pool: Pool, options: DrainOptions, range: PartitionRange, total: DrainResult): Promise<number> {
+async function applyNextBatch(
+  pool: Pool,
+  options: DrainOptions,
+  range: PartitionRange,
+  total: DrainResult,
+): Promise<number> {
   const outcome = await withTransaction(pool, async (client): Promise<BatchOutcome | null> => {
     await tuneBatchTransaction(client);
     const { rows } = await client.query<TakenRow>(TAKE_BATCH_SQL, [options.maxRows, range.from, range.to]);
@@ -139,7 +154,12 @@ async function applyNextBatch(pool: Pool, options: DrainOptions, range: Partitio
       range.from,
     );
     const refused: { item: StagedItem; error: DataError }[] = [];
-    const result = await applyIsolating(client, items, (list) => list.map((b) => ({ workspaceId: b.row.workspace_id, objects: b.objects })), refused);
+    const result = await applyIsolating(
+      client,
+      items,
+      (list) => list.map((b) => ({ workspaceId: b.row.workspace_id, objects: b.objects })),
+      refused,
+    );
     for (const { item, error } of refused) deadLetters.push(letter(item.row, error));
     await insertDeadLetters(client, deadLetters);
     return { taken: rows.length, lag: Math.max(...rows.map((r) => r.lag)), result, deadLetters };
@@ -161,11 +181,20 @@ async function applyNextBatch(pool: Pool, options: DrainOptions, range: Partitio
   // No payload and no PostgreSQL message here: both may hold the data, which is personal. The table keeps them.
   for (const d of deadLetters) {
     options.log.error(
-      { workspaceId: d.workspaceId, stagedId: d.stagedId, part: d.part, code: d.error.code, reason: reasonOf(d.error.code) },
+      {
+        workspaceId: d.workspaceId,
+        stagedId: d.stagedId,
+        part: d.part,
+        code: d.error.code,
+        reason: reasonOf(d.error.code),
+      },
       'staged row refused by the database; moved to ingest_dead_letters',
     );
   }
-  options.log.debug({ rows: outcome.taken, part: range.from, deadLetters: deadLetters.length, ...result }, 'ingest batch applied');
+  options.log.debug(
+    { rows: outcome.taken, part: range.from, deadLetters: deadLetters.length, ...result },
+    'ingest batch applied',
+  );
   return outcome.taken;
 }
 
@@ -174,11 +203,19 @@ const TAKEABLE = `FROM ingest_staging s WHERE s.part BETWEEN $2 AND $3 AND s.id 
 
 /** Blocks until no other transaction holds a takeable row of the range at or before `throughId` (it committed, or its worker died). */
 async function waitForOthers(pool: Pool, range: PartitionRange, throughId: number): Promise<void> {
-  await withTransaction(pool, (client) => client.query(`SELECT s.id ${TAKEABLE} ORDER BY s.id LIMIT 1 FOR UPDATE`, [throughId, range.from, range.to]));
+  await withTransaction(pool, (client) =>
+    client.query(`SELECT s.id ${TAKEABLE} ORDER BY s.id LIMIT 1 FOR UPDATE`, [throughId, range.from, range.to]),
+  );
 }
 
 /** Applies the range's takeable rows through `limit`; returns whether it applied any. */
-async function drainRange(pool: Pool, limit: number, range: PartitionRange, options: DrainOptions, total: DrainResult): Promise<boolean> {
+async function drainRange(
+  pool: Pool,
+  limit: number,
+  range: PartitionRange,
+  options: DrainOptions,
+  total: DrainResult,
+): Promise<boolean> {
   let applied = false;
   for (;;) {
     const pending = await pool.query(`SELECT 1 ${TAKEABLE} LIMIT 1`, [limit, range.from, range.to]);
@@ -196,12 +233,26 @@ const COMMAND_POLL_MS = 20;
  * Applies the command rows through `limit` as each one's turn comes; returns whether it applied any. While command
  * rows remain but each is held back by rows the partition loops (or other workers) are still applying, it polls.
  */
-async function drainCommands(pool: Pool, limit: number, options: DrainOptions, total: DrainResult, others: Promise<unknown>): Promise<boolean> {
+async function drainCommands(
+  pool: Pool,
+  limit: number,
+  options: DrainOptions,
+  total: DrainResult,
+  others: Promise<unknown>,
+): Promise<boolean> {
   let applied = false;
   let othersDone = false;
   void others.finally(() => (othersDone = true));
   for (;;) {
-    const step = await retryOnDeadlock(() => applyNextCommand(pool, limit, { partitions: Math.max(1, options.partitions ?? 1), log: options.log, metrics: options.metrics }), options.log);
+    const step = await retryOnDeadlock(
+      () =>
+        applyNextCommand(pool, limit, {
+          partitions: Math.max(1, options.partitions ?? 1),
+          log: options.log,
+          metrics: options.metrics,
+        }),
+      options.log,
+    );
     if (step === 'none') return applied;
     if (step === 'applied') {
       applied = true;
@@ -245,9 +296,24 @@ function inTurn<T>(pool: Pool, range: PartitionRange, loop: () => Promise<T>): P
  * per partition in this process. Each workspace's oldest rows go first, and workspaces take turns within a batch,
  * so a job never waits behind newer work of its own workspace, nor a whole backlog of another's.
  */
-export async function drainThrough(pool: Pool, throughId: number | undefined, options: DrainOptions): Promise<DrainResult> {
-  const total: DrainResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0, batches: 0, rows: 0, deadLetters: 0, commandRows: 0 };
-  const limit = throughId ?? (await pool.query<{ max: number | null }>('SELECT max(id) AS max FROM ingest_staging')).rows[0]!.max;
+export async function drainThrough(
+  pool: Pool,
+  throughId: number | undefined,
+  options: DrainOptions,
+): Promise<DrainResult> {
+  const total: DrainResult = {
+    events: 0,
+    purchases: 0,
+    attributes: 0,
+    unmatched: 0,
+    profilesCreated: 0,
+    batches: 0,
+    rows: 0,
+    deadLetters: 0,
+    commandRows: 0,
+  };
+  const limit =
+    throughId ?? (await pool.query<{ max: number | null }>('SELECT max(id) AS max FROM ingest_staging')).rows[0]!.max;
   if (limit === null) return total;
   const partitions = Math.max(1, options.partitions ?? 1);
   // Rounds: a command row applied in a round frees the rows it held back for the next one.
@@ -263,7 +329,12 @@ export async function drainThrough(pool: Pool, throughId: number | undefined, op
     if (left.rowCount === 0) return total;
     // Nothing could be taken, yet rows remain: another worker is applying a command row that holds them back.
     // Waiting for its transaction (a lock on the row) and looking again applies them here if that worker stops short.
-    await withTransaction(pool, (client) => client.query(`SELECT id FROM ingest_staging WHERE part = ${COMMAND_PART} AND id <= $1 ORDER BY id LIMIT 1 FOR UPDATE`, [limit]));
+    await withTransaction(pool, (client) =>
+      client.query(
+        `SELECT id FROM ingest_staging WHERE part = ${COMMAND_PART} AND id <= $1 ORDER BY id LIMIT 1 FOR UPDATE`,
+        [limit],
+      ),
+    );
     await new Promise((r) => setTimeout(r, COMMAND_POLL_MS));
   }
 }

@@ -55,7 +55,16 @@ export function canonicalEventTime(text: string): string | null {
   if (m) {
     const [y, mo, d, h, mi, s] = [Number(m[1]), Number(m[2]), Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6])];
     const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
-    if (mo >= 1 && mo <= 12 && d >= 1 && d <= (mo === 2 && !leap ? 28 : DAYS[mo - 1]!) && h <= 23 && mi <= 59 && s <= 59) return text;
+    if (
+      mo >= 1 &&
+      mo <= 12 &&
+      d >= 1 &&
+      d <= (mo === 2 && !leap ? 28 : DAYS[mo - 1]!) &&
+      h <= 23 &&
+      mi <= 59 &&
+      s <= 59
+    )
+      return text;
     return null;
   }
   const ms = parseEventTime(text);

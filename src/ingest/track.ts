@@ -40,7 +40,12 @@ const kickers = new WeakMap<Queues, () => void>();
  * Accepts a /users/track body: validates every object, commits the valid ones to the staging log (durable before
  * the answer), then asks a worker to apply them. Nothing is staged when the request is refused as a whole.
  */
-export async function acceptTrack(deps: TrackDeps, workspaceId: string, body: unknown, idempotencyKey?: ClaimedKey): Promise<TrackAnswer> {
+export async function acceptTrack(
+  deps: TrackDeps,
+  workspaceId: string,
+  body: unknown,
+  idempotencyKey?: ClaimedKey,
+): Promise<TrackAnswer> {
   let validation;
   try {
     validation = validateTrackBody(body, toIso(Date.now()));
@@ -52,13 +57,23 @@ export async function acceptTrack(deps: TrackDeps, workspaceId: string, body: un
   for (const e of errors) deps.metrics.ingestRejected.inc({ kind: e.input_array, source: 'track' });
 
   const answer: TrackAnswer = { message: 'success' };
-  const counts: Record<TrackArray, number> = { attributes: objects.attributes.length, events: objects.events.length, purchases: objects.purchases.length };
+  const counts: Record<TrackArray, number> = {
+    attributes: objects.attributes.length,
+    events: objects.events.length,
+    purchases: objects.purchases.length,
+  };
   if (sent.attributes) answer.attributes_processed = counts.attributes;
   if (sent.events) answer.events_processed = counts.events;
   if (sent.purchases) answer.purchases_processed = counts.purchases;
   if (errors.length > 0) answer.errors = errors;
 
-  await stageObjects(deps.pool, workspaceId, objects, deps.config.INGEST_PARTITIONS, idempotencyKey && { key: idempotencyKey, status: 201, body: answer });
+  await stageObjects(
+    deps.pool,
+    workspaceId,
+    objects,
+    deps.config.INGEST_PARTITIONS,
+    idempotencyKey && { key: idempotencyKey, status: 201, body: answer },
+  );
   // Not awaited: the objects are committed, so the answer need not wait for Redis. If the job cannot be queued,
   // the next request's or the periodic sweep applies them.
   kickApply(deps);
@@ -90,7 +105,8 @@ export function kickApply(deps: Pick<TrackDeps, 'queues' | 'log' | 'health'>): v
       lastSent = Date.now();
       enqueueApply(deps.queues)
         .catch((err: unknown) => {
-          if (!deps.health?.report(err)) deps.log.warn({ err }, 'track objects staged but their job could not be queued; the sweep will apply them');
+          if (!deps.health?.report(err))
+            deps.log.warn({ err }, 'track objects staged but their job could not be queued; the sweep will apply them');
         })
         .finally(() => {
           if (!again) {
@@ -110,4 +126,3 @@ export function kickApply(deps: Pick<TrackDeps, 'queues' | 'log' | 'health'>): v
   }
   kick();
 }
-

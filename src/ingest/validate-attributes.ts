@@ -1,13 +1,28 @@
 import { z } from 'zod';
 import { parseEventTime } from './time.js';
 import type { StandardValues, TrackAttributes } from './types.js';
-import { MAX_STRING_CHARS, charLength, checkProperties, describeIssue, identifierFields, identityOf, isPlainObject, notAnObject, quote, type Result, unstorable } from './validate-rules.js';
+import {
+  MAX_STRING_CHARS,
+  charLength,
+  checkProperties,
+  describeIssue,
+  identifierFields,
+  identityOf,
+  isPlainObject,
+  notAnObject,
+  quote,
+  type Result,
+  unstorable,
+} from './validate-rules.js';
 
 /** Attributes objects: identifiers, the standard profile fields, and custom attributes. */
 
 // Standard profile fields an attributes object sets, each with its own rule; null unsets one.
 const nullable = <T extends z.ZodType>(schema: T) => schema.nullable();
-const text = (field: string) => z.string({ error: `'${field}' must be a string or null` }).refine((s) => charLength(s) <= MAX_STRING_CHARS, `'${field}' may be at most ${MAX_STRING_CHARS} characters`);
+const text = (field: string) =>
+  z
+    .string({ error: `'${field}' must be a string or null` })
+    .refine((s) => charLength(s) <= MAX_STRING_CHARS, `'${field}' may be at most ${MAX_STRING_CHARS} characters`);
 const SUBSCRIPTION = ['opted_in', 'unsubscribed', 'subscribed'] as const;
 const TIME_ZONES = new Set(Intl.supportedValuesOf('timeZone'));
 TIME_ZONES.add('UTC');
@@ -25,19 +40,45 @@ const StandardShape = {
   dob: nullable(
     z
       .string({ error: "'dob' must be a date YYYY-MM-DD or null" })
-      .refine((s) => /^\d{4}-\d{2}-\d{2}$/.test(s) && !s.startsWith('0000') && parseEventTime(s) !== null, "'dob' must be a date YYYY-MM-DD (years 0001 to 9999) or null"),
+      .refine(
+        (s) => /^\d{4}-\d{2}-\d{2}$/.test(s) && !s.startsWith('0000') && parseEventTime(s) !== null,
+        "'dob' must be a date YYYY-MM-DD (years 0001 to 9999) or null",
+      ),
   ),
-  country: nullable(z.string({ error: "'country' must be an ISO 3166-1 alpha-2 code or null" }).regex(/^[A-Za-z]{2}$/, "'country' must be an ISO 3166-1 alpha-2 code or null")),
-  language: nullable(z.string({ error: "'language' must be an ISO 639-1 code or null" }).regex(/^[A-Za-z]{2}$/, "'language' must be an ISO 639-1 code or null")),
-  time_zone: nullable(z.string({ error: "'time_zone' must be an IANA time zone name or null" }).refine((s) => TIME_ZONES.has(s), "'time_zone' must be an IANA time zone name or null")),
-  gender: nullable(z.string({ error: "'gender' must be one of M, F, O, N, P or null" }).regex(/^[MFONPmfonp]$/, "'gender' must be one of M, F, O, N, P or null")),
-  email_subscribe: nullable(z.enum(SUBSCRIPTION, { error: "'email_subscribe' must be one of opted_in, unsubscribed, subscribed" })),
-  push_subscribe: nullable(z.enum(SUBSCRIPTION, { error: "'push_subscribe' must be one of opted_in, unsubscribed, subscribed" })),
+  country: nullable(
+    z
+      .string({ error: "'country' must be an ISO 3166-1 alpha-2 code or null" })
+      .regex(/^[A-Za-z]{2}$/, "'country' must be an ISO 3166-1 alpha-2 code or null"),
+  ),
+  language: nullable(
+    z
+      .string({ error: "'language' must be an ISO 639-1 code or null" })
+      .regex(/^[A-Za-z]{2}$/, "'language' must be an ISO 639-1 code or null"),
+  ),
+  time_zone: nullable(
+    z
+      .string({ error: "'time_zone' must be an IANA time zone name or null" })
+      .refine((s) => TIME_ZONES.has(s), "'time_zone' must be an IANA time zone name or null"),
+  ),
+  gender: nullable(
+    z
+      .string({ error: "'gender' must be one of M, F, O, N, P or null" })
+      .regex(/^[MFONPmfonp]$/, "'gender' must be one of M, F, O, N, P or null"),
+  ),
+  email_subscribe: nullable(
+    z.enum(SUBSCRIPTION, { error: "'email_subscribe' must be one of opted_in, unsubscribed, subscribed" }),
+  ),
+  push_subscribe: nullable(
+    z.enum(SUBSCRIPTION, { error: "'push_subscribe' must be one of opted_in, unsubscribed, subscribed" }),
+  ),
   current_location: nullable(
     z
       .object(
         {
-          longitude: z.number({ error: "'current_location.longitude' must be a number from -180 to 180" }).min(-180).max(180),
+          longitude: z
+            .number({ error: "'current_location.longitude' must be a number from -180 to 180" })
+            .min(-180)
+            .max(180),
           latitude: z.number({ error: "'current_location.latitude' must be a number from -90 to 90" }).min(-90).max(90),
         },
         { error: "'current_location' must be an object {longitude, latitude} or null" },
@@ -106,7 +147,8 @@ export function validateAttributes(raw: unknown, acceptedAt: string): Result<Tra
     if (key === 'current_location') {
       const loc = value as { longitude: number; latitude: number } | null;
       standard.last_coordinates = loc === null ? null : [loc.longitude, loc.latitude];
-    } else if (key === 'country' || key === 'gender') standard[key] = value === null ? null : (value as string).toUpperCase();
+    } else if (key === 'country' || key === 'gender')
+      standard[key] = value === null ? null : (value as string).toUpperCase();
     else if (key === 'language') standard[key] = value === null ? null : (value as string).toLowerCase();
     else standard[key] = value as string | null;
   }
@@ -115,5 +157,8 @@ export function validateAttributes(raw: unknown, acceptedAt: string): Result<Tra
 
   const custom = checkProperties(customRaw, 'custom attribute', { objectsAsStrings: false, allowNull: true });
   if (!custom.ok) return custom;
-  return { ok: true, value: { identity: id.value.identity, create: id.value.create, at: acceptedAt, standard, custom: custom.value } };
+  return {
+    ok: true,
+    value: { identity: id.value.identity, create: id.value.create, at: acceptedAt, standard, custom: custom.value },
+  };
 }

@@ -1,12 +1,37 @@
 import { z } from 'zod';
 import { isStorableText } from '../lib/storable.js';
 import type { TrackEvent, TrackPurchase } from './types.js';
-import { AppId, EMAIL, MAX_IDENTIFIER_CHARS, MAX_PRICE, MAX_STRING_CHARS, NameString, PropertiesObject, TimeString, checkProperties, describeIssue, identifierFields, identityOf, isPlainObject, notAnObject, timeOf, tooLong, type Result, unstorable } from './validate-rules.js';
+import {
+  AppId,
+  EMAIL,
+  MAX_IDENTIFIER_CHARS,
+  MAX_PRICE,
+  MAX_STRING_CHARS,
+  NameString,
+  PropertiesObject,
+  TimeString,
+  checkProperties,
+  describeIssue,
+  identifierFields,
+  identityOf,
+  isPlainObject,
+  notAnObject,
+  timeOf,
+  tooLong,
+  type Result,
+  unstorable,
+} from './validate-rules.js';
 
 /** Event and purchase objects: their shape in zod, and the rules zod cannot say. */
 
 export const EventShape = z
-  .object({ ...identifierFields, app_id: AppId.optional(), name: NameString('name'), time: TimeString, properties: PropertiesObject.optional() })
+  .object({
+    ...identifierFields,
+    app_id: AppId.optional(),
+    name: NameString('name'),
+    time: TimeString,
+    properties: PropertiesObject.optional(),
+  })
   .strict();
 
 export const PurchaseShape = z
@@ -14,7 +39,9 @@ export const PurchaseShape = z
     ...identifierFields,
     app_id: AppId.optional(),
     product_id: NameString('product_id'),
-    currency: z.string({ error: "'currency' is required and must be a string" }).regex(/^[A-Za-z]{3}$/, "'currency' must be a three-letter ISO 4217 code"),
+    currency: z
+      .string({ error: "'currency' is required and must be a string" })
+      .regex(/^[A-Za-z]{3}$/, "'currency' must be a three-letter ISO 4217 code"),
     price: z
       .number({ error: "'price' is required and must be a number" })
       .min(-MAX_PRICE, `'price' must be a number from -${MAX_PRICE} to ${MAX_PRICE}`)
@@ -48,10 +75,18 @@ function commonEventShape(raw: Record<string, unknown>): EventInput | null {
     switch (key) {
       case 'external_id':
       case 'service_id':
-        if (typeof v !== 'string' || v.length === 0 || v.length > MAX_IDENTIFIER_CHARS || !isStorableText(v)) return null;
+        if (typeof v !== 'string' || v.length === 0 || v.length > MAX_IDENTIFIER_CHARS || !isStorableText(v))
+          return null;
         break;
       case 'email':
-        if (typeof v !== 'string' || v.length === 0 || v.length > MAX_IDENTIFIER_CHARS || !EMAIL.test(v) || !isStorableText(v)) return null;
+        if (
+          typeof v !== 'string' ||
+          v.length === 0 ||
+          v.length > MAX_IDENTIFIER_CHARS ||
+          !EMAIL.test(v) ||
+          !isStorableText(v)
+        )
+          return null;
         break;
       case 'name':
         if (typeof v !== 'string' || v.length === 0 || !isStorableText(v)) return null;
@@ -79,11 +114,16 @@ function commonEventShape(raw: Record<string, unknown>): EventInput | null {
 }
 
 /** An event object's shape: the hand check for the common case, else EventShape. Exported for the tests. */
-export function eventShapeOf(raw: Record<string, unknown>, fast = true): { ok: true; value: EventInput } | { ok: false; type: string } {
+export function eventShapeOf(
+  raw: Record<string, unknown>,
+  fast = true,
+): { ok: true; value: EventInput } | { ok: false; type: string } {
   const common = fast ? commonEventShape(raw) : null;
   if (common) return { ok: true, value: common };
   const parsed = EventShape.safeParse(raw);
-  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, type: describeIssue(parsed.error, 'an event object') };
+  return parsed.success
+    ? { ok: true, value: parsed.data }
+    : { ok: false, type: describeIssue(parsed.error, 'an event object') };
 }
 
 /** One event object. */
@@ -110,7 +150,11 @@ export function validateEvent(raw: unknown): Result<TrackEvent> {
   const event: TrackEvent = { identity: id.value.identity, create: id.value.create, name: e.name, time: time.value };
   if (e.app_id !== undefined) event.app_id = e.app_id;
   if (e.properties !== undefined) {
-    const props = checkProperties(e.properties, 'property', { objectsAsStrings: true, allowNull: false, storableAt: common ? 'properties' : undefined });
+    const props = checkProperties(e.properties, 'property', {
+      objectsAsStrings: true,
+      allowNull: false,
+      storableAt: common ? 'properties' : undefined,
+    });
     if (!props.ok) return props;
     event.properties = props.value;
   }

@@ -25,7 +25,8 @@ export const FATAL_NOTHING_VALID = "Valid data must be provided in the 'attribut
 
 export type Result<T> = { ok: true; value: T } | { ok: false; type: string };
 
-export const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Characters, not UTF-16 units: an emoji is one character, as a client counts it. */
 export function charLength(s: string): number {
@@ -62,7 +63,8 @@ export const UserAlias = z
   .transform(({ alias_name, alias_label }) => ({ alias_name, alias_label }));
 
 export const EMAIL = /^[^\s@]+@[^\s@]+$/;
-export const EmailString = (field: string) => identifierString(field).regex(EMAIL, `'${field}' must be an email address`);
+export const EmailString = (field: string) =>
+  identifierString(field).regex(EMAIL, `'${field}' must be an email address`);
 
 export const identifierFields = {
   external_id: identifierString('external_id').optional(),
@@ -74,14 +76,22 @@ export const identifierFields = {
 
 // The character limit of names is checked after parsing (tooLong): a zod refinement costs more than the rest of the
 // event's shape, and this runs for every object of every request.
-export const NameString = (field: string) => z.string({ error: `'${field}' is required and must be a string` }).min(1, `'${field}' must not be empty`);
+export const NameString = (field: string) =>
+  z.string({ error: `'${field}' is required and must be a string` }).min(1, `'${field}' must not be empty`);
 export const tooLong = (value: string, field: string): Result<never> | null =>
-  charLength(value) > MAX_STRING_CHARS ? { ok: false, type: `'${field}' may be at most ${MAX_STRING_CHARS} characters` } : null;
+  charLength(value) > MAX_STRING_CHARS
+    ? { ok: false, type: `'${field}' may be at most ${MAX_STRING_CHARS} characters` }
+    : null;
 
 export const TimeString = z.string({ error: "'time' is required and must be a string" });
 // Checked by hand below (checkProperties); z.record would copy every object just to say it is one.
-export const PropertiesObject = z.custom<Record<string, unknown>>((v) => isPlainObject(v), { error: "'properties' must be an object" });
-export const AppId = z.string({ error: "'app_id' must be a string" }).min(1, "'app_id' must not be empty").max(MAX_STRING_CHARS, `'app_id' may be at most ${MAX_STRING_CHARS} characters`);
+export const PropertiesObject = z.custom<Record<string, unknown>>((v) => isPlainObject(v), {
+  error: "'properties' must be an object",
+});
+export const AppId = z
+  .string({ error: "'app_id' must be a string" })
+  .min(1, "'app_id' must not be empty")
+  .max(MAX_STRING_CHARS, `'app_id' may be at most ${MAX_STRING_CHARS} characters`);
 
 /** The first zod issue as one sentence. */
 export function describeIssue(error: z.ZodError, kind: string): string {
@@ -111,30 +121,49 @@ export const IDENTIFIER_REQUIRED = "'external_id' or 'service_id' or 'user_alias
  * Exactly one identifier. For an attributes object `email` is the identifier only when none of the other three is
  * given; beside one of them it is the address to set (as the public API reads it).
  */
-export function identityOf(input: IdentifierInput, emailMayBeAttribute: boolean): Result<{ identity: Identity; create: boolean }> {
-  const others = Number(input.external_id !== undefined) + Number(input.user_alias !== undefined) + Number(input.service_id !== undefined);
+export function identityOf(
+  input: IdentifierInput,
+  emailMayBeAttribute: boolean,
+): Result<{ identity: Identity; create: boolean }> {
+  const others =
+    Number(input.external_id !== undefined) +
+    Number(input.user_alias !== undefined) +
+    Number(input.service_id !== undefined);
   const byEmail = input.email !== undefined && !(emailMayBeAttribute && others > 0);
   if (others + Number(byEmail) === 0) return { ok: false, type: IDENTIFIER_REQUIRED };
   if (others + Number(byEmail) > 1) {
-    const given: string[] = (['external_id', 'user_alias', 'service_id'] as const).filter((f) => input[f] !== undefined);
+    const given: string[] = (['external_id', 'user_alias', 'service_id'] as const).filter(
+      (f) => input[f] !== undefined,
+    );
     if (byEmail) given.push('email');
-    return { ok: false, type: `only one of 'external_id', 'service_id', 'user_alias' or 'email' may be given; got ${given.map(quote).join(' and ')}` };
+    return {
+      ok: false,
+      type: `only one of 'external_id', 'service_id', 'user_alias' or 'email' may be given; got ${given.map(quote).join(' and ')}`,
+    };
   }
   // Only an unknown external_id creates a profile; user_alias is always "update existing only".
   if (input.external_id !== undefined) {
-    return { ok: true, value: { identity: { type: 'external_id', value: input.external_id }, create: input._update_existing_only !== true } };
+    return {
+      ok: true,
+      value: {
+        identity: { type: 'external_id', value: input.external_id },
+        create: input._update_existing_only !== true,
+      },
+    };
   }
-  const identity: Identity = input.user_alias !== undefined
-    ? { type: 'user_alias', label: input.user_alias.alias_label, name: input.user_alias.alias_name }
-    : input.service_id !== undefined
-      ? { type: 'service_id', value: input.service_id }
-      : { type: 'email', value: input.email!.toLowerCase() };
+  const identity: Identity =
+    input.user_alias !== undefined
+      ? { type: 'user_alias', label: input.user_alias.alias_label, name: input.user_alias.alias_name }
+      : input.service_id !== undefined
+        ? { type: 'service_id', value: input.service_id }
+        : { type: 'email', value: input.email!.toLowerCase() };
   return { ok: true, value: { identity, create: false } };
 }
 
 export function checkName(name: string, what: string): string | null {
   if (name.length === 0) return `${what} name must be a non-empty string`;
-  if (charLength(name) > MAX_STRING_CHARS) return `${what} name ${quote(name)} is longer than ${MAX_STRING_CHARS} characters`;
+  if (charLength(name) > MAX_STRING_CHARS)
+    return `${what} name ${quote(name)} is longer than ${MAX_STRING_CHARS} characters`;
   if (name.startsWith('$')) return `${what} name ${quote(name)} must not begin with '$'`;
   return null;
 }
@@ -180,11 +209,16 @@ export function checkProperties(
       case 'boolean':
         break;
       case 'string':
-        if (charLength(value) > MAX_STRING_CHARS && !isDateString(value)) return { ok: false, type: `${what} ${quote(name)}: strings may be at most ${MAX_STRING_CHARS} characters` };
+        if (charLength(value) > MAX_STRING_CHARS && !isDateString(value))
+          return { ok: false, type: `${what} ${quote(name)}: strings may be at most ${MAX_STRING_CHARS} characters` };
         break;
       case 'object':
         if (value === null) {
-          if (!options.allowNull) return { ok: false, type: `${what} ${quote(name)}: null is not a valid value (number, boolean, date, string, array or object)` };
+          if (!options.allowNull)
+            return {
+              ok: false,
+              type: `${what} ${quote(name)}: null is not a valid value (number, boolean, date, string, array or object)`,
+            };
         } else if (Array.isArray(value)) {
           nested = true;
           const arr = checkArray(value, `${what} ${quote(name)}`);
@@ -195,13 +229,19 @@ export function checkProperties(
         }
         break;
       default:
-        return { ok: false, type: `${what} ${quote(name)}: not a valid value (number, boolean, date, string, array or object)` };
+        return {
+          ok: false,
+          type: `${what} ${quote(name)}: not a valid value (number, boolean, date, string, array or object)`,
+        };
     }
   }
   if (nested) {
     const bytes = Buffer.byteLength(JSON.stringify(props));
     if (bytes > MAX_NESTED_PROPERTIES_BYTES) {
-      return { ok: false, type: `${what === 'property' ? 'properties' : 'custom attributes'} with arrays or objects may total at most 50 KB (${MAX_NESTED_PROPERTIES_BYTES} bytes); got ${bytes}` };
+      return {
+        ok: false,
+        type: `${what === 'property' ? 'properties' : 'custom attributes'} with arrays or objects may total at most 50 KB (${MAX_NESTED_PROPERTIES_BYTES} bytes); got ${bytes}`,
+      };
     }
   }
   return { ok: true, value: out ?? props };
@@ -209,14 +249,19 @@ export function checkProperties(
 
 export function timeOf(text: string): Result<string> {
   const iso = canonicalEventTime(text);
-  if (iso === null) return { ok: false, type: `'time' must be ISO 8601 or yyyy-MM-dd'T'HH:mm:ss:SSSZ; got ${quote(text)}` };
+  if (iso === null)
+    return { ok: false, type: `'time' must be ISO 8601 or yyyy-MM-dd'T'HH:mm:ss:SSSZ; got ${quote(text)}` };
   // A zone can carry 9999-12-31 into year 10000 (or 0000-01-01 before year 0): toISOString then writes `+010000-...`
   // (`-000001-...`), which no longer compares as a string with the stored times.
-  if (iso.charCodeAt(0) === 43 || iso.charCodeAt(0) === 45) return { ok: false, type: `'time' must fall within the years 0000 to 9999 in UTC; got ${quote(text)}` };
+  if (iso.charCodeAt(0) === 43 || iso.charCodeAt(0) === 45)
+    return { ok: false, type: `'time' must fall within the years 0000 to 9999 in UTC; got ${quote(text)}` };
   return { ok: true, value: iso };
 }
 
-export const notAnObject = (kind: string): Result<never> => ({ ok: false, type: `each entry must be ${kind} (a JSON object)` });
+export const notAnObject = (kind: string): Result<never> => ({
+  ok: false,
+  type: `each entry must be ${kind} (a JSON object)`,
+});
 
 /**
  * What PostgreSQL would refuse later, anywhere in an object: NUL or an unpaired surrogate in a string or key, a
@@ -232,7 +277,14 @@ export function unstorable(raw: Record<string, unknown>, valuesAt: number): Resu
 
 /** A refusal naming where the problem is, `at` being the path of the value the problem was found in. */
 export function unstorableAt(found: Unstorable, at: string): Result<never> {
-  const path = at === '' ? found.path : found.path === '' ? at : found.path.startsWith('[') ? `${at}${found.path}` : `${at}.${found.path}`;
+  const path =
+    at === ''
+      ? found.path
+      : found.path === ''
+        ? at
+        : found.path.startsWith('[')
+          ? `${at}${found.path}`
+          : `${at}.${found.path}`;
   return { ok: false, type: describeUnstorable({ ...found, path }, MAX_VALUE_NESTING) };
 }
 
@@ -245,5 +297,7 @@ export function storableProblem(name: string, value: unknown): Unstorable | null
     return text ? { ...text, path: '', inKey: false } : null;
   }
   if (typeof value === 'number') return Number.isFinite(value) ? null : { kind: 'not_finite', path: '', inKey: false };
-  return typeof value === 'object' && value !== null ? findUnstorable(value, { maxDepth: MAX_VALUE_NESTING, finiteNumbers: true }) : null;
+  return typeof value === 'object' && value !== null
+    ? findUnstorable(value, { maxDepth: MAX_VALUE_NESTING, finiteNumbers: true })
+    : null;
 }

@@ -4,7 +4,12 @@ import { z } from 'zod';
 import { EventShape, PurchaseShape, validateEvent, validatePurchase } from './validate-events.js';
 import { AttributesShape, validateAttributes } from './validate-attributes.js';
 
-export { MAX_NESTED_PROPERTIES_BYTES, MAX_OBJECTS_PER_ARRAY, MAX_STRING_CHARS, FATAL_NOTHING_VALID } from './validate-rules.js';
+export {
+  MAX_NESTED_PROPERTIES_BYTES,
+  MAX_OBJECTS_PER_ARRAY,
+  MAX_STRING_CHARS,
+  FATAL_NOTHING_VALID,
+} from './validate-rules.js';
 export { eventShapeOf, validateEvent, validatePurchase } from './validate-events.js';
 export { validateAttributes } from './validate-attributes.js';
 
@@ -48,7 +53,10 @@ export function validateTrackBody(body: unknown, acceptedAt: string): TrackValid
     const value = body[name];
     if (value === undefined || value === null) continue;
     if (!Array.isArray(value)) throw new FatalTrackError(`'${name}' must be an array`);
-    if (value.length > MAX_OBJECTS_PER_ARRAY) throw new FatalTrackError(`'${name}' may hold at most ${MAX_OBJECTS_PER_ARRAY} objects per request; got ${value.length}`);
+    if (value.length > MAX_OBJECTS_PER_ARRAY)
+      throw new FatalTrackError(
+        `'${name}' may hold at most ${MAX_OBJECTS_PER_ARRAY} objects per request; got ${value.length}`,
+      );
     sent[name] = true;
     arrays[name] = value;
   }

@@ -12,7 +12,9 @@ import { RecordTime, recordsBody, type RecordResult } from '../lib/record-batche
 export const E164 = /^\+[1-9]\d{1,14}$/;
 
 export const InvalidPhoneNumberRecord = z.strictObject({
-  phone: z.string({ error: 'phone must be a string' }).regex(E164, 'phone must be an E.164 number such as +15555550123'),
+  phone: z
+    .string({ error: 'phone must be a string' })
+    .regex(E164, 'phone must be an E.164 number such as +15555550123'),
   reason: z.enum(['provider_error', 'deactivated'], { error: "reason must be 'provider_error' or 'deactivated'" }),
   time: RecordTime,
 });
@@ -83,7 +85,15 @@ export async function listInvalidPhoneNumbers(
         AND ($5::text IS NULL OR reason = $5)
       ORDER BY detected_at DESC, id DESC
       LIMIT $6 OFFSET $7`,
-    [workspaceId, query.start ?? null, query.end ?? null, query.phoneNumbers, query.reason ?? null, query.limit, query.offset],
+    [
+      workspaceId,
+      query.start ?? null,
+      query.end ?? null,
+      query.phoneNumbers,
+      query.reason ?? null,
+      query.limit,
+      query.offset,
+    ],
   );
   return rows.map((r) => ({ phone: r.phone, invalid_detected_at: r.detected_at.toISOString(), reason: r.reason }));
 }

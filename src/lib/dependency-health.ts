@@ -63,11 +63,21 @@ const REDIS_CONNECTION_MESSAGES = [
   // A Redis Cluster none of whose nodes answers, or whose slots cannot be learnt.
   'None of startup nodes is available',
   'Failed to refresh slots cache',
-  'Cluster isn\'t ready and enableOfflineQueue options is false',
+  "Cluster isn't ready and enableOfflineQueue options is false",
   'CLUSTERDOWN',
 ];
 /** Socket errors of a connection that could not be made or was lost. */
-const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'ENOENT']);
+const SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ENOENT',
+]);
 
 interface ErrorLike {
   name?: unknown;
@@ -97,7 +107,12 @@ export function failedDependency(err: unknown, targets: DependencyTargets): Depe
     if (x[TAG]) return x[TAG];
     const message = typeof x.message === 'string' ? x.message : '';
     const code = typeof x.code === 'string' ? x.code : '';
-    if (x.name === 'MaxRetriesPerRequestError' || x.name === 'ClusterAllFailedError' || REDIS_CONNECTION_MESSAGES.some((m) => message.startsWith(m))) return 'redis';
+    if (
+      x.name === 'MaxRetriesPerRequestError' ||
+      x.name === 'ClusterAllFailedError' ||
+      REDIS_CONNECTION_MESSAGES.some((m) => message.startsWith(m))
+    )
+      return 'redis';
     // A Redis loading its dataset after a restart answers every command with LOADING.
     if (x.name === 'ReplyError' && message.startsWith('LOADING')) return 'redis';
     if (/^[0-9A-Z]{5}$/.test(code) && (PG_UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return 'postgresql';
@@ -163,7 +178,10 @@ export class DependencyHealth {
     } else if (now - outage.lastLogged >= this.reminderMs) {
       outage.lastLogged = now;
       const downSeconds = Math.round((now - outage.since) / 1000);
-      this.log.warn({ dependency, reason: reasonOf(err), downSeconds }, `${DEPENDENCY_NAMES[dependency]} is still unavailable`);
+      this.log.warn(
+        { dependency, reason: reasonOf(err), downSeconds },
+        `${DEPENDENCY_NAMES[dependency]} is still unavailable`,
+      );
     }
   }
 

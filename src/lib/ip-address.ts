@@ -37,7 +37,11 @@ export function parseIpAddress(text: string): Uint8Array | null {
   const [head = '', tail] = address.split('::');
   const headGroups = head === '' ? [] : head.split(':');
   const tailGroups = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups = [...headGroups, ...(tail === undefined ? [] : Array<string>(8 - countGroups(headGroups) - countGroups(tailGroups)).fill('0')), ...tailGroups];
+  const groups = [
+    ...headGroups,
+    ...(tail === undefined ? [] : Array<string>(8 - countGroups(headGroups) - countGroups(tailGroups)).fill('0')),
+    ...tailGroups,
+  ];
   let at = 0;
   for (const group of groups) {
     if (group.includes('.')) {

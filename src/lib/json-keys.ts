@@ -51,7 +51,10 @@ export function parsedKeys(value: unknown): { keys: number; prototype: boolean }
     for (const key in v) {
       found.keys++;
       const inner = (v as Record<string, unknown>)[key];
-      if (key === '__proto__' || (key === 'constructor' && inner !== null && typeof inner === 'object' && Object.hasOwn(inner, 'prototype'))) {
+      if (
+        key === '__proto__' ||
+        (key === 'constructor' && inner !== null && typeof inner === 'object' && Object.hasOwn(inner, 'prototype'))
+      ) {
         found.prototype = true;
         return;
       }
@@ -82,7 +85,12 @@ const BACKSLASH = 0x5c;
 function pathOf(stack: Frame[], root: string): string {
   let path = root;
   for (const frame of stack.slice(0, -1)) {
-    path += typeof frame.at === 'number' ? `[${frame.at}]` : /^[A-Za-z_$][\w$]*$/.test(frame.at) ? `.${frame.at}` : `[${JSON.stringify(frame.at)}]`;
+    path +=
+      typeof frame.at === 'number'
+        ? `[${frame.at}]`
+        : /^[A-Za-z_$][\w$]*$/.test(frame.at)
+          ? `.${frame.at}`
+          : `[${JSON.stringify(frame.at)}]`;
   }
   return path;
 }

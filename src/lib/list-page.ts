@@ -12,4 +12,3 @@ export const DELIVERABILITY_DEFAULT_LIMIT = 100;
 export const DELIVERABILITY_MAX_LIMIT = 500;
 /** At most this many phone numbers in one `phone_numbers[]` filter. */
 export const MAX_FILTER_VALUES = 500;
-

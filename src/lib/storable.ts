@@ -133,12 +133,18 @@ export function findUnstorable(value: unknown, options: StorableOptions): Unstor
   return null;
 }
 
-function scalarProblem(v: unknown, options: StorableOptions, frame: Frame | null, key: string | number | null): Unstorable | null {
+function scalarProblem(
+  v: unknown,
+  options: StorableOptions,
+  frame: Frame | null,
+  key: string | number | null,
+): Unstorable | null {
   if (typeof v === 'string') {
     const p = textProblem(v);
     return p ? { kind: p.kind, path: pathOf(frame, key), inKey: false, unit: p.unit } : null;
   }
-  if (typeof v === 'number' && options.finiteNumbers && !Number.isFinite(v)) return { kind: 'not_finite', path: pathOf(frame, key), inKey: false };
+  if (typeof v === 'number' && options.finiteNumbers && !Number.isFinite(v))
+    return { kind: 'not_finite', path: pathOf(frame, key), inKey: false };
   return null;
 }
 

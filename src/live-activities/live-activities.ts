@@ -32,8 +32,12 @@ const Id = (name: string) =>
     .string({ error: (i) => (i.input == null ? `${name} is required` : `${name} must be a string`) })
     .min(1, `${name} is required`)
     .max(TEXT_MAX, `${name} must be at most ${TEXT_MAX} characters`);
-const AlertText = (name: string) => z.string({ error: `${name} must be a string` }).max(1000, `${name} must be at most 1000 characters`);
-const Alert = z.strictObject({ title: AlertText('alert title'), body: AlertText('alert body') }, { error: 'alert must be an object with title and body strings' });
+const AlertText = (name: string) =>
+  z.string({ error: `${name} must be a string` }).max(1000, `${name} must be at most 1000 characters`);
+const Alert = z.strictObject(
+  { title: AlertText('alert title'), body: AlertText('alert body') },
+  { error: 'alert must be an object with title and body strings' },
+);
 
 /**
  * `platform_push` takes the alert as the public API's push object does (`{alert: {title, body}}`), or its title and
@@ -41,15 +45,23 @@ const Alert = z.strictObject({ title: AlertText('alert title'), body: AlertText(
  */
 const PlatformPush = z
   .strictObject(
-    { alert: Alert.optional(), title: AlertText('platform_push.title').optional(), body: AlertText('platform_push.body').optional() },
+    {
+      alert: Alert.optional(),
+      title: AlertText('platform_push.title').optional(),
+      body: AlertText('platform_push.body').optional(),
+    },
     { error: 'notification.platform_push must be an object' },
   )
   .transform((p, ctx) => {
     if (p.alert && (p.title !== undefined || p.body !== undefined)) {
-      ctx.addIssue({ code: 'custom', message: 'platform_push takes either alert {title, body} or title and body, not both' });
+      ctx.addIssue({
+        code: 'custom',
+        message: 'platform_push takes either alert {title, body} or title and body, not both',
+      });
       return z.NEVER;
     }
-    const alert = p.alert ?? (p.title !== undefined && p.body !== undefined ? { title: p.title, body: p.body } : undefined);
+    const alert =
+      p.alert ?? (p.title !== undefined && p.body !== undefined ? { title: p.title, body: p.body } : undefined);
     if (!alert) {
       ctx.addIssue({ code: 'custom', message: 'platform_push needs an alert with title and body strings' });
       return z.NEVER;
@@ -64,7 +76,12 @@ export const LiveActivityUpdateBody = z.strictObject({
   end_activity: z.boolean({ error: 'end_activity must be true or false' }).optional(),
   dismissal_date: IsoDateTime('dismissal_date').optional(),
   stale_date: IsoDateTime('stale_date').optional(),
-  notification: z.strictObject({ platform_push: PlatformPush }, { error: 'notification must be an object with a platform_push object' }).optional(),
+  notification: z
+    .strictObject(
+      { platform_push: PlatformPush },
+      { error: 'notification must be an object with a platform_push object' },
+    )
+    .optional(),
 });
 export type LiveActivityUpdate = z.output<typeof LiveActivityUpdateBody>;
 
@@ -73,10 +90,17 @@ export const LiveActivityRegisterBody = z.strictObject({
   activity_id: Id('activity_id'),
   push_token: z
     .string({ error: (i) => (i.input == null ? 'push_token is required' : 'push_token must be a string') })
-    .regex(/^[0-9a-fA-F]{16,512}$/, 'push_token must be the hex string of an ActivityKit push token (16 to 512 hex digits)'),
+    .regex(
+      /^[0-9a-fA-F]{16,512}$/,
+      'push_token must be the hex string of an ActivityKit push token (16 to 512 hex digits)',
+    ),
   /** Required when the activity was not declared before (in the workspace file or by an earlier registration). */
   content_state_shape: ContentStateShape.optional(),
-  external_id: z.string({ error: 'external_id must be a string' }).min(1).max(TEXT_MAX, `external_id must be at most ${TEXT_MAX} characters`).optional(),
+  external_id: z
+    .string({ error: 'external_id must be a string' })
+    .min(1)
+    .max(TEXT_MAX, `external_id must be at most ${TEXT_MAX} characters`)
+    .optional(),
 });
 export type LiveActivityRegistration = z.output<typeof LiveActivityRegisterBody>;
 
@@ -87,13 +111,18 @@ interface ActivityRow {
 }
 
 async function appOf(db: Pool | PoolClient, workspaceId: string, appApiId: string): Promise<string> {
-  const { rows } = await db.query<{ id: string }>(`SELECT id FROM apps WHERE workspace_id = $1 AND api_id = $2`, [workspaceId, appApiId]);
+  const { rows } = await db.query<{ id: string }>(`SELECT id FROM apps WHERE workspace_id = $1 AND api_id = $2`, [
+    workspaceId,
+    appApiId,
+  ]);
   if (!rows[0]) throw notFound(`Unknown app_id ${JSON.stringify(appApiId.slice(0, 64))}`);
   return rows[0].id;
 }
 
 function endedError(activityId: string, state: string): AppError {
-  return conflict(`Live activity ${JSON.stringify(activityId.slice(0, 64))} has ${state === 'removed' ? 'ended and been removed' : 'ended'}; it can no longer be updated`);
+  return conflict(
+    `Live activity ${JSON.stringify(activityId.slice(0, 64))} has ${state === 'removed' ? 'ended and been removed' : 'ended'}; it can no longer be updated`,
+  );
 }
 
 export interface UpdateOutcome {
@@ -102,7 +131,13 @@ export interface UpdateOutcome {
 }
 
 /** Applies one update or end (spec table), records its push and queues delivery, all or nothing. */
-export async function updateLiveActivity(pool: Pool, queues: Queues, workspaceId: string, u: LiveActivityUpdate, now = new Date()): Promise<UpdateOutcome> {
+export async function updateLiveActivity(
+  pool: Pool,
+  queues: Queues,
+  workspaceId: string,
+  u: LiveActivityUpdate,
+  now = new Date(),
+): Promise<UpdateOutcome> {
   return withTransaction(pool, async (client) => {
     const appId = await appOf(client, workspaceId, u.app_id);
     const { rows } = await client.query<ActivityRow>(
@@ -129,7 +164,9 @@ export async function updateLiveActivity(pool: Pool, queues: Queues, workspaceId
     });
     const bytes = payloadBytes(payload);
     if (bytes > APNS_MAX_PAYLOAD_BYTES) {
-      throw badRequest(`The push for this update is ${bytes} bytes; APNs accepts at most ${APNS_MAX_PAYLOAD_BYTES} (shorten content_state or the alert)`);
+      throw badRequest(
+        `The push for this update is ${bytes} bytes; APNs accepts at most ${APNS_MAX_PAYLOAD_BYTES} (shorten content_state or the alert)`,
+      );
     }
 
     const state = end ? (removeNow ? 'removed' : 'ended') : 'running';
@@ -160,7 +197,11 @@ export async function updateLiveActivity(pool: Pool, queues: Queues, workspaceId
  * Registers a device's push token for an activity. A new activity needs its content_state shape; a declared one
  * must be running, and a shape sent for it must equal the declared one.
  */
-export async function registerLiveActivity(pool: Pool, workspaceId: string, r: LiveActivityRegistration): Promise<{ created: boolean }> {
+export async function registerLiveActivity(
+  pool: Pool,
+  workspaceId: string,
+  r: LiveActivityRegistration,
+): Promise<{ created: boolean }> {
   return withTransaction(pool, async (client) => {
     const appId = await appOf(client, workspaceId, r.app_id);
     const { rows } = await client.query<ActivityRow>(
@@ -175,7 +216,10 @@ export async function registerLiveActivity(pool: Pool, workspaceId: string, r: L
       const declaredIsEmpty = Object.keys(declared).length === 0;
       if (r.content_state_shape && !sameShape(declared, r.content_state_shape)) {
         if (!declaredIsEmpty) throw conflict('content_state_shape differs from the shape declared for this activity');
-        await client.query(`UPDATE live_activities SET content_state_shape = $2, updated_at = now() WHERE id = $1`, [activity.id, JSON.stringify(r.content_state_shape)]);
+        await client.query(`UPDATE live_activities SET content_state_shape = $2, updated_at = now() WHERE id = $1`, [
+          activity.id,
+          JSON.stringify(r.content_state_shape),
+        ]);
       }
     } else {
       if (!r.content_state_shape) throw badRequest('content_state_shape is required to register a new activity_id');

@@ -80,26 +80,40 @@ export class PushNotVisibleError extends Error {}
  * never sends twice from our side. A push not visible yet (its request's transaction has not committed) throws,
  * and the job retries.
  */
-export async function deliverPush(pool: Pool, pushId: number, adapter: DeliveryAdapter, log: Logger, waitVisibleMs = 2000): Promise<'delivered' | 'already'> {
+export async function deliverPush(
+  pool: Pool,
+  pushId: number,
+  adapter: DeliveryAdapter,
+  log: Logger,
+  waitVisibleMs = 2000,
+): Promise<'delivered' | 'already'> {
   let row = await loadPush(pool, pushId);
   // The job is queued just before its request commits, so it often starts first: wait a moment before retrying.
-  for (const until = Date.now() + waitVisibleMs; !row && Date.now() < until; ) {
+  for (const until = Date.now() + waitVisibleMs; !row && Date.now() < until;) {
     await new Promise((r) => setTimeout(r, 25));
     row = await loadPush(pool, pushId);
   }
   if (!row) throw new PushNotVisibleError(`live activity push ${pushId} is not visible yet`);
   if (row.status === 'delivered') return 'already';
-  await adapter.deliver({ pushId, appId: row.app_api_id, activityId: row.activity_id, payload: row.payload, tokens: row.tokens }, log);
-  await pool.query(`UPDATE live_activity_pushes SET status = 'delivered', adapter = $2, tokens = $3, delivered_at = now(), error = NULL WHERE id = $1`, [
-    pushId,
-    adapter.name,
-    row.tokens.length,
-  ]);
+  await adapter.deliver(
+    { pushId, appId: row.app_api_id, activityId: row.activity_id, payload: row.payload, tokens: row.tokens },
+    log,
+  );
+  await pool.query(
+    `UPDATE live_activity_pushes SET status = 'delivered', adapter = $2, tokens = $3, delivered_at = now(), error = NULL WHERE id = $1`,
+    [pushId, adapter.name, row.tokens.length],
+  );
   return 'delivered';
 }
 
 async function loadPush(pool: Pool, pushId: number) {
-  const { rows } = await pool.query<{ status: string; payload: ActivityKitPayload; app_api_id: string; activity_id: string; tokens: string[] }>(
+  const { rows } = await pool.query<{
+    status: string;
+    payload: ActivityKitPayload;
+    app_api_id: string;
+    activity_id: string;
+    tokens: string[];
+  }>(
     `SELECT p.status, p.payload, a.api_id AS app_api_id, la.activity_id,
             ARRAY(SELECT t.push_token FROM live_activity_tokens t WHERE t.live_activity_id = la.id
                   UNION SELECT la.push_token WHERE la.push_token IS NOT NULL) AS tokens
@@ -114,7 +128,10 @@ async function loadPush(pool: Pool, pushId: number) {
 
 /** Marks a push failed for good (the job ran out of attempts), keeping the reason for operators. */
 export async function failPush(pool: Pool, pushId: number, reason: string): Promise<void> {
-  await pool.query(`UPDATE live_activity_pushes SET status = 'failed', error = $2 WHERE id = $1 AND status = 'queued'`, [pushId, reason.slice(0, 1000)]);
+  await pool.query(
+    `UPDATE live_activity_pushes SET status = 'failed', error = $2 WHERE id = $1 AND status = 'queued'`,
+    [pushId, reason.slice(0, 1000)],
+  );
 }
 
 /** Removes an ended activity from the UI (its dismissal date has come). Idempotent. */

@@ -12,7 +12,10 @@ export const ContentStateShape = z
     z.enum(CONTENT_STATE_TYPES, { error: `attribute types are one of ${CONTENT_STATE_TYPES.join(', ')}` }),
     { error: 'content_state_shape must be an object of attribute name to type' },
   )
-  .refine((s) => Object.keys(s).length <= MAX_CONTENT_STATE_ATTRIBUTES, `content_state_shape declares at most ${MAX_CONTENT_STATE_ATTRIBUTES} attributes`);
+  .refine(
+    (s) => Object.keys(s).length <= MAX_CONTENT_STATE_ATTRIBUTES,
+    `content_state_shape declares at most ${MAX_CONTENT_STATE_ATTRIBUTES} attributes`,
+  );
 export type ContentStateShape = z.infer<typeof ContentStateShape>;
 
 function typeOf(value: unknown): ContentStateType | 'null' | 'other' {
@@ -40,7 +43,8 @@ export function shapeMismatch(shape: ContentStateShape, state: Record<string, un
   const problems: string[] = [];
   for (const [name, type] of Object.entries(shape)) {
     if (!(name in state)) problems.push(`missing ${name} (${type})`);
-    else if (typeOf(state[name]) !== type) problems.push(`${name} must be ${type === 'array' || type === 'object' ? 'an' : 'a'} ${type}`);
+    else if (typeOf(state[name]) !== type)
+      problems.push(`${name} must be ${type === 'array' || type === 'object' ? 'an' : 'a'} ${type}`);
   }
   for (const name of Object.keys(state)) if (!(name in shape)) problems.push(`${name} is not declared`);
   if (problems.length === 0) return null;

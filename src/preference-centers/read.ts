@@ -47,9 +47,20 @@ export async function listPreferenceCenters(pool: Pool, workspaceId: string): Pr
 }
 
 /** One preference center by its API id; unknown ids (or another workspace's) are a 404. */
-export async function getPreferenceCenter(pool: Pool, workspaceId: string, apiId: string): Promise<PreferenceCenterDetail> {
+export async function getPreferenceCenter(
+  pool: Pool,
+  workspaceId: string,
+  apiId: string,
+): Promise<PreferenceCenterDetail> {
   const { rows } = await pool.query<
-    SummaryRow & { title: string; page_html: string; confirmation_page_html: string; redirect_page_html: string | null; options: Record<string, unknown>; state: string }
+    SummaryRow & {
+      title: string;
+      page_html: string;
+      confirmation_page_html: string;
+      redirect_page_html: string | null;
+      options: Record<string, unknown>;
+      state: string;
+    }
   >(
     `SELECT name, api_id, created_at, updated_at, title, page_html, confirmation_page_html, redirect_page_html, options, state
        FROM preference_centers WHERE workspace_id = $1 AND api_id = $2`,
@@ -64,7 +75,10 @@ export async function getPreferenceCenter(pool: Pool, workspaceId: string, apiId
     preference_center_page_html: r.page_html,
     confirmation_page_html: r.confirmation_page_html,
     redirect_page_html: r.redirect_page_html,
-    preference_center_options: { ...r.options, 'meta-viewport-content': typeof viewport === 'string' ? viewport : DEFAULT_META_VIEWPORT },
+    preference_center_options: {
+      ...r.options,
+      'meta-viewport-content': typeof viewport === 'string' ? viewport : DEFAULT_META_VIEWPORT,
+    },
     state: r.state,
   };
 }

@@ -29,7 +29,11 @@ const key = (label: string, name: string) => `${label}\u0000${name}`;
  * happens. A rename onto a (label, name) another user holds is refused for that entry. The lookup table and each
  * profile's user_aliases change together, in one transaction and a fixed number of statements.
  */
-export async function renameAliases(pool: Pool, workspaceId: string, updates: AliasRename[]): Promise<AliasRenameResult> {
+export async function renameAliases(
+  pool: Pool,
+  workspaceId: string,
+  updates: AliasRename[],
+): Promise<AliasRenameResult> {
   const result: AliasRenameResult = { aliasesProcessed: 0, renamed: 0, errors: [] };
   if (updates.length === 0) return result;
   return withTransaction(pool, async (client) => {
@@ -55,7 +59,11 @@ export async function renameAliases(pool: Pool, workspaceId: string, updates: Al
       const owner = holder.get(from);
       const taken = holder.get(to);
       if (owner !== undefined && from !== to && taken !== undefined && taken !== owner) {
-        result.errors.push({ type: `alias '${u.new_alias_name}' with label '${u.alias_label}' already belongs to another user`, input_array: 'alias_updates', index });
+        result.errors.push({
+          type: `alias '${u.new_alias_name}' with label '${u.alias_label}' already belongs to another user`,
+          input_array: 'alias_updates',
+          index,
+        });
         continue;
       }
       result.aliasesProcessed++;
@@ -97,24 +105,37 @@ export interface NewAlias {
  * for an external_id no user has, or for a user that already has an alias of that label (one name per label).
  * Without an external_id, a new alias-only profile is created. Returns the profiles created.
  */
-export async function addAliases(client: PoolClient, workspaceId: string, aliases: NewAlias[]): Promise<{ added: number; created: number }> {
+export async function addAliases(
+  client: PoolClient,
+  workspaceId: string,
+  aliases: NewAlias[],
+): Promise<{ added: number; created: number }> {
   const result = { added: 0, created: 0 };
   const touched: number[] = [];
   for (const a of aliases) {
-    const exists = await client.query(`SELECT 1 FROM profile_aliases WHERE workspace_id = $1 AND alias_label = $2 AND alias_name = $3`, [workspaceId, a.label, a.name]);
+    const exists = await client.query(
+      `SELECT 1 FROM profile_aliases WHERE workspace_id = $1 AND alias_label = $2 AND alias_name = $3`,
+      [workspaceId, a.label, a.name],
+    );
     if (exists.rowCount) continue;
     let profileId: number;
     if (a.externalId !== undefined) {
       const [owner] = await resolveOne(client, workspaceId, [{ kind: 'external_id', value: a.externalId }]);
       if (typeof owner !== 'object') continue;
-      const labelTaken = await client.query(`SELECT 1 FROM profile_aliases WHERE profile_id = $1 AND alias_label = $2`, [owner.id, a.label]);
+      const labelTaken = await client.query(
+        `SELECT 1 FROM profile_aliases WHERE profile_id = $1 AND alias_label = $2`,
+        [owner.id, a.label],
+      );
       if (labelTaken.rowCount) continue;
       profileId = owner.id;
     } else {
       profileId = await createAnonymousProfile(client, workspaceId);
       result.created++;
     }
-    await client.query(`INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, $2, $3, $4)`, [workspaceId, a.label, a.name, profileId]);
+    await client.query(
+      `INSERT INTO profile_aliases (workspace_id, alias_label, alias_name, profile_id) VALUES ($1, $2, $3, $4)`,
+      [workspaceId, a.label, a.name, profileId],
+    );
     touched.push(profileId);
     result.added++;
   }
@@ -138,7 +159,8 @@ export interface Identification {
   target: Extract<UserRef, { kind: 'user_alias' | 'email' | 'phone' }>;
 }
 
-export type IdentifyOutcome = 'identified' | 'merged' | 'unmatched' | 'already-identified' | 'label-taken' | 'ambiguous';
+export type IdentifyOutcome =
+  'identified' | 'merged' | 'unmatched' | 'already-identified' | 'label-taken' | 'ambiguous';
 
 /**
  * Identifies profiles, in order, inside the caller's transaction (which holds the workspace's ingestion lock), as the
@@ -146,7 +168,11 @@ export type IdentifyOutcome = 'identified' | 'merged' | 'unmatched' | 'already-i
  * the target takes it; when one does, the target is merged into it (src/profiles/merge.ts) unless that profile
  * already has an alias of the target alias's label, in which case nothing happens.
  */
-export async function identifyProfiles(client: PoolClient, workspaceId: string, identifications: Identification[]): Promise<IdentifyOutcome[]> {
+export async function identifyProfiles(
+  client: PoolClient,
+  workspaceId: string,
+  identifications: Identification[],
+): Promise<IdentifyOutcome[]> {
   const outcomes: IdentifyOutcome[] = [];
   for (const { externalId, target } of identifications) {
     const [found, owner] = await resolveOne(client, workspaceId, [target, { kind: 'external_id', value: externalId }]);
@@ -158,18 +184,27 @@ export async function identifyProfiles(client: PoolClient, workspaceId: string, 
       outcomes.push('unmatched');
       continue;
     }
-    const current = await client.query<{ external_id: string | null }>(`SELECT external_id FROM profiles WHERE id = $1 FOR UPDATE`, [found.id]);
+    const current = await client.query<{ external_id: string | null }>(
+      `SELECT external_id FROM profiles WHERE id = $1 FOR UPDATE`,
+      [found.id],
+    );
     if (current.rows[0]?.external_id != null) {
       outcomes.push('already-identified');
       continue;
     }
     if (typeof owner !== 'object') {
-      await client.query(`UPDATE profiles SET external_id = $2, updated_at = now() WHERE id = $1`, [found.id, externalId]);
+      await client.query(`UPDATE profiles SET external_id = $2, updated_at = now() WHERE id = $1`, [
+        found.id,
+        externalId,
+      ]);
       outcomes.push('identified');
       continue;
     }
     if (target.kind === 'user_alias') {
-      const labelTaken = await client.query(`SELECT 1 FROM profile_aliases WHERE profile_id = $1 AND alias_label = $2`, [owner.id, target.label]);
+      const labelTaken = await client.query(
+        `SELECT 1 FROM profile_aliases WHERE profile_id = $1 AND alias_label = $2`,
+        [owner.id, target.label],
+      );
       if (labelTaken.rowCount) {
         outcomes.push('label-taken');
         continue;

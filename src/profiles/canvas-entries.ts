@@ -19,7 +19,13 @@ export interface CanvasEntry {
  * export record's shape, with last_entered and last_received_message at the fire time. The step engine is not part
  * of this service, so steps_received keeps what it had (empty for a first entry).
  */
-export async function enterUsers(pool: Pool, c: CanvasEntry, predicate: { sql: string; params: unknown[] }, fireAt: Date, batchSize: number): Promise<number> {
+export async function enterUsers(
+  pool: Pool,
+  c: CanvasEntry,
+  predicate: { sql: string; params: unknown[] },
+  fireAt: Date,
+  batchSize: number,
+): Promise<number> {
   const params: unknown[] = [...predicate.params];
   const p = (v: unknown) => {
     params.push(v);
@@ -32,7 +38,10 @@ export async function enterUsers(pool: Pool, c: CanvasEntry, predicate: { sql: s
   const at = p(fireAt.toISOString());
   const dispatch = p(c.dispatchRowId);
   // Zone lists are bound as constant arrays, which PostgreSQL hashes, so the scan stays in id order and stops at LIMIT.
-  const zone = c.knownZones.length > 0 ? `(CASE WHEN p.time_zone = ANY(${p(c.knownZones)}::text[]) THEN p.time_zone ELSE 'UTC' END)` : `'UTC'`;
+  const zone =
+    c.knownZones.length > 0
+      ? `(CASE WHEN p.time_zone = ANY(${p(c.knownZones)}::text[]) THEN p.time_zone ELSE 'UTC' END)`
+      : `'UTC'`;
   const conditions = [`(${predicate.sql})`, `p.id > ${after}`];
   if (c.zones !== null) conditions.push(`${zone} = ANY(${p(c.zones)}::text[])`);
   if (c.covered.length > 0) conditions.push(`NOT (${zone} = ANY(${p(c.covered)}::text[]))`);

@@ -21,7 +21,14 @@ export interface ErasedIdentifiers {
 
 /** The identifiers of `profileIds`, read before their rows go. */
 async function identifiersOf(client: PoolClient, profileIds: number[]): Promise<ErasedIdentifiers> {
-  const { rows } = await client.query<{ external_ids: string[]; service_ids: string[]; emails: string[]; phones: string[]; labels: string[]; names: string[] }>(
+  const { rows } = await client.query<{
+    external_ids: string[];
+    service_ids: string[];
+    emails: string[];
+    phones: string[];
+    labels: string[];
+    names: string[];
+  }>(
     `SELECT coalesce(array_agg(DISTINCT e.v) FILTER (WHERE e.v IS NOT NULL), '{}') AS external_ids,
             (SELECT array_agg(p.service_id) FROM profiles p WHERE p.id = ANY($1::bigint[])) AS service_ids,
             (SELECT coalesce(array_agg(DISTINCT lower(p.email)) FILTER (WHERE p.email IS NOT NULL), '{}') FROM profiles p WHERE p.id = ANY($1::bigint[])) AS emails,
@@ -44,23 +51,44 @@ async function identifiersOf(client: PoolClient, profileIds: number[]): Promise<
 
 /** Every value of the identifiers, as strings another table may hold. */
 function valuesOf(ids: ErasedIdentifiers): string[] {
-  return [...new Set([...ids.externalIds, ...ids.serviceIds, ...ids.emails, ...ids.phones, ...ids.aliases.map((a) => a.name)])];
+  return [
+    ...new Set([
+      ...ids.externalIds,
+      ...ids.serviceIds,
+      ...ids.emails,
+      ...ids.phones,
+      ...ids.aliases.map((a) => a.name),
+    ]),
+  ];
 }
 
 /**
  * Deletes profiles inside the caller's transaction (which holds the workspace's ingestion lock). Returns how many
  * rows went. With `erase`, the copies above go in the same transaction, so an erasure is whole or not at all.
  */
-export async function deleteProfiles(client: PoolClient, workspaceId: string, profileIds: number[], options: { erase: boolean }): Promise<number> {
+export async function deleteProfiles(
+  client: PoolClient,
+  workspaceId: string,
+  profileIds: number[],
+  options: { erase: boolean },
+): Promise<number> {
   if (profileIds.length === 0) return 0;
   const identifiers = options.erase ? await identifiersOf(client, profileIds) : null;
-  const deleted = await client.query(`DELETE FROM profiles WHERE workspace_id = $1 AND id = ANY($2::bigint[])`, [workspaceId, profileIds]);
+  const deleted = await client.query(`DELETE FROM profiles WHERE workspace_id = $1 AND id = ANY($2::bigint[])`, [
+    workspaceId,
+    profileIds,
+  ]);
   if (identifiers) await eraseCopies(client, workspaceId, profileIds, identifiers);
   return deleted.rowCount ?? 0;
 }
 
 /** The copies of an erased user's data outside their profile row. */
-async function eraseCopies(client: PoolClient, workspaceId: string, profileIds: number[], ids: ErasedIdentifiers): Promise<void> {
+async function eraseCopies(
+  client: PoolClient,
+  workspaceId: string,
+  profileIds: number[],
+  ids: ErasedIdentifiers,
+): Promise<void> {
   const values = valuesOf(ids);
   await scrubDeadLetters(client, workspaceId, ids, values);
   // Answers replayed for an Idempotency-Key may repeat an identifier (a rename's external_ids): those keys are forgotten.
@@ -76,9 +104,15 @@ async function eraseCopies(client: PoolClient, workspaceId: string, profileIds: 
     [workspaceId, ids.externalIds],
   );
   // Consent given per address goes; an unsubscribe stays, as a suppression list must (docs/privacy.md).
-  await client.query(`DELETE FROM email_subscriptions WHERE workspace_id = $1 AND email = ANY($2::text[]) AND state <> 'unsubscribed'`, [workspaceId, ids.emails]);
+  await client.query(
+    `DELETE FROM email_subscriptions WHERE workspace_id = $1 AND email = ANY($2::text[]) AND state <> 'unsubscribed'`,
+    [workspaceId, ids.emails],
+  );
   // The uninstall counts stay (KPI series); what tied them to the person does not.
-  await client.query(`UPDATE uninstall_events SET profile_id = NULL WHERE workspace_id = $1 AND profile_id = ANY($2::bigint[])`, [workspaceId, profileIds]);
+  await client.query(
+    `UPDATE uninstall_events SET profile_id = NULL WHERE workspace_id = $1 AND profile_id = ANY($2::bigint[])`,
+    [workspaceId, profileIds],
+  );
 }
 
 interface StagedIdentity {
@@ -110,10 +144,20 @@ function namesErased(identity: StagedIdentity | undefined, ids: ErasedIdentifier
  * left empty goes), and a PostgreSQL message that may quote one of their values is replaced. A command row (a
  * user-data command that failed) naming one of their values goes whole: its commands are about them.
  */
-async function scrubDeadLetters(client: PoolClient, workspaceId: string, ids: ErasedIdentifiers, values: string[]): Promise<void> {
+async function scrubDeadLetters(
+  client: PoolClient,
+  workspaceId: string,
+  ids: ErasedIdentifiers,
+  values: string[],
+): Promise<void> {
   if (values.length === 0) return;
   // Only rows whose text holds one of the values, as JSON writes it, can hold their objects.
-  const patterns = values.map((v) => `%${JSON.stringify(v).slice(1, -1).replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+  const patterns = values.map(
+    (v) =>
+      `%${JSON.stringify(v)
+        .slice(1, -1)
+        .replace(/[\\%_]/g, (c) => `\\${c}`)}%`,
+  );
   const { rows } = await client.query<{ id: number; payload: string; error_message: string }>(
     `SELECT id, payload, error_message FROM ingest_dead_letters
       WHERE workspace_id = $1 AND (payload ILIKE ANY($2::text[]) OR error_message ILIKE ANY($2::text[]))
@@ -145,7 +189,14 @@ async function scrubDeadLetters(client: PoolClient, workspaceId: string, ids: Er
       await client.query(`DELETE FROM ingest_dead_letters WHERE id = $1`, [row.id]);
       continue;
     }
-    const message = quotes(row.error_message) ? 'message removed: it quoted data of a user erased since (docs/privacy.md)' : row.error_message;
-    await client.query(`UPDATE ingest_dead_letters SET payload = $2, objects = $3, error_message = $4 WHERE id = $1`, [row.id, JSON.stringify(payload), left, message]);
+    const message = quotes(row.error_message)
+      ? 'message removed: it quoted data of a user erased since (docs/privacy.md)'
+      : row.error_message;
+    await client.query(`UPDATE ingest_dead_letters SET payload = $2, objects = $3, error_message = $4 WHERE id = $1`, [
+      row.id,
+      JSON.stringify(payload),
+      left,
+      message,
+    ]);
   }
 }

@@ -37,14 +37,23 @@ async function idStates(db: Db, workspaceId: string, ids: string[]): Promise<Map
   return new Map(rows.map((r) => [r.external_id, { profileId: r.profile_id, primary: r.primary }]));
 }
 
-export async function planRenames(db: Db, workspaceId: string, renames: Rename[]): Promise<{ plan: Plan; state: Map<string, IdState> }> {
-  const state = await idStates(db, workspaceId, renames.flatMap((r) => [r.current, r.next]));
+export async function planRenames(
+  db: Db,
+  workspaceId: string,
+  renames: Rename[],
+): Promise<{ plan: Plan; state: Map<string, IdState> }> {
+  const state = await idStates(
+    db,
+    workspaceId,
+    renames.flatMap((r) => [r.current, r.next]),
+  );
   const initial = new Map(state);
   const plan = renames.map(({ current, next }) => {
     if (current === next) return 'current_external_id and new_external_id must differ';
     const owner = state.get(current);
     if (!owner) return 'current_external_id does not name a user';
-    if (!owner.primary) return 'current_external_id is a deprecated external ID; rename the user by its primary external ID';
+    if (!owner.primary)
+      return 'current_external_id is a deprecated external ID; rename the user by its primary external ID';
     if (state.has(next)) return 'new_external_id is already in use';
     state.set(next, { profileId: owner.profileId, primary: true });
     state.set(current, { profileId: owner.profileId, primary: false });
@@ -58,10 +67,19 @@ export async function applyRenames(client: PoolClient, workspaceId: string, rena
   const { plan, state } = await planRenames(client, workspaceId, renames);
   for (const [i, { current, next }] of renames.entries()) {
     if (plan[i] !== null) continue;
-    const profileId = state.get(current)?.profileId ?? (await idStates(client, workspaceId, [current])).get(current)!.profileId;
+    const profileId =
+      state.get(current)?.profileId ?? (await idStates(client, workspaceId, [current])).get(current)!.profileId;
     state.set(next, { profileId, primary: true });
-    await client.query(`INSERT INTO profile_external_ids (workspace_id, external_id, profile_id) VALUES ($1, $2, $3)`, [workspaceId, current, profileId]);
-    await client.query(`UPDATE profiles SET external_id = $3, updated_at = now() WHERE workspace_id = $1 AND id = $2`, [workspaceId, profileId, next]);
+    await client.query(`INSERT INTO profile_external_ids (workspace_id, external_id, profile_id) VALUES ($1, $2, $3)`, [
+      workspaceId,
+      current,
+      profileId,
+    ]);
+    await client.query(`UPDATE profiles SET external_id = $3, updated_at = now() WHERE workspace_id = $1 AND id = $2`, [
+      workspaceId,
+      profileId,
+      next,
+    ]);
   }
   return plan;
 }
@@ -81,6 +99,10 @@ export async function planRemovals(db: Db, workspaceId: string, ids: string[]): 
 export async function applyRemovals(client: PoolClient, workspaceId: string, ids: string[]): Promise<Plan> {
   const plan = await planRemovals(client, workspaceId, ids);
   const removable = ids.filter((_, i) => plan[i] === null);
-  if (removable.length > 0) await client.query(`DELETE FROM profile_external_ids WHERE workspace_id = $1 AND external_id = ANY($2::text[])`, [workspaceId, removable]);
+  if (removable.length > 0)
+    await client.query(`DELETE FROM profile_external_ids WHERE workspace_id = $1 AND external_id = ANY($2::text[])`, [
+      workspaceId,
+      removable,
+    ]);
   return plan;
 }

@@ -61,7 +61,11 @@ export class Identities {
  * creates profiles for unknown external_ids that may be created. An external_id names a profile by its primary id or
  * by a deprecated one (POST /users/external_ids/rename); a deprecated id is never created anew.
  */
-export async function resolveIdentities(client: PoolClient, wanted: Identities, current: Map<number, CurrentRow>): Promise<number> {
+export async function resolveIdentities(
+  client: PoolClient,
+  wanted: Identities,
+  current: Map<number, CurrentRow>,
+): Promise<number> {
   const byWorkspace = new Map<string, Wanted[]>();
   for (const w of wanted.all) {
     const list = byWorkspace.get(w.ws);
@@ -69,7 +73,8 @@ export async function resolveIdentities(client: PoolClient, wanted: Identities, 
     else byWorkspace.set(w.ws, [w]);
   }
   for (const [ws, list] of byWorkspace) {
-    const values = (type: Identity['type']) => list.filter((w) => w.identity.type === type).map((w) => (w.identity as { value: string }).value);
+    const values = (type: Identity['type']) =>
+      list.filter((w) => w.identity.type === type).map((w) => (w.identity as { value: string }).value);
     const aliases = list.flatMap((w) => (w.identity.type === 'user_alias' ? [w.identity] : []));
     // An email may be on several profiles: the most recently updated one is the user (as the public API does).
     const cols = 'p.id, p.email, p.attribute_times AS times';
@@ -88,7 +93,14 @@ export async function resolveIdentities(client: PoolClient, wanted: Identities, 
          FROM unnest($5::text[], $6::text[]) AS i(label, name)
          JOIN profile_aliases a ON a.workspace_id = $1 AND a.alias_label = i.label AND a.alias_name = i.name
          JOIN profiles p ON p.id = a.profile_id`,
-      [ws, values('external_id'), values('service_id'), values('email'), aliases.map((a) => a.label), aliases.map((a) => a.name)],
+      [
+        ws,
+        values('external_id'),
+        values('service_id'),
+        values('email'),
+        aliases.map((a) => a.label),
+        aliases.map((a) => a.name),
+      ],
     );
     for (const r of rows) {
       const identity: Identity =

@@ -6,7 +6,12 @@ import type { Pool, PoolClient } from '../db/pool.js';
  * a device id. Set-based: one statement per kind of identifier, whatever the number asked.
  */
 
-export const PRIORITIZATIONS = ['identified', 'unidentified', 'most_recently_updated', 'least_recently_updated'] as const;
+export const PRIORITIZATIONS = [
+  'identified',
+  'unidentified',
+  'most_recently_updated',
+  'least_recently_updated',
+] as const;
 export type Prioritization = (typeof PRIORITIZATIONS)[number];
 
 export type UserRef =
@@ -91,7 +96,10 @@ export async function findCandidates(db: Db, workspaceId: string, refs: UserRef[
  * prioritization does not narrow them to one ("if more than one user matches from a prioritization, [nothing]
  * occurs", as the public API has it). Without a prioritization an email or phone must match exactly one profile.
  */
-export function pickOne(candidates: Candidate[], prioritization: Prioritization[] = []): { id: number } | 'missing' | 'ambiguous' {
+export function pickOne(
+  candidates: Candidate[],
+  prioritization: Prioritization[] = [],
+): { id: number } | 'missing' | 'ambiguous' {
   let set = candidates;
   for (const rule of prioritization) {
     if (set.length <= 1) break;
@@ -109,7 +117,13 @@ export function pickOne(candidates: Candidate[], prioritization: Prioritization[
 }
 
 /** The one profile of each reference (see `pickOne`), in order. */
-export async function resolveOne(db: Db, workspaceId: string, refs: UserRef[]): Promise<Array<{ id: number } | 'missing' | 'ambiguous'>> {
+export async function resolveOne(
+  db: Db,
+  workspaceId: string,
+  refs: UserRef[],
+): Promise<Array<{ id: number } | 'missing' | 'ambiguous'>> {
   const candidates = await findCandidates(db, workspaceId, refs);
-  return refs.map((ref, i) => pickOne(candidates[i]!, ref.kind === 'email' || ref.kind === 'phone' ? ref.prioritization : undefined));
+  return refs.map((ref, i) =>
+    pickOne(candidates[i]!, ref.kind === 'email' || ref.kind === 'phone' ? ref.prioritization : undefined),
+  );
 }

@@ -20,9 +20,25 @@ import { mergeCounts } from './tracked-objects.js';
  */
 
 const FILL = [
-  'first_name', 'last_name', 'email', 'gender', 'dob', 'phone', 'time_zone', 'home_city', 'country', 'language',
-  'attributed_campaign', 'attributed_source', 'attributed_adgroup', 'attributed_ad', 'last_coordinates',
-  'email_subscribe', 'push_subscribe', 'push_opted_in_at', 'uninstalled_at',
+  'first_name',
+  'last_name',
+  'email',
+  'gender',
+  'dob',
+  'phone',
+  'time_zone',
+  'home_city',
+  'country',
+  'language',
+  'attributed_campaign',
+  'attributed_source',
+  'attributed_adgroup',
+  'attributed_ad',
+  'last_coordinates',
+  'email_subscribe',
+  'push_subscribe',
+  'push_opted_in_at',
+  'uninstalled_at',
 ] as const;
 
 /** The union of two arrays of objects by a key expression over `e`, `pick` choosing between two entries of one key. */
@@ -73,10 +89,18 @@ WHERE k.id = $1 AND m.id = $2 AND k.workspace_id = m.workspace_id`;
  * Merges profile `mergeId` into `keepId` inside the caller's transaction (which holds the workspace's ingestion lock)
  * and deletes the merged one. Returns false, changing nothing, when either is gone or they are the same profile.
  */
-export async function mergeProfiles(client: PoolClient, workspaceId: string, mergeId: number, keepId: number): Promise<boolean> {
+export async function mergeProfiles(
+  client: PoolClient,
+  workspaceId: string,
+  mergeId: number,
+  keepId: number,
+): Promise<boolean> {
   if (mergeId === keepId) return false;
   // Both rows locked in id order, so that two merges of the same pair in opposite directions cannot deadlock.
-  const locked = await client.query(`SELECT id FROM profiles WHERE workspace_id = $1 AND id = ANY($2::bigint[]) ORDER BY id FOR UPDATE`, [workspaceId, [mergeId, keepId]]);
+  const locked = await client.query(
+    `SELECT id FROM profiles WHERE workspace_id = $1 AND id = ANY($2::bigint[]) ORDER BY id FOR UPDATE`,
+    [workspaceId, [mergeId, keepId]],
+  );
   if (locked.rowCount !== 2) return false;
   await client.query(MERGE_SQL, [keepId, mergeId]);
   // Aliases move to the kept profile unless it has one of the same label already.

@@ -9,7 +9,13 @@ import type { PoolClient } from '../db/pool.js';
  */
 
 /** Sets `state` on every profile of the workspace with one of the (lower-cased) addresses; returns how many. */
-export async function setEmailSubscribe(client: PoolClient, workspaceId: string, addresses: string[], state: string, at: string): Promise<number> {
+export async function setEmailSubscribe(
+  client: PoolClient,
+  workspaceId: string,
+  addresses: string[],
+  state: string,
+  at: string,
+): Promise<number> {
   const updated = await client.query(
     `UPDATE profiles SET email_subscribe = $3, attribute_times = attribute_times || jsonb_build_object('email_subscribe', $4::text), updated_at = now()
       WHERE workspace_id = $1 AND lower(email) = ANY($2::text[])`,
@@ -22,7 +28,12 @@ export async function setEmailSubscribe(client: PoolClient, workspaceId: string,
  * Unsubscribes the profiles of bounced (lower-cased) addresses as of each address's latest bounce time, unless a later
  * subscription change is stored; a repeat of a bounce already applied writes nothing.
  */
-export async function unsubscribeBounced(client: PoolClient, workspaceId: string, emails: string[], times: Date[]): Promise<void> {
+export async function unsubscribeBounced(
+  client: PoolClient,
+  workspaceId: string,
+  emails: string[],
+  times: Date[],
+): Promise<void> {
   // attribute_times holds last-write times as 'YYYY-MM-DDTHH:MM:SS.mmmZ' strings, which compare correctly as text.
   await client.query(
     `UPDATE profiles p
@@ -40,7 +51,12 @@ export async function unsubscribeBounced(client: PoolClient, workspaceId: string
 }
 
 /** Marks profiles uninstalled at the latest of their uninstall times, unless a later one is stored. */
-export async function markUninstalled(client: PoolClient, workspaceId: string, profileIds: Array<number | null>, times: Date[]): Promise<void> {
+export async function markUninstalled(
+  client: PoolClient,
+  workspaceId: string,
+  profileIds: Array<number | null>,
+  times: Date[],
+): Promise<void> {
   await client.query(
     `UPDATE profiles p SET uninstalled_at = GREATEST(p.uninstalled_at, x.at), updated_at = now()
        FROM (SELECT profile_id, max(occurred_at) AS at FROM unnest($2::bigint[], $3::timestamptz[]) AS i(profile_id, occurred_at)

@@ -102,7 +102,8 @@ const STANDARD_COLUMNS: Record<string, string> = {
  * another partition (the same user named by another identifier) may have committed a newer value since, and under
  * READ COMMITTED the UPDATE sees that row version, so the stored value then stays.
  */
-const newer = (field: string) => `(u.times->>(${field})) COLLATE "C" >= coalesce(p.attribute_times->>(${field}), '') COLLATE "C"`;
+const newer = (field: string) =>
+  `(u.times->>(${field})) COLLATE "C" >= coalesce(p.attribute_times->>(${field}), '') COLLATE "C"`;
 
 /** What a batch's update rows carry: the statement sets only those columns (cached per shape). */
 interface UpdateShape {
@@ -126,12 +127,20 @@ function updateSql(shape: UpdateShape): string {
   let sql = updateStatements.get(key);
   if (sql) return sql;
   const sets: string[] = [];
-  if (shape.events) sets.push(`custom_events = CASE WHEN u.ev IS NULL THEN p.custom_events ELSE ${mergeCounts('p.custom_events', 'u.ev')} END`);
+  if (shape.events)
+    sets.push(
+      `custom_events = CASE WHEN u.ev IS NULL THEN p.custom_events ELSE ${mergeCounts('p.custom_events', 'u.ev')} END`,
+    );
   if (shape.purchases) {
     sets.push(`purchases = CASE WHEN u.pu IS NULL THEN p.purchases ELSE ${mergeCounts('p.purchases', 'u.pu')} END`);
-    sets.push(`total_revenue = CASE WHEN u.rev IS NULL THEN p.total_revenue ELSE coalesce(p.total_revenue, 0) + u.rev END`);
+    sets.push(
+      `total_revenue = CASE WHEN u.rev IS NULL THEN p.total_revenue ELSE coalesce(p.total_revenue, 0) + u.rev END`,
+    );
   }
-  for (const col of shape.standard) sets.push(`${col} = CASE WHEN u.std ? '${col}' AND ${newer(`'${col}'`)} THEN ${STANDARD_COLUMNS[col]} ELSE p.${col} END`);
+  for (const col of shape.standard)
+    sets.push(
+      `${col} = CASE WHEN u.std ? '${col}' AND ${newer(`'${col}'`)} THEN ${STANDARD_COLUMNS[col]} ELSE p.${col} END`,
+    );
   if (shape.custom) {
     sets.push(`custom_attributes = CASE WHEN u.cset IS NULL AND u.cdel IS NULL THEN p.custom_attributes
     ELSE (p.custom_attributes || coalesce((SELECT jsonb_object_agg(c.key, c.value) FROM jsonb_each(u.cset) AS c
@@ -194,7 +203,9 @@ function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: Upda
   if (Object.keys(times).length === 0) return null;
   if (Object.keys(std).length > 0) row.std = std;
   const set = Object.entries(custom).filter(([, v]) => v !== null);
-  const del = Object.entries(custom).filter(([, v]) => v === null).map(([k]) => k);
+  const del = Object.entries(custom)
+    .filter(([, v]) => v === null)
+    .map(([k]) => k);
   if (set.length > 0) row.cset = Object.fromEntries(set);
   if (del.length > 0) row.cdel = del;
   row.times = times;
@@ -293,7 +304,8 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
     if (row.std) for (const col of Object.keys(row.std)) standardSeen.add(col);
   }
   shape.standard = Object.keys(STANDARD_COLUMNS).filter((col) => standardSeen.has(col));
-  if (parts.length > 0) await writeProfilesLogged(client, updateSql(shape), [`[${parts.join(',')}]`], 'SELECT count(*) FROM written');
+  if (parts.length > 0)
+    await writeProfilesLogged(client, updateSql(shape), [`[${parts.join(',')}]`], 'SELECT count(*) FROM written');
   if (tied.ids.length > 0) {
     // Only where the address was written: a newer address from another partition's batch keeps its own state.
     await client.query(

@@ -9,7 +9,11 @@ export const BulkImportPayload = z.object({ importId: z.uuid() });
 export type BulkImportPayload = z.infer<typeof BulkImportPayload>;
 
 /** The import's row holds its position, so retries resume; history kept a week. */
-const JOB_OPTIONS = { attempts: 10, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: { age: 7 * 24 * 3600, count: 1000 } };
+const JOB_OPTIONS = {
+  attempts: 10,
+  backoff: { type: 'exponential', delay: 2000 },
+  removeOnComplete: { age: 7 * 24 * 3600, count: 1000 },
+};
 
 export const importJobId = (importId: string) => `import-${importId}`;
 

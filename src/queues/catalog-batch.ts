@@ -27,7 +27,8 @@ export const CatalogBatchPayload = z.discriminatedUnion('op', [
 ]);
 export type CatalogBatchPayload = z.infer<typeof CatalogBatchPayload>;
 
-export const batchJobId = (payload: Pick<CatalogBatchPayload, 'op' | 'version'>) => `catalog-${payload.op}-${payload.version}`;
+export const batchJobId = (payload: Pick<CatalogBatchPayload, 'op' | 'version'>) =>
+  `catalog-${payload.op}-${payload.version}`;
 
 /** Queues a recorded batch; its job id is fixed by its version, so queueing it twice adds one job. */
 export async function enqueueCatalogBatch(queues: Queues, payload: CatalogBatchPayload): Promise<void> {

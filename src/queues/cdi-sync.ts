@@ -19,7 +19,12 @@ export const CdiSyncPayload = z.union([
 export type CdiSyncPayload = z.infer<typeof CdiSyncPayload>;
 
 /** The job row holds the run's progress, so retries resume; history kept a week. */
-const JOB_OPTIONS = { attempts: 10, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: { age: 7 * 24 * 3600, count: 1000 }, removeOnFail: { age: 7 * 24 * 3600 } };
+const JOB_OPTIONS = {
+  attempts: 10,
+  backoff: { type: 'exponential', delay: 2000 },
+  removeOnComplete: { age: 7 * 24 * 3600, count: 1000 },
+  removeOnFail: { age: 7 * 24 * 3600 },
+};
 
 export const syncJobId = (jobId: string) => `cdi-${jobId}`;
 const SCHEDULER_PREFIX = 'cdi-schedule-';
@@ -33,8 +38,14 @@ export async function enqueueSync(queues: Queues, jobId: string): Promise<void> 
 
 /** Creates or updates an integration's scheduler (throws on an invalid cron pattern or time zone). */
 export async function upsertCdiSchedule(queues: Queues, integrationId: string, schedule: CdiSchedule): Promise<void> {
-  const repeat = 'every_minutes' in schedule ? { every: schedule.every_minutes * 60_000 } : { pattern: schedule.cron, tz: schedule.time_zone };
-  await queues.get(CDI_SYNC_QUEUE).upsertJobScheduler(`${SCHEDULER_PREFIX}${integrationId}`, repeat, { name: 'scheduled-sync', data: { integrationId } });
+  const repeat =
+    'every_minutes' in schedule
+      ? { every: schedule.every_minutes * 60_000 }
+      : { pattern: schedule.cron, tz: schedule.time_zone };
+  await queues.get(CDI_SYNC_QUEUE).upsertJobScheduler(`${SCHEDULER_PREFIX}${integrationId}`, repeat, {
+    name: 'scheduled-sync',
+    data: { integrationId },
+  });
 }
 
 /** When an integration's scheduler fires next, or null (none, or Redis cannot say). */
@@ -57,5 +68,7 @@ export async function removeCdiSchedulesBut(queues: Queues, keep: Set<string>): 
 
 /** The re-sync of the schedulers with cdi_integrations, every five minutes (a repeatable job). */
 export async function registerCdiSchedulesSync(queues: Queues): Promise<void> {
-  await queues.get(CDI_SYNC_QUEUE).upsertJobScheduler(SYNC_SCHEDULER_ID, { every: SYNC_EVERY_MS }, { name: 'sync', data: { sync: true } });
+  await queues
+    .get(CDI_SYNC_QUEUE)
+    .upsertJobScheduler(SYNC_SCHEDULER_ID, { every: SYNC_EVERY_MS }, { name: 'sync', data: { sync: true } });
 }

@@ -9,8 +9,17 @@ export const LiveActivityRemovalPayload = z.object({ liveActivityId: z.uuid() })
 export const removalJobId = (liveActivityId: string) => `la-remove-${liveActivityId}`;
 
 /** Arms the removal of an ended activity at its dismissal date (a delayed job; one per activity). */
-export async function enqueueRemoval(queues: Queues, liveActivityId: string, dismissal: Date, now = new Date()): Promise<void> {
+export async function enqueueRemoval(
+  queues: Queues,
+  liveActivityId: string,
+  dismissal: Date,
+  now = new Date(),
+): Promise<void> {
   await queues
     .get(LIVE_ACTIVITY_REMOVAL_QUEUE)
-    .add('remove', { liveActivityId }, { jobId: removalJobId(liveActivityId), delay: Math.max(0, dismissal.getTime() - now.getTime()) });
+    .add(
+      'remove',
+      { liveActivityId },
+      { jobId: removalJobId(liveActivityId), delay: Math.max(0, dismissal.getTime() - now.getTime()) },
+    );
 }

@@ -11,7 +11,10 @@ import { registerTrackSweep } from './track-ingest.js';
  * functions of its queue module), and the reconciler registers them all on every pass, so a Redis that lost them has
  * them back within a pass. Registering is idempotent (BullMQ job schedulers are keyed by id).
  */
-export async function registerRepeatableJobs(queues: Queues, config: Pick<Config, 'CANVAS_SCHEDULE_SWEEP_SECONDS'>): Promise<void> {
+export async function registerRepeatableJobs(
+  queues: Queues,
+  config: Pick<Config, 'CANVAS_SCHEDULE_SWEEP_SECONDS'>,
+): Promise<void> {
   await registerTrackSweep(queues);
   await registerCanvasSweep(queues, config);
   await registerExportSchedulesSync(queues);

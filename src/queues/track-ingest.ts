@@ -28,10 +28,18 @@ export const SWEEP_EVERY_MS = 5_000;
 
 /** Asks for everything staged to be applied (a no-op while an apply job waits). */
 export async function enqueueApply(queues: Queues): Promise<void> {
-  await queues.get(TRACK_INGEST_QUEUE).add('apply', {}, { ...JOB_OPTIONS, deduplication: { id: APPLY_DEDUPLICATION_ID } });
+  await queues
+    .get(TRACK_INGEST_QUEUE)
+    .add('apply', {}, { ...JOB_OPTIONS, deduplication: { id: APPLY_DEDUPLICATION_ID } });
 }
 
 /** The sweep, a repeatable job: an apply every SWEEP_EVERY_MS. */
 export async function registerTrackSweep(queues: Queues): Promise<void> {
-  await queues.get(TRACK_INGEST_QUEUE).upsertJobScheduler('track-ingest-sweep', { every: SWEEP_EVERY_MS }, { name: 'sweep', data: {}, opts: JOB_OPTIONS });
+  await queues
+    .get(TRACK_INGEST_QUEUE)
+    .upsertJobScheduler(
+      'track-ingest-sweep',
+      { every: SWEEP_EVERY_MS },
+      { name: 'sweep', data: {}, opts: JOB_OPTIONS },
+    );
 }

@@ -113,11 +113,15 @@ export class Reconciler {
   private async pass(forced: boolean): Promise<PassResult> {
     const { pool, config } = this.deps;
     return withTransaction(pool, async (client) => {
-      const lock = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok', [`ces-reconciler:${config.DATABASE_SCHEMA}`]);
+      const lock = await client.query<{ ok: boolean }>(
+        'SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok',
+        [`ces-reconciler:${config.DATABASE_SCHEMA}`],
+      );
       if (!lock.rows[0]!.ok) return { ran: false };
-      const last = await client.query<{ due: boolean }>(`SELECT last_pass_at < now() - make_interval(secs => $1) AS due FROM reconciler_state`, [
-        Math.max(0, this.options.intervalMs / 1000 - 1),
-      ]);
+      const last = await client.query<{ due: boolean }>(
+        `SELECT last_pass_at < now() - make_interval(secs => $1) AS due FROM reconciler_state`,
+        [Math.max(0, this.options.intervalMs / 1000 - 1)],
+      );
       if (!forced && last.rows[0] && !last.rows[0].due) return { ran: false };
       await client.query(
         `INSERT INTO reconciler_state (id, last_pass_at) VALUES (true, now()) ON CONFLICT (id) DO UPDATE SET last_pass_at = excluded.last_pass_at`,
@@ -143,10 +147,13 @@ export class Reconciler {
       ['live activities', () => repairLiveActivities(deps)],
       // Not lost work: records past their use, dropped here because a pass runs anyway.
       ['expired idempotency keys', () => forgetExpiredKeys(deps.pool)],
-      ['export bases past retention', async () => {
-        const forgotten = await forgetExportBases(deps.pool, deps.config.EXPORT_INCREMENTAL_RETENTION_DAYS);
-        return forgotten.exports + forgotten.tombstones + forgotten.changes;
-      }],
+      [
+        'export bases past retention',
+        async () => {
+          const forgotten = await forgetExportBases(deps.pool, deps.config.EXPORT_INCREMENTAL_RETENTION_DAYS);
+          return forgotten.exports + forgotten.tombstones + forgotten.changes;
+        },
+      ],
     ];
     const repaired: Repaired = {};
     const failed: string[] = [];
@@ -163,9 +170,14 @@ export class Reconciler {
     const queued = Object.entries(repaired).filter(([kind, n]) => !QUIET_KINDS.has(kind) && n > 0);
     // A brand-new install (or one restarted with nothing pending) has nothing to rebuild: no warning for that.
     if (redisLost && queued.length > 0) {
-      log.warn({ repaired: Object.fromEntries(queued) }, "Redis had lost this install's work (restarted without persistence, or flushed): queued it again from PostgreSQL");
+      log.warn(
+        { repaired: Object.fromEntries(queued) },
+        "Redis had lost this install's work (restarted without persistence, or flushed): queued it again from PostgreSQL",
+      );
     } else if (redisLost) {
-      log.info('Redis holds no work of this install (new, or restarted or flushed with nothing pending): nothing to rebuild');
+      log.info(
+        'Redis holds no work of this install (new, or restarted or flushed with nothing pending): nothing to rebuild',
+      );
     } else if (queued.length > 0) {
       log.info({ repaired: Object.fromEntries(queued) }, 'reconciler queued lost work again');
     }

@@ -53,7 +53,13 @@ const before = (ms: number) => new Date(Date.now() - ms);
  */
 export async function repairExports(deps: RepairDeps): Promise<number> {
   const { pool, redis, queues, config, log } = deps;
-  const { rows } = await pool.query<{ id: string; segment_id: string; company_id: string; shard_count: number; shard_buckets: number | null }>(
+  const { rows } = await pool.query<{
+    id: string;
+    segment_id: string;
+    company_id: string;
+    shard_count: number;
+    shard_buckets: number | null;
+  }>(
     `SELECT id, segment_id, company_id, COALESCE(shard_count, 1) AS shard_count, shard_buckets
        FROM exports WHERE status IN ('queued', 'running') AND created_at < $1 ORDER BY created_at`,
     [before(GRACE_MS)],
@@ -70,12 +76,17 @@ export async function repairExports(deps: RepairDeps): Promise<number> {
     const state = await queues.state(SEGMENT_EXPORT_QUEUE, exp.id);
     if (state !== 'unknown' && state !== 'failed') continue;
     if (state === 'failed') await queues.remove(SEGMENT_EXPORT_QUEUE, exp.id);
-    const ended = await pool.query<{ shard: number }>('SELECT shard FROM export_shards_done WHERE export_id = $1', [exp.id]);
+    const ended = await pool.query<{ shard: number }>('SELECT shard FROM export_shards_done WHERE export_id = $1', [
+      exp.id,
+    ]);
     const done = new Set(ended.rows.map((r) => r.shard));
     const all = exportShards(exp);
     const shards = all.filter((s) => !done.has(s.shard));
     await enqueueExportFlow(queues, exp.id, shards, config.EXPORT_SHARD_ATTEMPTS);
-    log.warn({ exportId: exp.id, shards: shards.length, ended: done.size }, 'export queued again: Redis had lost its jobs');
+    log.warn(
+      { exportId: exp.id, shards: shards.length, ended: done.size },
+      'export queued again: Redis had lost its jobs',
+    );
     queued++;
   }
   return queued;
@@ -111,9 +122,10 @@ export async function repairExportCallbacks(deps: RepairDeps): Promise<number> {
 
 /** Staged /users/track rows: an apply job is queued (a no-op while one waits). */
 export async function repairStagedTrack(deps: RepairDeps): Promise<number> {
-  const { rows } = await deps.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM (SELECT 1 FROM ingest_staging WHERE accepted_at < $1 LIMIT 1) s', [
-    before(GRACE_MS),
-  ]);
+  const { rows } = await deps.pool.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM (SELECT 1 FROM ingest_staging WHERE accepted_at < $1 LIMIT 1) s',
+    [before(GRACE_MS)],
+  );
   if (rows[0]!.n === 0) return 0;
   await enqueueApply(deps.queues);
   return 1;
@@ -161,7 +173,10 @@ export async function repairImports(deps: RepairDeps): Promise<number> {
 export async function repairLiveActivities(deps: RepairDeps): Promise<number> {
   const { pool, queues, log } = deps;
   let queued = 0;
-  const pushes = await pool.query<{ id: number }>(`SELECT id FROM live_activity_pushes WHERE status = 'queued' AND created_at < $1 ORDER BY id`, [before(GRACE_MS)]);
+  const pushes = await pool.query<{ id: number }>(
+    `SELECT id FROM live_activity_pushes WHERE status = 'queued' AND created_at < $1 ORDER BY id`,
+    [before(GRACE_MS)],
+  );
   for (const { id } of pushes.rows) {
     if (!(await lost(queues, LIVE_ACTIVITY_PUSH_QUEUE, pushJobId(id)))) continue;
     await enqueuePush(queues, id);

@@ -25,7 +25,8 @@ const canvasListRoutes: FastifyPluginAsync = async (base) => {
       config: { permission: 'canvas.list', rateLimit: RATE_LIMITS.default },
       schema: {
         summary: 'List canvases',
-        description: `Up to ${LIST_PAGE_SIZE} canvases a page by creation time; archived ones only with include_archived=true. ` +
+        description:
+          `Up to ${LIST_PAGE_SIZE} canvases a page by creation time; archived ones only with include_archived=true. ` +
           '`last_edit.time[gt]` (yyyy-MM-DDTHH:mm:ss, UTC unless a zone is given) keeps canvases edited after it.',
         tags: ['canvases'],
         querystring: CanvasListQuery,
@@ -37,7 +38,12 @@ const canvasListRoutes: FastifyPluginAsync = async (base) => {
       const canvases = await listCanvases(
         app.ctx.pool,
         apiKeyOf(req).workspaceId,
-        { page: q.page, direction: q.sort_direction, includeArchived: q.include_archived, editedAfter: q['last_edit.time[gt]']?.date },
+        {
+          page: q.page,
+          direction: q.sort_direction,
+          includeArchived: q.include_archived,
+          editedAfter: q['last_edit.time[gt]']?.date,
+        },
         LIST_PAGE_SIZE,
       );
       return { canvases, message: 'success' };

@@ -2,10 +2,21 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { createSchedule, deleteSchedule, ScheduleCreateBody, ScheduleDeleteBody, ScheduleUpdateBody, updateSchedule } from '../canvases/schedules.js';
+import {
+  createSchedule,
+  deleteSchedule,
+  ScheduleCreateBody,
+  ScheduleDeleteBody,
+  ScheduleUpdateBody,
+  updateSchedule,
+} from '../canvases/schedules.js';
 import { apiKeyOf } from '../http/principals.js';
 
-export const ScheduleCreated = z.object({ dispatch_id: z.string(), schedule_id: z.string(), message: z.literal('success') });
+export const ScheduleCreated = z.object({
+  dispatch_id: z.string(),
+  schedule_id: z.string(),
+  message: z.literal('success'),
+});
 export const ScheduleUpdated = z.object({
   message: z.literal('success'),
   applied: z.boolean().describe('false when the schedule had already been sent: nothing changed'),
@@ -23,7 +34,7 @@ const canvasSchedulesRoutes: FastifyPluginAsync = async (base) => {
         summary: 'Schedule an API-triggered canvas (beyond the spec)',
         description:
           'Targets `recipients` (at most 50, by external_user_id or user_alias; with `audience`, those of them in the segment), or with ' +
-          '`broadcast: true` the segment `audience.segment_id`, or the whole workspace. `schedule.in_local_time` sends at each user\'s local time.',
+          "`broadcast: true` the segment `audience.segment_id`, or the whole workspace. `schedule.in_local_time` sends at each user's local time.",
         tags: ['canvases'],
         body: ScheduleCreateBody,
         response: { 201: ScheduleCreated },

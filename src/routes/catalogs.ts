@@ -15,7 +15,16 @@ import {
   replaceItem,
   type EnqueueBatch,
 } from '../catalogs/items.js';
-import { BatchItemsBody, DeleteItemsBody, ItemId, MAX_BATCH_ITEMS, MAX_ID_LENGTH, MAX_ITEM_CHARS, MAX_NESTING, SingleItemBody } from '../catalogs/item-bodies.js';
+import {
+  BatchItemsBody,
+  DeleteItemsBody,
+  ItemId,
+  MAX_BATCH_ITEMS,
+  MAX_ID_LENGTH,
+  MAX_ITEM_CHARS,
+  MAX_NESTING,
+  SingleItemBody,
+} from '../catalogs/item-bodies.js';
 import { apiKeyOf } from '../http/principals.js';
 import { MessageResponse, documentedBody } from '../http/schemas.js';
 
@@ -24,8 +33,13 @@ const CatalogParams = z.object({ catalog_name: z.string().describe('Name of the 
 // The path's id is taken as any string: one that breaks the id rules answers with the catalog error ids.
 const ItemParams = CatalogParams.extend({ item_id: z.string().describe(ItemId.description!) });
 
-export const ItemsResponse = z.object({ items: z.array(ItemObject.and(z.object({ id: z.string() }))), message: z.string() });
-export const ItemsListQuery = z.object({ cursor: z.string().optional().describe('Opaque cursor from the Link header of the previous page') });
+export const ItemsResponse = z.object({
+  items: z.array(ItemObject.and(z.object({ id: z.string() }))),
+  message: z.string(),
+});
+export const ItemsListQuery = z.object({
+  cursor: z.string().optional().describe('Opaque cursor from the Link header of the previous page'),
+});
 
 /**
  * Bodies are checked by the catalog domain, not by the route schema, so that every malformed body answers with the
@@ -39,7 +53,8 @@ const sync = { rateLimit: RATE_LIMITS.catalogSync, errorFormat: 'catalog' } as c
 const async = { rateLimit: RATE_LIMITS.catalogAsync, errorFormat: 'catalog', idempotent: true } as const;
 
 /** An Idempotency-Key of a batch request answers in the transaction that records the batch. */
-const accepted = async (req: FastifyRequest, db: PoolClient) => req.idempotency?.answer(db, 202, { message: 'success' });
+const accepted = async (req: FastifyRequest, db: PoolClient) =>
+  req.idempotency?.answer(db, 202, { message: 'success' });
 
 const catalogsRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
@@ -48,7 +63,11 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
   const enqueue: EnqueueBatch = async (payload) => {
     await enqueueCatalogBatch(app.ctx.queues, payload).catch((err: unknown) => {
       // A Redis outage is logged once by the health module, not with a stack per request.
-      if (!app.ctx.health.report(err)) app.log.warn({ err, version: payload.version }, 'catalog batch recorded but not queued; the reconciler will queue it');
+      if (!app.ctx.health.report(err))
+        app.log.warn(
+          { err, version: payload.version },
+          'catalog batch recorded but not queued; the reconciler will queue it',
+        );
     });
   };
 
@@ -66,7 +85,14 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      await acceptBatchReplace(app.ctx.pool, enqueue, apiKeyOf(req).workspaceId, req.params.catalog_name, req.body, (db) => accepted(req, db));
+      await acceptBatchReplace(
+        app.ctx.pool,
+        enqueue,
+        apiKeyOf(req).workspaceId,
+        req.params.catalog_name,
+        req.body,
+        (db) => accepted(req, db),
+      );
       return reply.code(202).send({ message: 'success' });
     },
   );
@@ -85,7 +111,14 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      await acceptBatchDelete(app.ctx.pool, enqueue, apiKeyOf(req).workspaceId, req.params.catalog_name, req.body, (db) => accepted(req, db));
+      await acceptBatchDelete(
+        app.ctx.pool,
+        enqueue,
+        apiKeyOf(req).workspaceId,
+        req.params.catalog_name,
+        req.body,
+        (db) => accepted(req, db),
+      );
       return reply.code(202).send({ message: 'success' });
     },
   );
@@ -106,7 +139,8 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
     async (req, reply) => {
       const name = req.params.catalog_name;
       const page = await listItems(app.ctx.pool, apiKeyOf(req).workspaceId, name, req.query.cursor);
-      if (page.next) reply.header('Link', `</catalogs/${encodeURIComponent(name)}/items?cursor=${page.next}>; rel="next"`);
+      if (page.next)
+        reply.header('Link', `</catalogs/${encodeURIComponent(name)}/items?cursor=${page.next}>; rel="next"`);
       return { items: page.items, message: 'success' };
     },
   );

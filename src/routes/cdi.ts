@@ -2,7 +2,13 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { checkIntegrationId, decodeCursor, getIntegration, listIntegrationPage, pageLinks } from '../cdi/integrations.js';
+import {
+  checkIntegrationId,
+  decodeCursor,
+  getIntegration,
+  listIntegrationPage,
+  pageLinks,
+} from '../cdi/integrations.js';
 import { jobStatusPage } from '../cdi/jobs.js';
 import { startSync } from '../cdi/schedules.js';
 import { apiKeyOf } from '../http/principals.js';
@@ -58,7 +64,8 @@ const cdiRoutes: FastifyPluginAsync = async (base) => {
       config: { permission: 'cdi.integration_list', rateLimit: RATE_LIMITS.cdiList },
       schema: {
         summary: 'List Cloud Data Ingestion integrations',
-        description: 'The workspace\'s integrations (declared in the workspace file), 10 a page, by name; a `Link` header names the next and previous pages.',
+        description:
+          "The workspace's integrations (declared in the workspace file), 10 a page, by name; a `Link` header names the next and previous pages.",
         tags: ['cdi'],
         querystring: CursorQuery,
         response: { 200: IntegrationsResponse },
@@ -66,7 +73,9 @@ const cdiRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req, reply) => {
       const offset = decodeCursor(req.query.cursor);
-      const page = await listIntegrationPage(app.ctx.pool, apiKeyOf(req).workspaceId, offset, (i) => nextScheduledRun(app.ctx.queues, i.id));
+      const page = await listIntegrationPage(app.ctx.pool, apiKeyOf(req).workspaceId, offset, (i) =>
+        nextScheduledRun(app.ctx.queues, i.id),
+      );
       const link = pageLinks('/cdi/integrations', offset, page.hasNext);
       if (link) reply.header('Link', link);
       return { results: page.results, message: 'success' };
@@ -79,7 +88,8 @@ const cdiRoutes: FastifyPluginAsync = async (base) => {
       config: { permission: 'cdi.integration_sync', rateLimit: RATE_LIMITS.cdiSync, errors: [404, 415] },
       schema: {
         summary: 'Trigger a sync',
-        description: 'Starts a run of the integration now (202); 429 "Another job is in progress" while one runs; 404 "Integration not found".',
+        description:
+          'Starts a run of the integration now (202); 429 "Another job is in progress" while one runs; 404 "Integration not found".',
         tags: ['cdi'],
         params: IntegrationParams,
         response: { 202: z.object({ message: z.string() }) },
@@ -99,7 +109,8 @@ const cdiRoutes: FastifyPluginAsync = async (base) => {
       config: { permission: 'cdi.integration_job_status', rateLimit: RATE_LIMITS.cdiStatus, errors: [404] },
       schema: {
         summary: 'List the sync runs of an integration',
-        description: 'Newest first, 10 a page; `Link` names the next and previous pages. job_status: running, success, partial (some rows failed), error (none synced), config_error.',
+        description:
+          'Newest first, 10 a page; `Link` names the next and previous pages. job_status: running, success, partial (some rows failed), error (none synced), config_error.',
         tags: ['cdi'],
         params: IntegrationParams,
         querystring: CursorQuery,
@@ -110,7 +121,11 @@ const cdiRoutes: FastifyPluginAsync = async (base) => {
       const offset = decodeCursor(req.query.cursor);
       const integration = await getIntegration(app.ctx.pool, apiKeyOf(req).workspaceId, req.params.integration_id);
       const page = await jobStatusPage(app.ctx.pool, integration.id, offset);
-      const link = pageLinks(`/cdi/integrations/${checkIntegrationId(integration.id)}/job_sync_status`, offset, page.hasNext);
+      const link = pageLinks(
+        `/cdi/integrations/${checkIntegrationId(integration.id)}/job_sync_status`,
+        offset,
+        page.hasNext,
+      );
       if (link) reply.header('Link', link);
       return { results: page.results, message: 'success' };
     },

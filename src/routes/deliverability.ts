@@ -31,17 +31,27 @@ export const InvalidPhoneNumbersQuery = z
     ...rangeAndPage,
     phone_numbers: QueryStringList,
     'phone_numbers[]': QueryStringList,
-    reason: z.enum(['provider_error', 'deactivated'], { error: "reason must be 'provider_error' or 'deactivated'" }).optional(),
+    reason: z
+      .enum(['provider_error', 'deactivated'], { error: "reason must be 'provider_error' or 'deactivated'" })
+      .optional(),
   })
   .superRefine(checkRange)
   .transform(({ phone_numbers: plain, 'phone_numbers[]': bracketed, ...rest }, ctx) => {
     const phoneNumbers = mergeArrayParam(plain, bracketed).map(plusFromSpace);
     if (phoneNumbers.length > MAX_FILTER_VALUES) {
-      ctx.addIssue({ code: 'custom', path: ['phone_numbers'], message: `phone_numbers takes at most ${MAX_FILTER_VALUES} numbers` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['phone_numbers'],
+        message: `phone_numbers takes at most ${MAX_FILTER_VALUES} numbers`,
+      });
     }
     const bad = phoneNumbers.find((p) => !E164.test(p));
     if (bad !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['phone_numbers'], message: `phone_numbers must be E.164 numbers such as +15555550123; got ${JSON.stringify(bad.slice(0, 32))}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['phone_numbers'],
+        message: `phone_numbers must be E.164 numbers such as +15555550123; got ${JSON.stringify(bad.slice(0, 32))}`,
+      });
     }
     return { ...rest, phone_numbers: phoneNumbers };
   });

@@ -23,7 +23,12 @@ const emailStatusRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req, reply) => {
       const { email, subscription_state } = req.body;
-      await setEmailStatus(app.ctx.pool, apiKeyOf(req).workspaceId, Array.isArray(email) ? email : [email], subscription_state);
+      await setEmailStatus(
+        app.ctx.pool,
+        apiKeyOf(req).workspaceId,
+        Array.isArray(email) ? email : [email],
+        subscription_state,
+      );
       return reply.code(201).send({ message: 'success' });
     },
   );

@@ -22,7 +22,10 @@ import {
 export const EmailTemplateSaved = z.object({ message: z.literal('success'), email_template_id: z.string() });
 
 export const EmailTemplateInfoQuery = z.object({
-  email_template_id: z.string({ error: 'email_template_id is required' }).min(1, 'email_template_id is required').max(255),
+  email_template_id: z
+    .string({ error: 'email_template_id is required' })
+    .min(1, 'email_template_id is required')
+    .max(255),
 });
 export const EmailTemplateInfoResponse = z.object({
   email_template_id: z.string(),
@@ -50,7 +53,15 @@ export const EmailTemplateListQuery = z.object({
 });
 export const EmailTemplateListResponse = z.object({
   count: z.number().int(),
-  templates: z.array(z.object({ email_template_id: z.string(), template_name: z.string(), created_at: z.string(), updated_at: z.string(), tags: z.array(z.string()) })),
+  templates: z.array(
+    z.object({
+      email_template_id: z.string(),
+      template_name: z.string(),
+      created_at: z.string(),
+      updated_at: z.string(),
+      tags: z.array(z.string()),
+    }),
+  ),
   message: z.literal('success'),
 });
 
@@ -63,7 +74,8 @@ const emailTemplatesRoutes: FastifyPluginAsync = async (base) => {
       config: { permission: 'templates.email.create', rateLimit: RATE_LIMITS.default },
       schema: {
         summary: 'Create an email template',
-        description: 'Tags must already exist in the workspace; `{{content_blocks.${name}}}` must name existing content blocks.',
+        description:
+          'Tags must already exist in the workspace; `{{content_blocks.${name}}}` must name existing content blocks.',
         tags: ['templates'],
         body: documentedBody(EmailTemplateCreateBody),
         response: { 201: EmailTemplateSaved },
@@ -97,7 +109,12 @@ const emailTemplatesRoutes: FastifyPluginAsync = async (base) => {
     '/templates/email/info',
     {
       config: { permission: 'templates.email.info', rateLimit: RATE_LIMITS.default, errors: [404] },
-      schema: { summary: 'Read an email template', tags: ['templates'], querystring: EmailTemplateInfoQuery, response: { 200: EmailTemplateInfoResponse } },
+      schema: {
+        summary: 'Read an email template',
+        tags: ['templates'],
+        querystring: EmailTemplateInfoQuery,
+        response: { 200: EmailTemplateInfoResponse },
+      },
     },
     async (req) => {
       const template = await getEmailTemplate(app.ctx.pool, apiKeyOf(req).workspaceId, req.query.email_template_id);
@@ -111,7 +128,8 @@ const emailTemplatesRoutes: FastifyPluginAsync = async (base) => {
       config: { permission: 'templates.email.list', rateLimit: RATE_LIMITS.default },
       schema: {
         summary: 'List email templates',
-        description: 'By last modification, oldest first; `limit` (1-1000, default 100) and `offset` page through them.',
+        description:
+          'By last modification, oldest first; `limit` (1-1000, default 100) and `offset` page through them.',
         tags: ['templates'],
         querystring: EmailTemplateListQuery,
         response: { 200: EmailTemplateListResponse },
@@ -119,8 +137,14 @@ const emailTemplatesRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req) => {
       const { modified_after, modified_before, limit, offset } = req.query;
-      if (modified_after && modified_before && modified_after >= modified_before) throw badRequest('modified_after must be before modified_before');
-      const templates = await listEmailTemplates(app.ctx.pool, apiKeyOf(req).workspaceId, { modifiedAfter: modified_after, modifiedBefore: modified_before, limit, offset });
+      if (modified_after && modified_before && modified_after >= modified_before)
+        throw badRequest('modified_after must be before modified_before');
+      const templates = await listEmailTemplates(app.ctx.pool, apiKeyOf(req).workspaceId, {
+        modifiedAfter: modified_after,
+        modifiedBefore: modified_before,
+        limit,
+        offset,
+      });
       return { count: templates.length, templates, message: 'success' as const };
     },
   );

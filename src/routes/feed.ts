@@ -6,10 +6,21 @@ import { listFeedCards } from '../feed/list.js';
 import { apiKeyOf } from '../http/principals.js';
 import { LIST_PAGE_SIZE, PageParam, QueryBoolean, SortDirectionParam } from '../http/schemas.js';
 
-export const FeedListQuery = z.object({ page: PageParam, include_archived: QueryBoolean.default(false), sort_direction: SortDirectionParam });
+export const FeedListQuery = z.object({
+  page: PageParam,
+  include_archived: QueryBoolean.default(false),
+  sort_direction: SortDirectionParam,
+});
 export const FeedListResponse = z.object({
   message: z.string(),
-  cards: z.array(z.object({ id: z.string(), type: z.enum(['NewsItem', 'CaptionedImage', 'Banner']), title: z.string(), tags: z.array(z.string()) })),
+  cards: z.array(
+    z.object({
+      id: z.string(),
+      type: z.enum(['NewsItem', 'CaptionedImage', 'Banner']),
+      title: z.string(),
+      tags: z.array(z.string()),
+    }),
+  ),
 });
 
 const feedRoutes: FastifyPluginAsync = async (base) => {

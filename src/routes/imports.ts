@@ -46,10 +46,19 @@ const importsRoutes: FastifyPluginAsync = async (base) => {
     async (req, reply) => {
       const key = apiKeyOf(req);
       const enqueue = (importId: string) => enqueueImport(app.ctx.queues, importId);
-      const { queued, ...status } = await startImport({ pool: app.ctx.pool, config: app.ctx.config, enqueue }, key.workspaceId, req.body, `api-key:${key.keyName}`, (db, s) =>
-        req.idempotency ? req.idempotency.answer(db, 201, { message: 'success', ...s }) : Promise.resolve(),
+      const { queued, ...status } = await startImport(
+        { pool: app.ctx.pool, config: app.ctx.config, enqueue },
+        key.workspaceId,
+        req.body,
+        `api-key:${key.keyName}`,
+        (db, s) =>
+          req.idempotency ? req.idempotency.answer(db, 201, { message: 'success', ...s }) : Promise.resolve(),
       );
-      if (!queued) req.log.warn({ importId: status.import_id }, 'import recorded but not queued (Redis refused); the reconciler will queue it');
+      if (!queued)
+        req.log.warn(
+          { importId: status.import_id },
+          'import recorded but not queued (Redis refused); the reconciler will queue it',
+        );
       return reply.code(201).send({ message: 'success', ...status });
     },
   );
@@ -65,7 +74,10 @@ const importsRoutes: FastifyPluginAsync = async (base) => {
         response: { 200: ImportStatusResponse },
       },
     },
-    async (req) => ({ message: 'success', ...(await readImport(app.ctx.pool, apiKeyOf(req).workspaceId, req.params.import_id)) }),
+    async (req) => ({
+      message: 'success',
+      ...(await readImport(app.ctx.pool, apiKeyOf(req).workspaceId, req.params.import_id)),
+    }),
   );
 };
 

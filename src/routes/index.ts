@@ -23,4 +23,27 @@ import recordsRoutes from './records.js';
 import cdiRoutes from './cdi.js';
 
 /** Every endpoint family, one plugin each. */
-export const routes: FastifyPluginAsync[] = [segmentsRoutes, usersExportRoutes, usersTrackRoutes, usersAliasRoutes, usersDataRoutes, emailStatusRoutes, importsRoutes, catalogsRoutes, emailTemplatesRoutes, liveActivitiesRoutes, canvasSchedulesRoutes, preferenceCenterRoutes, canvasListRoutes, feedRoutes, kpiRoutes, deliverabilityRoutes, recordsRoutes, cdiRoutes, scimRoutes, scimGroupRoutes, scimSearchRoutes, scimDiscoveryRoutes];
+export const routes: FastifyPluginAsync[] = [
+  segmentsRoutes,
+  usersExportRoutes,
+  usersTrackRoutes,
+  usersAliasRoutes,
+  usersDataRoutes,
+  emailStatusRoutes,
+  importsRoutes,
+  catalogsRoutes,
+  emailTemplatesRoutes,
+  liveActivitiesRoutes,
+  canvasSchedulesRoutes,
+  preferenceCenterRoutes,
+  canvasListRoutes,
+  feedRoutes,
+  kpiRoutes,
+  deliverabilityRoutes,
+  recordsRoutes,
+  cdiRoutes,
+  scimRoutes,
+  scimGroupRoutes,
+  scimSearchRoutes,
+  scimDiscoveryRoutes,
+];

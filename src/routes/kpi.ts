@@ -13,7 +13,11 @@ export const UninstallSeriesQuery = z.object({
   ending_at: queryIsoTime('ending_at')
     .transform((t) => (t.hasTime ? t.date : new Date(t.date.getTime() + DAY_MS - 1)))
     .optional(),
-  app_id: z.string({ error: 'app_id must be one app id' }).min(1, 'app_id must not be empty').max(255, 'app_id is at most 255 characters').optional(),
+  app_id: z
+    .string({ error: 'app_id must be one app id' })
+    .min(1, 'app_id must not be empty')
+    .max(255, 'app_id is at most 255 characters')
+    .optional(),
 });
 export const UninstallSeriesResponse = z.object({
   message: z.string(),

@@ -3,7 +3,12 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/principals.js';
-import { LiveActivityRegisterBody, LiveActivityUpdateBody, registerLiveActivity, updateLiveActivity } from '../live-activities/live-activities.js';
+import {
+  LiveActivityRegisterBody,
+  LiveActivityUpdateBody,
+  registerLiveActivity,
+  updateLiveActivity,
+} from '../live-activities/live-activities.js';
 
 const Success = z.object({ message: z.literal('success') });
 const ErrorBody = z.object({ error: z.string() }).describe('Client error (spec: `{error: string}`)');

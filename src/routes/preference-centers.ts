@@ -5,7 +5,12 @@ import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/principals.js';
 import { getPreferenceCenter, listPreferenceCenters } from '../preference-centers/read.js';
 
-const Summary = z.object({ name: z.string(), preference_center_api_id: z.string(), created_at: z.string(), updated_at: z.string() });
+const Summary = z.object({
+  name: z.string(),
+  preference_center_api_id: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
 export const PreferenceCenterListResponse = z.object({ preference_centers: z.array(Summary) });
 export const PreferenceCenterDetailResponse = Summary.extend({
   preference_center_title: z.string(),

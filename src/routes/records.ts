@@ -5,10 +5,17 @@ import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/principals.js';
 import { MAX_RECORDS_PER_REQUEST } from '../lib/record-batches.js';
 import { HardBounceRecords, recordHardBounces } from '../hard-bounces/hard-bounces.js';
-import { InvalidPhoneNumberRecords, recordInvalidPhoneNumbers } from '../invalid-phone-numbers/invalid-phone-numbers.js';
+import {
+  InvalidPhoneNumberRecords,
+  recordInvalidPhoneNumbers,
+} from '../invalid-phone-numbers/invalid-phone-numbers.js';
 import { UninstallRecords, recordUninstalls } from '../uninstalls/uninstalls.js';
 
-export const RecordsResponse = z.object({ recorded: z.number().int(), duplicates: z.number().int(), message: z.string() });
+export const RecordsResponse = z.object({
+  recorded: z.number().int(),
+  duplicates: z.number().int(),
+  message: z.string(),
+});
 
 const internal = {
   config: { permission: 'internal.records.write' as const, rateLimit: RATE_LIMITS.default },

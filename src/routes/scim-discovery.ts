@@ -67,14 +67,24 @@ const ServiceProviderConfig = z.looseObject({
   changePassword: Supported,
   sort: Supported,
   etag: Supported,
-  authenticationSchemes: z.array(z.looseObject({ type: z.string(), name: z.string(), description: z.string(), primary: z.boolean().optional() })),
+  authenticationSchemes: z.array(
+    z.looseObject({ type: z.string(), name: z.string(), description: z.string(), primary: z.boolean().optional() }),
+  ),
   meta: Meta,
 });
 
 const listOf = <T extends z.ZodType>(resource: T) =>
-  z.object({ schemas: z.array(z.string()), totalResults: z.number().int(), startIndex: z.number().int(), itemsPerPage: z.number().int(), Resources: z.array(resource) });
+  z.object({
+    schemas: z.array(z.string()),
+    totalResults: z.number().int(),
+    startIndex: z.number().int(),
+    itemsPerPage: z.number().int(),
+    Resources: z.array(resource),
+  });
 
-const SchemaParams = z.object({ id: z.string().describe('A schema URI, e.g. urn:ietf:params:scim:schemas:core:2.0:User') });
+const SchemaParams = z.object({
+  id: z.string().describe('A schema URI, e.g. urn:ietf:params:scim:schemas:core:2.0:User'),
+});
 const ResourceTypeParams = z.object({ id: z.string().describe('A resource type id: User') });
 
 const scim = (reply: FastifyReply) => reply.type(SCIM_JSON);
@@ -116,7 +126,13 @@ const scimDiscoveryRoutes: FastifyPluginAsync = async (base) => {
     '/scim/v2/Schemas/:id',
     {
       config,
-      schema: { ...common, summary: 'One SCIM schema, by URI', description: `${headersNote} 404 for a schema this service does not serve.`, params: SchemaParams, response: { 200: SchemaResource } },
+      schema: {
+        ...common,
+        summary: 'One SCIM schema, by URI',
+        description: `${headersNote} 404 for a schema this service does not serve.`,
+        params: SchemaParams,
+        response: { 200: SchemaResource },
+      },
     },
     async (req, reply) => scim(reply).send(findSchema(docs, req.params.id)),
   );
@@ -125,7 +141,12 @@ const scimDiscoveryRoutes: FastifyPluginAsync = async (base) => {
     '/scim/v2/ResourceTypes',
     {
       config,
-      schema: { ...common, summary: 'SCIM resource types (ListResponse)', description: `${headersNote} Two resource types: User and Group.`, response: { 200: listOf(ResourceType) } },
+      schema: {
+        ...common,
+        summary: 'SCIM resource types (ListResponse)',
+        description: `${headersNote} Two resource types: User and Group.`,
+        response: { 200: listOf(ResourceType) },
+      },
     },
     async (_req, reply) => scim(reply).send(discoveryList(docs.resourceTypes)),
   );
@@ -134,7 +155,13 @@ const scimDiscoveryRoutes: FastifyPluginAsync = async (base) => {
     '/scim/v2/ResourceTypes/:id',
     {
       config,
-      schema: { ...common, summary: 'One SCIM resource type, by id', description: `${headersNote} 404 for any id but User and Group.`, params: ResourceTypeParams, response: { 200: ResourceType } },
+      schema: {
+        ...common,
+        summary: 'One SCIM resource type, by id',
+        description: `${headersNote} 404 for any id but User and Group.`,
+        params: ResourceTypeParams,
+        response: { 200: ResourceType },
+      },
     },
     async (req, reply) => scim(reply).send(findResourceType(docs, req.params.id)),
   );

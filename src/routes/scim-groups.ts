@@ -21,8 +21,15 @@ import { ScimGroup, ScimGroupBody } from '../scim/group-schemas.js';
 import { createGroup, deleteGroup, getGroup, listGroups, patchGroup, replaceGroup } from '../scim/groups.js';
 import { ScimPatch, SCIM_LIMITS } from '../scim/schemas.js';
 
-const ListQuery = listQuery('`eq` on displayName (any letter case), externalId, id or members.value, or `members[value eq "<user id>"]`, joined by `and`');
-const GroupProjected = z.union([ScimGroup, z.looseObject({ schemas: z.array(z.string()), id: z.string() }).describe('The group narrowed by attributes or excludedAttributes')]);
+const ListQuery = listQuery(
+  '`eq` on displayName (any letter case), externalId, id or members.value, or `members[value eq "<user id>"]`, joined by `and`',
+);
+const GroupProjected = z.union([
+  ScimGroup,
+  z
+    .looseObject({ schemas: z.array(z.string()), id: z.string() })
+    .describe('The group narrowed by attributes or excludedAttributes'),
+]);
 const GroupList = z.object({
   schemas: z.array(z.string()),
   totalResults: z.number().int(),
@@ -30,7 +37,8 @@ const GroupList = z.object({
   itemsPerPage: z.number().int(),
   Resources: z.array(GroupProjected),
 });
-const rolesNote = 'A group carries a role through urn:ietf:params:scim:schemas:extension:ces:2.0:Group: the permissions it grants each member.';
+const rolesNote =
+  'A group carries a role through urn:ietf:params:scim:schemas:extension:ces:2.0:Group: the permissions it grants each member.';
 
 /** RFC 7644 /Groups: what Okta Group Push and Entra ID group provisioning call (docs/scim.md "Groups"). */
 const scimGroupRoutes: FastifyPluginAsync = async (base) => {
@@ -80,9 +88,17 @@ const scimGroupRoutes: FastifyPluginAsync = async (base) => {
     {
       config,
       attachValidation: true,
-      schema: { ...common, summary: 'Get a group (SCIM)', description: `${headersNote} 404 Group not found.`, params: IdParams, querystring: AttributeQuery, response: { 200: GroupProjected } },
+      schema: {
+        ...common,
+        summary: 'Get a group (SCIM)',
+        description: `${headersNote} 404 Group not found.`,
+        params: IdParams,
+        querystring: AttributeQuery,
+        response: { 200: GroupProjected },
+      },
     },
-    async (req, reply) => scim(reply).send(await getGroup(pool, scimTokenOf(req).companyId, req.params.id, baseUrl, req.query)),
+    async (req, reply) =>
+      scim(reply).send(await getGroup(pool, scimTokenOf(req).companyId, req.params.id, baseUrl, req.query)),
   );
 
   app.put(
@@ -100,7 +116,10 @@ const scimGroupRoutes: FastifyPluginAsync = async (base) => {
         response: { 200: ScimGroup },
       },
     },
-    async (req, reply) => scim(reply).send(await replaceGroup(pool, scimTokenOf(req).companyId, req.params.id, req.body, actorOf(req), baseUrl)),
+    async (req, reply) =>
+      scim(reply).send(
+        await replaceGroup(pool, scimTokenOf(req).companyId, req.params.id, req.body, actorOf(req), baseUrl),
+      ),
   );
 
   app.patch(
@@ -115,11 +134,21 @@ const scimGroupRoutes: FastifyPluginAsync = async (base) => {
         description: `${headersNote} RFC 7644 PatchOp, in Okta's and Entra ID's forms: members add/remove/replace, members[value eq "<id>"] remove, displayName, the role. All or nothing. 200 with the group, or 204 with \`Prefer: return=minimal\`.`,
         params: IdParams,
         body: ScimPatch,
-        response: { 200: ScimGroup, 204: z.null().describe('No content: the request asked for Prefer: return=minimal') },
+        response: {
+          200: ScimGroup,
+          204: z.null().describe('No content: the request asked for Prefer: return=minimal'),
+        },
       },
     },
     async (req, reply) => {
-      const group = await patchGroup(pool, scimTokenOf(req).companyId, req.params.id, req.body.Operations, actorOf(req), baseUrl);
+      const group = await patchGroup(
+        pool,
+        scimTokenOf(req).companyId,
+        req.params.id,
+        req.body.Operations,
+        actorOf(req),
+        baseUrl,
+      );
       if (prefersMinimal(req)) return reply.code(204).header('Preference-Applied', 'return=minimal').send(null);
       return scim(reply).send(group);
     },

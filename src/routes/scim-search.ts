@@ -2,7 +2,14 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { publicBaseUrl } from '../config.js';
-import { canonicalBody, refuseInvalid, scimHeadersNote as headersNote, scimReply as scim, scimRouteConfig as config, scimSchemaCommon as common } from '../http/scim.js';
+import {
+  canonicalBody,
+  refuseInvalid,
+  scimHeadersNote as headersNote,
+  scimReply as scim,
+  scimRouteConfig as config,
+  scimSchemaCommon as common,
+} from '../http/scim.js';
 import { scimTokenOf } from '../http/principals.js';
 import { nameTree } from '../scim/attribute-names.js';
 import { listGroups } from '../scim/groups.js';
@@ -38,8 +45,16 @@ const scimSearchRoutes: FastifyPluginAsync = async (base) => {
 
   const routes = [
     { url: '/scim/v2/.search', what: 'users and groups (users first, paged as one list)', run: searchAll },
-    { url: '/scim/v2/Users/.search', what: 'users', run: (p: typeof pool, c: string, r: ScimSearchRequest, b: string) => listUsers(p, c, listQueryOf(r), b) },
-    { url: '/scim/v2/Groups/.search', what: 'groups', run: (p: typeof pool, c: string, r: ScimSearchRequest, b: string) => listGroups(p, c, listQueryOf(r), b) },
+    {
+      url: '/scim/v2/Users/.search',
+      what: 'users',
+      run: (p: typeof pool, c: string, r: ScimSearchRequest, b: string) => listUsers(p, c, listQueryOf(r), b),
+    },
+    {
+      url: '/scim/v2/Groups/.search',
+      what: 'groups',
+      run: (p: typeof pool, c: string, r: ScimSearchRequest, b: string) => listGroups(p, c, listQueryOf(r), b),
+    },
   ];
   for (const route of routes) {
     app.post(
@@ -56,7 +71,10 @@ const scimSearchRoutes: FastifyPluginAsync = async (base) => {
           response: { 200: SearchResponse },
         },
       },
-      async (req, reply) => scim(reply).code(200).send(await route.run(pool, scimTokenOf(req).companyId, req.body, baseUrl)),
+      async (req, reply) =>
+        scim(reply)
+          .code(200)
+          .send(await route.run(pool, scimTokenOf(req).companyId, req.body, baseUrl)),
     );
   }
 };

@@ -17,13 +17,23 @@ import {
   scimSchemaCommon,
 } from '../http/scim.js';
 import { PATCH_NAMES, USER_NAMES } from '../scim/attribute-names.js';
-import { SCIM_LIMITS, ScimListResponse, ScimPatch, ScimUser, ScimUserCreate, ScimUserProjected, ScimUserReplace } from '../scim/schemas.js';
+import {
+  SCIM_LIMITS,
+  ScimListResponse,
+  ScimPatch,
+  ScimUser,
+  ScimUserCreate,
+  ScimUserProjected,
+  ScimUserReplace,
+} from '../scim/schemas.js';
 import { createUser, deleteUser, getUser, listUsers, patchUser, replaceUser } from '../scim/users.js';
 
 const config = scimRouteConfig;
 const common = scimSchemaCommon;
 const headersNote = scimHeadersNote;
-const ListQuery = listQuery('`eq` on userName (any letter case), externalId, id, active, emails.value or emails[type eq "work"].value, joined by `and`');
+const ListQuery = listQuery(
+  '`eq` on userName (any letter case), externalId, id, active, emails.value or emails[type eq "work"].value, joined by `and`',
+);
 
 const scimRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
@@ -81,7 +91,8 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
         response: { 200: ScimUserProjected },
       },
     },
-    async (req, reply) => scim(reply).send(await getUser(pool, scimTokenOf(req).companyId, req.params.id, baseUrl, req.query)),
+    async (req, reply) =>
+      scim(reply).send(await getUser(pool, scimTokenOf(req).companyId, req.params.id, baseUrl, req.query)),
   );
 
   app.put(
@@ -121,7 +132,14 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      const user = await patchUser(pool, scimTokenOf(req).companyId, req.params.id, req.body.Operations, actorOf(req), baseUrl);
+      const user = await patchUser(
+        pool,
+        scimTokenOf(req).companyId,
+        req.params.id,
+        req.body.Operations,
+        actorOf(req),
+        baseUrl,
+      );
       if (prefersMinimal(req)) return reply.code(204).header('Preference-Applied', 'return=minimal').send(null);
       return scim(reply).send(user);
     },

@@ -9,7 +9,9 @@ import { listSegments } from '../segments/list.js';
 export const SegmentListQuery = z.object({ page: PageParam, sort_direction: SortDirectionParam });
 export const SegmentListResponse = z.object({
   message: z.string(),
-  segments: z.array(z.object({ id: z.string(), name: z.string(), analytics_tracking_enabled: z.boolean(), tags: z.array(z.string()) })),
+  segments: z.array(
+    z.object({ id: z.string(), name: z.string(), analytics_tracking_enabled: z.boolean(), tags: z.array(z.string()) }),
+  ),
 });
 
 const segmentsRoutes: FastifyPluginAsync = async (base) => {
@@ -28,7 +30,13 @@ const segmentsRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req) => {
       const key = apiKeyOf(req);
-      const segments = await listSegments(app.ctx.pool, key.workspaceId, req.query.page, req.query.sort_direction, LIST_PAGE_SIZE);
+      const segments = await listSegments(
+        app.ctx.pool,
+        key.workspaceId,
+        req.query.page,
+        req.query.sort_direction,
+        LIST_PAGE_SIZE,
+      );
       return { segments, message: 'success' };
     },
   );

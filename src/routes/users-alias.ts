@@ -19,7 +19,9 @@ export const AliasUpdateBody = z.object({
 export const AliasUpdateResponse = z.object({
   message: z.string(),
   aliases_processed: z.number().int(),
-  errors: z.array(z.object({ type: z.string(), input_array: z.literal('alias_updates'), index: z.number().int() })).optional(),
+  errors: z
+    .array(z.object({ type: z.string(), input_array: z.literal('alias_updates'), index: z.number().int() }))
+    .optional(),
 });
 
 const usersAliasRoutes: FastifyPluginAsync = async (base) => {
@@ -33,7 +35,7 @@ const usersAliasRoutes: FastifyPluginAsync = async (base) => {
         description:
           `Up to ${MAX_USER_DATA_ENTRIES} {alias_name, alias_label, external_id (optional)}: with an external_id the alias is added to that user ` +
           '(nothing happens when no user has it, or when the user already has an alias of that label); without one, a new alias-only user is ' +
-          'created. An alias that exists already changes nothing. Staged and applied in order with the workspace\'s tracked objects.',
+          "created. An alias that exists already changes nothing. Staged and applied in order with the workspace's tracked objects.",
         tags: ['users'],
         body: AliasNewBody,
         response: { 201: z.object({ aliases_processed: z.number().int(), message: z.string() }) },
@@ -59,8 +61,14 @@ const usersAliasRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      const { aliasesProcessed, errors } = await acceptAliasUpdates(app.ctx.pool, apiKeyOf(req).workspaceId, req.body.alias_updates);
-      return reply.code(201).send({ message: 'success', aliases_processed: aliasesProcessed, ...(errors.length ? { errors } : {}) });
+      const { aliasesProcessed, errors } = await acceptAliasUpdates(
+        app.ctx.pool,
+        apiKeyOf(req).workspaceId,
+        req.body.alias_updates,
+      );
+      return reply
+        .code(201)
+        .send({ message: 'success', aliases_processed: aliasesProcessed, ...(errors.length ? { errors } : {}) });
     },
   );
 };

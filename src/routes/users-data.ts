@@ -5,7 +5,15 @@ import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/principals.js';
 import { acceptDelete, acceptIdentify, acceptMerge, acceptRemove, acceptRename } from '../user-data/accept.js';
 import { exportByIdentifiers } from '../user-data/export-ids.js';
-import { DeleteBody, ExportIdsBody, IdentifyBody, MAX_USER_DATA_ENTRIES, MergeBody, RemoveBody, RenameBody } from '../user-data/requests.js';
+import {
+  DeleteBody,
+  ExportIdsBody,
+  IdentifyBody,
+  MAX_USER_DATA_ENTRIES,
+  MergeBody,
+  RemoveBody,
+  RenameBody,
+} from '../user-data/requests.js';
 
 /**
  * The user-data endpoints of the public API this service follows (docs/user-data.md): export by identifier, delete,
@@ -17,12 +25,15 @@ const Message = z.object({ message: z.string() });
 const EntryErrors = z.array(z.tuple([z.number().int(), z.string()])).describe('[index in the request, why]');
 
 export const ExportIdsResponse = z.object({
-  users: z.array(z.record(z.string(), z.unknown())).describe('One object per user, as a segment export line renders it'),
+  users: z
+    .array(z.record(z.string(), z.unknown()))
+    .describe('One object per user, as a segment export line renders it'),
   invalid_user_ids: z.array(z.string()).optional(),
   message: z.string(),
 });
 
-const queued = 'Accepted means committed: the commands are applied by the ingestion workers within moments, in the order they were accepted relative to the workspace\'s tracked objects.';
+const queued =
+  "Accepted means committed: the commands are applied by the ingestion workers within moments, in the order they were accepted relative to the workspace's tracked objects.";
 
 const usersDataRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
@@ -36,7 +47,7 @@ const usersDataRoutes: FastifyPluginAsync = async (base) => {
         summary: 'Export users by identifier',
         description:
           `Up to ${MAX_USER_DATA_ENTRIES} external_ids and user_aliases, or one of device_id, service_id, email_address, phone; fields_to_export ` +
-          'takes the segment export\'s field names (default: all). Each user is rendered as a segment export line renders it; identifiers that ' +
+          "takes the segment export's field names (default: all). Each user is rendered as a segment export line renders it; identifiers that " +
           'name nobody are listed in invalid_user_ids.',
         tags: ['users'],
         body: ExportIdsBody,
@@ -46,7 +57,10 @@ const usersDataRoutes: FastifyPluginAsync = async (base) => {
     async (req, reply) => {
       const text = await exportByIdentifiers(app.ctx.pool, apiKeyOf(req).workspaceId, req.body);
       // Built as JSON text around the lines PostgreSQL wrote (src/user-data/export-ids.ts): sent as it is.
-      return reply.code(201).type('application/json; charset=utf-8').send(text as unknown as z.infer<typeof ExportIdsResponse>);
+      return reply
+        .code(201)
+        .type('application/json; charset=utf-8')
+        .send(text as unknown as z.infer<typeof ExportIdsResponse>);
     },
   );
 
@@ -101,7 +115,7 @@ const usersDataRoutes: FastifyPluginAsync = async (base) => {
         summary: 'Merge users',
         description:
           `Up to ${MAX_USER_DATA_ENTRIES} merge_updates, each identifier_to_merge into identifier_to_keep (external_id, user_alias, or email or phone ` +
-          'with prioritization), by the public API\'s field rules (docs/user-data.md); the merged profile is then deleted. ' +
+          "with prioritization), by the public API's field rules (docs/user-data.md); the merged profile is then deleted. " +
           queued,
         tags: ['users'],
         body: MergeBody,
@@ -126,7 +140,9 @@ const usersDataRoutes: FastifyPluginAsync = async (base) => {
           `rename_errors the others with why. ${queued}`,
         tags: ['users'],
         body: RenameBody,
-        response: { 202: z.object({ message: z.string(), external_ids: z.array(z.string()), rename_errors: EntryErrors }) },
+        response: {
+          202: z.object({ message: z.string(), external_ids: z.array(z.string()), rename_errors: EntryErrors }),
+        },
       },
     },
     async (req, reply) => {
@@ -144,7 +160,9 @@ const usersDataRoutes: FastifyPluginAsync = async (base) => {
         description: `Up to ${MAX_USER_DATA_ENTRIES} deprecated external ids; a primary id is refused (removal_errors). ${queued}`,
         tags: ['users'],
         body: RemoveBody,
-        response: { 202: z.object({ message: z.string(), removed_ids: z.array(z.string()), removal_errors: EntryErrors }) },
+        response: {
+          202: z.object({ message: z.string(), removed_ids: z.array(z.string()), removal_errors: EntryErrors }),
+        },
       },
     },
     async (req, reply) => {

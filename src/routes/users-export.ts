@@ -29,7 +29,10 @@ export const ExportStatusResponse = z.object({
   url_expires_at: z.string().optional(),
   error: z.string().optional(),
   scheduled_by: z.string().optional(),
-  changes_since: z.string().optional().describe('For an incremental export: the object_prefix of the export it is relative to.'),
+  changes_since: z
+    .string()
+    .optional()
+    .describe('For an incremental export: the object_prefix of the export it is relative to.'),
   removed_done: z.number().optional().describe('For a ready incremental export: the lines of its removed-* parts.'),
 });
 const DownloadParams = z.object({ file: z.string().max(120) });
@@ -53,10 +56,21 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req, reply) => {
       const key = apiKeyOf(req);
-      const answer = (c: CreatedExport) => ({ message: 'success', object_prefix: c.objectPrefix, ...(c.url ? { url: c.url } : {}) });
-      const created = await createExport(app.ctx, key, req.body, { onRecorded: async (db, c) => req.idempotency?.answer(db, 201, answer(c)) });
-      if (created.queued) req.log.info({ exportId: created.exportId, segmentId: req.body.segment_id }, 'segment export queued');
-      else req.log.warn({ exportId: created.exportId }, 'segment export recorded but not queued (Redis refused); the reconciler will queue it');
+      const answer = (c: CreatedExport) => ({
+        message: 'success',
+        object_prefix: c.objectPrefix,
+        ...(c.url ? { url: c.url } : {}),
+      });
+      const created = await createExport(app.ctx, key, req.body, {
+        onRecorded: async (db, c) => req.idempotency?.answer(db, 201, answer(c)),
+      });
+      if (created.queued)
+        req.log.info({ exportId: created.exportId, segmentId: req.body.segment_id }, 'segment export queued');
+      else
+        req.log.warn(
+          { exportId: created.exportId },
+          'segment export recorded but not queued (Redis refused); the reconciler will queue it',
+        );
       reply.code(201);
       return answer(created);
     },
@@ -68,7 +82,8 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
       config: { permission: 'users.export.status', rateLimit: RATE_LIMITS.default, errors: [404] },
       schema: {
         summary: 'Read the status of a segment export',
-        description: 'queued, running (with users and parts done so far), ready or failed, by the object_prefix the export request returned.',
+        description:
+          'queued, running (with users and parts done so far), ready or failed, by the object_prefix the export request returned.',
         tags: ['users'],
         querystring: ExportStatusQuery,
         response: { 200: ExportStatusResponse },
@@ -88,7 +103,8 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
       config: { auth: 'none', errors: [400, 404, 410] },
       schema: {
         summary: 'Download a ready export as one ZIP',
-        description: 'The signed address an export to the built-in store returns as `url`. 404 before the export is ready, 410 after the link expired.',
+        description:
+          'The signed address an export to the built-in store returns as `url`. 404 before the export is ready, 410 after the link expired.',
         tags: ['users'],
         params: DownloadParams,
         querystring: DownloadQuery,

@@ -5,16 +5,28 @@ import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { documentedBody } from '../http/schemas.js';
 import { apiKeyOf } from '../http/principals.js';
 import { acceptTrack } from '../ingest/track.js';
-import { MAX_NESTED_PROPERTIES_BYTES, MAX_OBJECTS_PER_ARRAY, MAX_STRING_CHARS, TrackBodyShape } from '../ingest/validate.js';
+import {
+  MAX_NESTED_PROPERTIES_BYTES,
+  MAX_OBJECTS_PER_ARRAY,
+  MAX_STRING_CHARS,
+  TrackBodyShape,
+} from '../ingest/validate.js';
 
 export const TrackResponse = z.object({
   message: z.string(),
   attributes_processed: z.number().int().optional(),
   events_processed: z.number().int().optional(),
   purchases_processed: z.number().int().optional(),
-  errors: z.array(z.object({ type: z.string(), input_array: z.enum(['attributes', 'events', 'purchases']), index: z.number().int() })).optional(),
+  errors: z
+    .array(
+      z.object({
+        type: z.string(),
+        input_array: z.enum(['attributes', 'events', 'purchases']),
+        index: z.number().int(),
+      }),
+    )
+    .optional(),
 });
-
 
 const usersTrackRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();

@@ -1,7 +1,13 @@
 import { badRequest } from '../errors.js';
 import { SCIM_ENTERPRISE_SCHEMA, SCIM_EXTENSION_SCHEMA } from './schemas.js';
 import { SCIM_GROUP_EXTENSION_SCHEMA } from './group-schemas.js';
-import { dashboardAttributes, groupAttributes, groupExtensionAttributes, userAttributes, type ScimAttribute } from './schema-attributes.js';
+import {
+  dashboardAttributes,
+  groupAttributes,
+  groupExtensionAttributes,
+  userAttributes,
+  type ScimAttribute,
+} from './schema-attributes.js';
 
 /**
  * RFC 7643 2.1: attribute names are case-insensitive. A body's names are rewritten to the spelling the schema uses
@@ -17,10 +23,18 @@ interface NameNode {
 export type NameTree = ReadonlyMap<string, NameNode>;
 
 /** The names of `attributes` (and of their sub-attributes), keyed by lower case; `extra` adds containers. */
-export function nameTree(attributes: readonly ScimAttribute[], extra: Record<string, NameTree | undefined> = {}): NameTree {
+export function nameTree(
+  attributes: readonly ScimAttribute[],
+  extra: Record<string, NameTree | undefined> = {},
+): NameTree {
   const tree = new Map<string, NameNode>();
-  for (const a of attributes) tree.set(a.name.toLowerCase(), { name: a.name, ...(a.subAttributes ? { children: nameTree(a.subAttributes) } : {}) });
-  for (const [name, children] of Object.entries(extra)) tree.set(name.toLowerCase(), { name, ...(children ? { children } : {}) });
+  for (const a of attributes)
+    tree.set(a.name.toLowerCase(), {
+      name: a.name,
+      ...(a.subAttributes ? { children: nameTree(a.subAttributes) } : {}),
+    });
+  for (const [name, children] of Object.entries(extra))
+    tree.set(name.toLowerCase(), { name, ...(children ? { children } : {}) });
   return tree;
 }
 
@@ -37,7 +51,10 @@ export function canonicalNames(value: unknown, tree: NameTree, at = ''): unknown
     const name = node?.name ?? key;
     const earlier = spelledAs.get(name);
     if (earlier !== undefined) {
-      throw badRequest(`${at ? `${at}.` : ''}${name} is given twice ("${earlier}" and "${key}"); attribute names ignore letter case`, { scimType: 'invalidSyntax' });
+      throw badRequest(
+        `${at ? `${at}.` : ''}${name} is given twice ("${earlier}" and "${key}"); attribute names ignore letter case`,
+        { scimType: 'invalidSyntax' },
+      );
     }
     spelledAs.set(name, key);
     out[name] = node?.children ? canonicalNames(v, node.children, `${at ? `${at}.` : ''}${name}`) : v;
@@ -55,7 +72,13 @@ export const USER_NAMES = nameTree(userAttributes, {
 });
 
 /** The names of a Group body: the core attributes, `schemas`, and our Group extension's container. */
-export const GROUP_NAMES = nameTree(groupAttributes, { schemas: undefined, [SCIM_GROUP_EXTENSION_SCHEMA]: nameTree(groupExtensionAttributes) });
+export const GROUP_NAMES = nameTree(groupAttributes, {
+  schemas: undefined,
+  [SCIM_GROUP_EXTENSION_SCHEMA]: nameTree(groupExtensionAttributes),
+});
 
 /** The names of a PatchOp message (the values inside operations are read by the PATCH code, in any letter case). */
-export const PATCH_NAMES = nameTree([], { schemas: undefined, Operations: nameTree([], { op: undefined, path: undefined, value: undefined }) });
+export const PATCH_NAMES = nameTree([], {
+  schemas: undefined,
+  Operations: nameTree([], { op: undefined, path: undefined, value: undefined }),
+});

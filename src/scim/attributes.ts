@@ -23,12 +23,14 @@ export interface ResourceUrns {
 const USER_URNS: ResourceUrns = { core: SCIM_USER_SCHEMA, extension: SCIM_EXTENSION_SCHEMA };
 
 function parseNames(list: string, param: string, urns: ResourceUrns): Path[] {
-  if (list.length > SCIM_LIMITS.filter) throw badRequest(`${param} must be at most ${SCIM_LIMITS.filter} characters`, { scimType: 'invalidValue' });
+  if (list.length > SCIM_LIMITS.filter)
+    throw badRequest(`${param} must be at most ${SCIM_LIMITS.filter} characters`, { scimType: 'invalidValue' });
   const names = list
     .split(',')
     .map((n) => n.trim())
     .filter((n) => n !== '');
-  if (names.length > MAX_NAMES) throw badRequest(`${param} may name at most ${MAX_NAMES} attributes`, { scimType: 'invalidValue' });
+  if (names.length > MAX_NAMES)
+    throw badRequest(`${param} may name at most ${MAX_NAMES} attributes`, { scimType: 'invalidValue' });
   return names.map((name) => {
     const lower = name.toLowerCase();
     for (const urn of [urns.core, urns.extension]) {
@@ -45,7 +47,8 @@ function parseNames(list: string, param: string, urns: ResourceUrns): Path[] {
 }
 
 /** The key of `object` that `name` names, in any letter case. */
-const keyOf = (object: Resource, name: string) => Object.keys(object).find((k) => k.toLowerCase() === name.toLowerCase());
+const keyOf = (object: Resource, name: string) =>
+  Object.keys(object).find((k) => k.toLowerCase() === name.toLowerCase());
 
 const isObject = (v: unknown): v is Resource => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -96,7 +99,10 @@ interface Identified {
 export type Projected<T extends Identified> = Partial<T> & Identified & Record<string, unknown>;
 
 /** A function that narrows each resource to the selection; the identity when nothing is selected. */
-export function attributeProjection(selection: AttributeSelection, urns: ResourceUrns = USER_URNS): <T extends Identified>(resource: T) => Projected<T> {
+export function attributeProjection(
+  selection: AttributeSelection,
+  urns: ResourceUrns = USER_URNS,
+): <T extends Identified>(resource: T) => Projected<T> {
   if (selection.attributes !== undefined && selection.attributes.trim() !== '') {
     const paths = parseNames(selection.attributes, 'attributes', urns);
     return (resource) => {
@@ -106,7 +112,9 @@ export function attributeProjection(selection: AttributeSelection, urns: Resourc
     };
   }
   if (selection.excludedAttributes !== undefined && selection.excludedAttributes.trim() !== '') {
-    const paths = parseNames(selection.excludedAttributes, 'excludedAttributes', urns).filter((p) => !(p.length === 1 && ALWAYS.has(p[0]!.toLowerCase())));
+    const paths = parseNames(selection.excludedAttributes, 'excludedAttributes', urns).filter(
+      (p) => !(p.length === 1 && ALWAYS.has(p[0]!.toLowerCase())),
+    );
     return (resource) => {
       const out = structuredClone(resource) as unknown as Resource;
       for (const path of paths) dropPath(out, path);

@@ -16,7 +16,8 @@ export interface ScimActor {
  * deactivate and reactivate are updates that change `active` (whatever else they change); join_group, leave_group
  * and group_grants are what a group's change did to a member (its groups, its effective permissions).
  */
-export type AuditAction = 'create' | 'update' | 'delete' | 'deactivate' | 'reactivate' | 'join_group' | 'leave_group' | 'group_grants';
+export type AuditAction =
+  'create' | 'update' | 'delete' | 'deactivate' | 'reactivate' | 'join_group' | 'leave_group' | 'group_grants';
 export type FieldChange = { from: unknown; to: unknown };
 
 /**
@@ -56,7 +57,10 @@ export function permissionsView(prefix: string, permissions: ScimPermissions | u
 }
 
 /** The fields whose values differ; absent on one side means null there. */
-export function diffViews(before: Record<string, unknown> | null, after: Record<string, unknown> | null): Record<string, FieldChange> {
+export function diffViews(
+  before: Record<string, unknown> | null,
+  after: Record<string, unknown> | null,
+): Record<string, FieldChange> {
   const changes: Record<string, FieldChange> = {};
   const keys = new Set([...Object.keys(before ?? {}), ...Object.keys(after ?? {})]);
   for (const key of keys) {

@@ -60,7 +60,10 @@ const NameList = z.array(Name).max(1000);
 export const ScimCompanySettings = z.object({
   departments: NameList.optional(),
   permissions: z
-    .union([NameList, z.object({ company: NameList.optional(), workspace: NameList.optional(), team: NameList.optional() }).strict()])
+    .union([
+      NameList,
+      z.object({ company: NameList.optional(), workspace: NameList.optional(), team: NameList.optional() }).strict(),
+    ])
     .optional(),
 });
 export type ScimCompanySettings = z.infer<typeof ScimCompanySettings>;

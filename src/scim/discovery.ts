@@ -59,7 +59,14 @@ export interface ScimServiceProviderConfig {
   changePassword: { supported: boolean };
   sort: { supported: boolean };
   etag: { supported: boolean };
-  authenticationSchemes: { type: string; name: string; description: string; specUri?: string; documentationUri?: string; primary: boolean }[];
+  authenticationSchemes: {
+    type: string;
+    name: string;
+    description: string;
+    specUri?: string;
+    documentationUri?: string;
+    primary: boolean;
+  }[];
   meta: Meta;
 }
 
@@ -72,21 +79,38 @@ export interface ScimDiscoveryList<T> {
 }
 
 const supported = (name: string, description: string) =>
-  complex(name, description, [attr('supported', 'boolean', `Whether ${name} is supported.`, { required: true })], { required: true });
+  complex(name, description, [attr('supported', 'boolean', `Whether ${name} is supported.`, { required: true })], {
+    required: true,
+  });
 
 /** RFC 7643 8.7.2: every attribute of the service provider configuration is readOnly. */
 const serviceProviderConfigAttributes: ScimAttribute[] = [
-  attr('documentationUri', 'reference', 'An HTTP-addressable URL pointing to the service provider\'s human-consumable help documentation.', { referenceTypes: ['external'] }),
+  attr(
+    'documentationUri',
+    'reference',
+    "An HTTP-addressable URL pointing to the service provider's human-consumable help documentation.",
+    { referenceTypes: ['external'] },
+  ),
   supported('patch', 'A complex type that specifies PATCH configuration options.'),
-  complex('bulk', 'A complex type that specifies bulk configuration options.', [
-    attr('supported', 'boolean', 'Whether bulk operations are supported.', { required: true }),
-    attr('maxOperations', 'integer', 'The maximum number of operations of one bulk request.', { required: true }),
-    attr('maxPayloadSize', 'integer', 'The maximum payload size of one bulk request, in bytes.', { required: true }),
-  ], { required: true }),
-  complex('filter', 'A complex type that specifies FILTER options.', [
-    attr('supported', 'boolean', 'Whether filtering is supported.', { required: true }),
-    attr('maxResults', 'integer', 'The maximum number of resources returned in one response.', { required: true }),
-  ], { required: true }),
+  complex(
+    'bulk',
+    'A complex type that specifies bulk configuration options.',
+    [
+      attr('supported', 'boolean', 'Whether bulk operations are supported.', { required: true }),
+      attr('maxOperations', 'integer', 'The maximum number of operations of one bulk request.', { required: true }),
+      attr('maxPayloadSize', 'integer', 'The maximum payload size of one bulk request, in bytes.', { required: true }),
+    ],
+    { required: true },
+  ),
+  complex(
+    'filter',
+    'A complex type that specifies FILTER options.',
+    [
+      attr('supported', 'boolean', 'Whether filtering is supported.', { required: true }),
+      attr('maxResults', 'integer', 'The maximum number of resources returned in one response.', { required: true }),
+    ],
+    { required: true },
+  ),
   supported('changePassword', 'A complex type that specifies configuration options related to changing a password.'),
   supported('sort', 'A complex type that specifies sort result options.'),
   supported('etag', 'A complex type that specifies ETag configuration options.'),
@@ -94,11 +118,21 @@ const serviceProviderConfigAttributes: ScimAttribute[] = [
     'authenticationSchemes',
     'A complex type that specifies supported authentication scheme properties.',
     [
-      attr('type', 'string', 'The authentication scheme.', { required: true, canonicalValues: ['oauth', 'oauth2', 'oauthbearertoken', 'httpbasic', 'httpdigest'] }),
+      attr('type', 'string', 'The authentication scheme.', {
+        required: true,
+        canonicalValues: ['oauth', 'oauth2', 'oauthbearertoken', 'httpbasic', 'httpdigest'],
+      }),
       attr('name', 'string', 'The common authentication scheme name, e.g., HTTP Basic.', { required: true }),
       attr('description', 'string', 'A description of the authentication scheme.', { required: true }),
-      attr('specUri', 'reference', "An HTTP-addressable URL pointing to the authentication scheme's specification.", { referenceTypes: ['external'] }),
-      attr('documentationUri', 'reference', "An HTTP-addressable URL pointing to the authentication scheme's usage documentation.", { referenceTypes: ['external'] }),
+      attr('specUri', 'reference', "An HTTP-addressable URL pointing to the authentication scheme's specification.", {
+        referenceTypes: ['external'],
+      }),
+      attr(
+        'documentationUri',
+        'reference',
+        "An HTTP-addressable URL pointing to the authentication scheme's usage documentation.",
+        { referenceTypes: ['external'] },
+      ),
       attr('primary', 'boolean', 'Whether this is the preferred authentication scheme.'),
     ],
     { multiValued: true, required: true },
@@ -110,12 +144,30 @@ const resourceTypeAttributes: ScimAttribute[] = [
   attr('id', 'string', "The resource type's server unique id; the same as its name here."),
   attr('name', 'string', 'The resource type name, used in meta.resourceType.', { required: true }),
   attr('description', 'string', "The resource type's human-readable description."),
-  attr('endpoint', 'reference', "The resource type's HTTP-addressable endpoint relative to the base URL, e.g., /Users.", { required: true, referenceTypes: ['uri'] }),
-  attr('schema', 'reference', "The resource type's primary (base) schema URI.", { required: true, caseExact: true, referenceTypes: ['uri'] }),
-  complex('schemaExtensions', "A list of URIs of the resource type's schema extensions.", [
-    attr('schema', 'reference', 'The URI of a schema extension.', { required: true, caseExact: true, referenceTypes: ['uri'] }),
-    attr('required', 'boolean', 'Whether the extension is required for the resource type.', { required: true }),
-  ], { multiValued: true }),
+  attr(
+    'endpoint',
+    'reference',
+    "The resource type's HTTP-addressable endpoint relative to the base URL, e.g., /Users.",
+    { required: true, referenceTypes: ['uri'] },
+  ),
+  attr('schema', 'reference', "The resource type's primary (base) schema URI.", {
+    required: true,
+    caseExact: true,
+    referenceTypes: ['uri'],
+  }),
+  complex(
+    'schemaExtensions',
+    "A list of URIs of the resource type's schema extensions.",
+    [
+      attr('schema', 'reference', 'The URI of a schema extension.', {
+        required: true,
+        caseExact: true,
+        referenceTypes: ['uri'],
+      }),
+      attr('required', 'boolean', 'Whether the extension is required for the resource type.', { required: true }),
+    ],
+    { multiValued: true },
+  ),
 ].map(readOnly);
 
 /** Everything the discovery endpoints serve, for the deployment whose public base URL is `baseUrl`. */
@@ -161,18 +213,33 @@ export function discoveryDocuments(baseUrl: string): DiscoveryDocuments {
       schema(
         SCIM_EXTENSION_SCHEMA,
         'DashboardUser',
-        "The dashboard access of a user: department, permissions and last sign-in. Responses carry it and the same attributes at the root; a request may give them in either place (the root wins).",
+        'The dashboard access of a user: department, permissions and last sign-in. Responses carry it and the same attributes at the root; a request may give them in either place (the root wins).',
         [...dashboardAttributes('Also at the root of the User, with the same value.'), effectivePermissionsAttribute],
       ),
-      schema(SCIM_GROUP_SCHEMA, 'Group', 'A group of dashboard users, as an identity provider pushes it', groupAttributes),
+      schema(
+        SCIM_GROUP_SCHEMA,
+        'Group',
+        'A group of dashboard users, as an identity provider pushes it',
+        groupAttributes,
+      ),
       schema(
         SCIM_GROUP_EXTENSION_SCHEMA,
         'DashboardGroup',
         "The group's role: the permissions it grants each member. A user's effective permissions are its own plus its groups'.",
         groupExtensionAttributes,
       ),
-      schema(SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA, 'Service Provider Configuration', "Schema for representing the service provider's configuration", serviceProviderConfigAttributes),
-      schema(SCIM_RESOURCE_TYPE_SCHEMA, 'ResourceType', 'Specifies the schema that describes a SCIM resource type', resourceTypeAttributes),
+      schema(
+        SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA,
+        'Service Provider Configuration',
+        "Schema for representing the service provider's configuration",
+        serviceProviderConfigAttributes,
+      ),
+      schema(
+        SCIM_RESOURCE_TYPE_SCHEMA,
+        'ResourceType',
+        'Specifies the schema that describes a SCIM resource type',
+        resourceTypeAttributes,
+      ),
     ],
     resourceTypes: [
       {
@@ -201,7 +268,13 @@ export function discoveryDocuments(baseUrl: string): DiscoveryDocuments {
 
 /** RFC 7644 4: a list of schemas or resource types is a ListResponse holding all of them (no paging, no filter). */
 export function discoveryList<T>(resources: T[]): ScimDiscoveryList<T> {
-  return { schemas: [SCIM_LIST_SCHEMA], totalResults: resources.length, startIndex: 1, itemsPerPage: resources.length, Resources: resources };
+  return {
+    schemas: [SCIM_LIST_SCHEMA],
+    totalResults: resources.length,
+    startIndex: 1,
+    itemsPerPage: resources.length,
+    Resources: resources,
+  };
 }
 
 /** Schema URIs, like attribute names, are compared ignoring letter case (RFC 7643 2.1). */

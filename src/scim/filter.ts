@@ -38,13 +38,17 @@ function condition(attribute: string, typeText: string | undefined, valueText: s
   const name = attribute.toLowerCase();
   const isBoolean = /^(true|false)$/i.test(valueText);
   if (name === 'active') {
-    if (!isBoolean) throw badRequest('Invalid filter: active is compared with true or false', { scimType: 'invalidFilter' });
+    if (!isBoolean)
+      throw badRequest('Invalid filter: active is compared with true or false', { scimType: 'invalidFilter' });
     return { attribute: 'active', value: valueText.toLowerCase() === 'true' };
   }
-  if (isBoolean) throw badRequest(`Invalid filter: ${attribute} is compared with a string`, { scimType: 'invalidFilter' });
+  if (isBoolean)
+    throw badRequest(`Invalid filter: ${attribute} is compared with a string`, { scimType: 'invalidFilter' });
   if (name.startsWith('emails')) {
     const value = jsonString(valueText, 'email');
-    return typeText === undefined ? { attribute: 'email', value } : { attribute: 'email', value, type: jsonString(typeText, 'email type') };
+    return typeText === undefined
+      ? { attribute: 'email', value }
+      : { attribute: 'email', value, type: jsonString(typeText, 'email type') };
   }
   const canonical = name === 'username' ? 'userName' : name === 'externalid' ? 'externalId' : 'id';
   const value = jsonString(valueText, canonical);

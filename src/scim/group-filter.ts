@@ -10,13 +10,17 @@ import { UUID } from './user-rows.js';
  */
 export type GroupCondition = { attribute: 'displayName' | 'externalId' | 'id' | 'member'; value: string };
 
-const SUPPORTED = 'supported: displayName, externalId, id and members.value with eq, members[value eq "<id>"], joined by and';
+const SUPPORTED =
+  'supported: displayName, externalId, id and members.value with eq, members[value eq "<id>"], joined by and';
 
 const escape = (s: string) => s.replace(/[.:]/g, (c) => `\\${c}`);
 const URN = `(?:(?:${escape(SCIM_GROUP_SCHEMA)}|${escape(SCIM_GROUP_EXTENSION_SCHEMA)}):)?`;
 const STRING = '"(?:[^"\\\\]|\\\\.)*"';
 // One condition, anchored where the previous one ended (sticky); names and operators in any letter case.
-const CONDITION = new RegExp(`\\s*${URN}(?:(displayName|externalId|id|members\\.value)\\s+eq\\s+(${STRING})|members\\[\\s*value\\s+eq\\s+(${STRING})\\s*\\])\\s*`, 'iy');
+const CONDITION = new RegExp(
+  `\\s*${URN}(?:(displayName|externalId|id|members\\.value)\\s+eq\\s+(${STRING})|members\\[\\s*value\\s+eq\\s+(${STRING})\\s*\\])\\s*`,
+  'iy',
+);
 const AND = /and\s/iy;
 
 function jsonString(text: string): string {
@@ -28,7 +32,8 @@ function jsonString(text: string): string {
 }
 
 export function parseGroupFilter(filter: string): GroupCondition[] {
-  if (filter.length > SCIM_LIMITS.filter) throw badRequest(`filter must be at most ${SCIM_LIMITS.filter} characters`, { scimType: 'invalidFilter' });
+  if (filter.length > SCIM_LIMITS.filter)
+    throw badRequest(`filter must be at most ${SCIM_LIMITS.filter} characters`, { scimType: 'invalidFilter' });
   const conditions: GroupCondition[] = [];
   let at = 0;
   for (;;) {
@@ -39,7 +44,14 @@ export function parseGroupFilter(filter: string): GroupCondition[] {
     if (memberText !== undefined) conditions.push({ attribute: 'member', value: jsonString(memberText) });
     else {
       const lower = name!.toLowerCase();
-      const attribute = lower === 'displayname' ? 'displayName' : lower === 'externalid' ? 'externalId' : lower === 'id' ? 'id' : 'member';
+      const attribute =
+        lower === 'displayname'
+          ? 'displayName'
+          : lower === 'externalid'
+            ? 'externalId'
+            : lower === 'id'
+              ? 'id'
+              : 'member';
       conditions.push({ attribute, value: jsonString(valueText!) });
     }
     at = CONDITION.lastIndex;

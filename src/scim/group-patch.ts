@@ -20,7 +20,9 @@ export function editableGroup(group: ScimGroup): Doc {
     displayName: group.displayName,
     externalId: group.externalId ?? null,
     members: (group.members ?? []).map((m) => ({ value: m.value, display: m.display })),
-    permissions: group[SCIM_GROUP_EXTENSION_SCHEMA]?.permissions ? structuredClone(group[SCIM_GROUP_EXTENSION_SCHEMA].permissions) : null,
+    permissions: group[SCIM_GROUP_EXTENSION_SCHEMA]?.permissions
+      ? structuredClone(group[SCIM_GROUP_EXTENSION_SCHEMA].permissions)
+      : null,
   };
 }
 
@@ -29,7 +31,8 @@ type Target =
   | { kind: 'member'; value: string }
   | { kind: 'permissions'; sub?: string };
 
-const invalidPath = (path: string, why: string) => badRequest(`path "${path.slice(0, 200)}": ${why}`, { scimType: 'invalidPath' });
+const invalidPath = (path: string, why: string) =>
+  badRequest(`path "${path.slice(0, 200)}": ${why}`, { scimType: 'invalidPath' });
 const CORE = `${SCIM_GROUP_SCHEMA.toLowerCase()}:`;
 const EXTENSION = SCIM_GROUP_EXTENSION_SCHEMA.toLowerCase();
 const MEMBER_FILTER = /^members\[\s*value\s+eq\s+("(?:[^"\\]|\\.)*")\s*\]$/i;
@@ -41,11 +44,19 @@ function parseGroupPath(path: string): Target {
   if (lower.startsWith(`${EXTENSION}:`)) {
     const inner = rest.slice(EXTENSION.length + 1);
     const match = /^permissions(?:\.(companyPermissions|appGroup))?$/i.exec(inner);
-    if (!match) throw invalidPath(path, `the path must name an attribute of ${SCIM_GROUP_EXTENSION_SCHEMA}: permissions`);
-    return { kind: 'permissions', sub: match[1] && (match[1].toLowerCase() === 'appgroup' ? 'appGroup' : 'companyPermissions') };
+    if (!match)
+      throw invalidPath(path, `the path must name an attribute of ${SCIM_GROUP_EXTENSION_SCHEMA}: permissions`);
+    return {
+      kind: 'permissions',
+      sub: match[1] && (match[1].toLowerCase() === 'appgroup' ? 'appGroup' : 'companyPermissions'),
+    };
   }
   if (lower.startsWith(CORE)) rest = rest.slice(CORE.length);
-  else if (/^urn:/i.test(rest)) throw invalidPath(path, `names no schema of the Group resource; its schemas are ${SCIM_GROUP_SCHEMA}, ${SCIM_GROUP_EXTENSION_SCHEMA}`);
+  else if (/^urn:/i.test(rest))
+    throw invalidPath(
+      path,
+      `names no schema of the Group resource; its schemas are ${SCIM_GROUP_SCHEMA}, ${SCIM_GROUP_EXTENSION_SCHEMA}`,
+    );
   const member = MEMBER_FILTER.exec(rest);
   if (member) {
     try {
@@ -69,7 +80,10 @@ function parseGroupPath(path: string): Target {
     case 'schemas':
       throw badRequest(`${rest} is read-only`, { scimType: 'mutability' });
     default:
-      throw invalidPath(path, 'not an attribute of a Group: displayName, externalId, members, members[value eq "<id>"] or our extension\'s permissions');
+      throw invalidPath(
+        path,
+        'not an attribute of a Group: displayName, externalId, members, members[value eq "<id>"] or our extension\'s permissions',
+      );
   }
 }
 
@@ -110,7 +124,8 @@ function applyToGroup(doc: Doc, groupId: string, op: Op, target: Target, value: 
       if (typeof value === 'string' && value.toLowerCase() === groupId) return;
       throw badRequest('id is read-only', { scimType: 'mutability' });
     case 'displayName':
-      if (op === 'remove') throw badRequest('displayName is required and cannot be removed', { scimType: 'mutability' });
+      if (op === 'remove')
+        throw badRequest('displayName is required and cannot be removed', { scimType: 'mutability' });
       doc.displayName = value;
       return;
     case 'externalId':
@@ -119,17 +134,25 @@ function applyToGroup(doc: Doc, groupId: string, op: Op, target: Target, value: 
     case 'members':
       return applyMembers(doc, op, value);
     case 'member':
-      if (op !== 'remove') throw invalidPath(`members[value eq "${target.value}"]`, 'a member filter takes remove; add members with path "members"');
+      if (op !== 'remove')
+        throw invalidPath(
+          `members[value eq "${target.value}"]`,
+          'a member filter takes remove; add members with path "members"',
+        );
       return applyMembers(doc, 'remove', [{ value: target.value }]);
     case 'extension':
       if (op === 'remove') {
         doc.permissions = null;
         return;
       }
-      if (!isObject(value)) throw badRequest(`the value of ${SCIM_GROUP_EXTENSION_SCHEMA} must be an object {permissions}`, { scimType: 'invalidValue' });
+      if (!isObject(value))
+        throw badRequest(`the value of ${SCIM_GROUP_EXTENSION_SCHEMA} must be an object {permissions}`, {
+          scimType: 'invalidValue',
+        });
       // scim2-models sends the container with its own `schemas` inside: not an attribute, nothing to apply.
       for (const [key, v] of Object.entries(value)) {
-        if (key.toLowerCase() !== 'schemas') applyToGroup(doc, groupId, op, parseGroupPath(`${SCIM_GROUP_EXTENSION_SCHEMA}:${key}`), v);
+        if (key.toLowerCase() !== 'schemas')
+          applyToGroup(doc, groupId, op, parseGroupPath(`${SCIM_GROUP_EXTENSION_SCHEMA}:${key}`), v);
       }
       return;
     case 'permissions':
@@ -139,7 +162,10 @@ function applyToGroup(doc: Doc, groupId: string, op: Op, target: Target, value: 
 
 function applyWithoutPath(doc: Doc, groupId: string, op: Op, value: unknown): void {
   if (op === 'remove') throw badRequest('remove needs a path', { scimType: 'noTarget' });
-  if (!isObject(value)) throw badRequest(`${op} without a path needs an object value holding the attributes to set`, { scimType: 'invalidValue' });
+  if (!isObject(value))
+    throw badRequest(`${op} without a path needs an object value holding the attributes to set`, {
+      scimType: 'invalidValue',
+    });
   for (const [key, v] of Object.entries(value)) applyToGroup(doc, groupId, op, parseGroupPath(key), v);
 }
 
@@ -156,9 +182,14 @@ export function applyGroupPatch(doc: Doc, groupId: string, operations: ScimPatch
     }
   });
   const { permissions, ...rest } = edited;
-  const parsed = ScimGroupBody.safeParse({ ...rest, [SCIM_GROUP_EXTENSION_SCHEMA]: permissions === null ? null : { permissions } });
+  const parsed = ScimGroupBody.safeParse({
+    ...rest,
+    [SCIM_GROUP_EXTENSION_SCHEMA]: permissions === null ? null : { permissions },
+  });
   if (!parsed.success) {
-    const problems = parsed.error.issues.slice(0, 10).map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message));
+    const problems = parsed.error.issues
+      .slice(0, 10)
+      .map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message));
     throw badRequest(`The patched group is not valid: ${problems.join('; ')}`, { scimType: 'invalidValue' });
   }
   return parsed.data;

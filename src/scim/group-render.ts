@@ -24,11 +24,19 @@ function excludesMembers(selection: AttributeSelection): boolean {
   if (selection.attributes !== undefined && selection.attributes.trim() !== '') {
     return !selection.attributes.split(',').some((n) => /(^|:)members(\.|$)/i.test(n.trim()));
   }
-  return (selection.excludedAttributes ?? '').split(',').some((n) => /^(urn:ietf:params:scim:schemas:core:2\.0:group:)?members$/i.test(n.trim()));
+  return (selection.excludedAttributes ?? '')
+    .split(',')
+    .some((n) => /^(urn:ietf:params:scim:schemas:core:2\.0:group:)?members$/i.test(n.trim()));
 }
 
 /** Turns stored groups into SCIM representations: members by user id and userName, grants by current names. */
-export async function renderGroups(db: Db, companyId: string, rows: GroupRow[], baseUrl: string, selection: AttributeSelection = {}): Promise<ScimGroup[]> {
+export async function renderGroups(
+  db: Db,
+  companyId: string,
+  rows: GroupRow[],
+  baseUrl: string,
+  selection: AttributeSelection = {},
+): Promise<ScimGroup[]> {
   const members = new Map<string, ScimGroup['members']>();
   if (rows.length > 0 && !excludesMembers(selection)) {
     const { rows: found } = await db.query<{ group_id: string; id: string; user_name: string }>(
@@ -44,7 +52,11 @@ export async function renderGroups(db: Db, companyId: string, rows: GroupRow[], 
       members.set(f.group_id, list);
     }
   }
-  const names = await loadReferenceNames(db, companyId, rows.flatMap((r) => (r.grants ? [r.grants] : [])));
+  const names = await loadReferenceNames(
+    db,
+    companyId,
+    rows.flatMap((r) => (r.grants ? [r.grants] : [])),
+  );
   return rows.map((r) => {
     const list = members.get(r.id) ?? [];
     return {
@@ -53,7 +65,9 @@ export async function renderGroups(db: Db, companyId: string, rows: GroupRow[], 
       ...(r.external_id === null ? {} : { externalId: r.external_id }),
       displayName: r.display_name,
       ...(list.length === 0 ? {} : { members: list }),
-      ...(r.grants === null ? {} : { [SCIM_GROUP_EXTENSION_SCHEMA]: { permissions: renderPermissions(r.grants, names) } }),
+      ...(r.grants === null
+        ? {}
+        : { [SCIM_GROUP_EXTENSION_SCHEMA]: { permissions: renderPermissions(r.grants, names) } }),
       meta: {
         resourceType: 'Group' as const,
         created: r.created_at.toISOString(),
@@ -65,7 +79,13 @@ export async function renderGroups(db: Db, companyId: string, rows: GroupRow[], 
 }
 
 /** Groups narrowed to a selection, members read only when the selection keeps them. */
-export async function renderGroupsProjected(db: Db, companyId: string, rows: GroupRow[], baseUrl: string, selection: AttributeSelection) {
+export async function renderGroupsProjected(
+  db: Db,
+  companyId: string,
+  rows: GroupRow[],
+  baseUrl: string,
+  selection: AttributeSelection,
+) {
   const project = attributeProjection(selection, GROUP_URNS);
   return (await renderGroups(db, companyId, rows, baseUrl, selection)).map(project);
 }

@@ -12,7 +12,10 @@ export const SCIM_GROUP_EXTENSION_SCHEMA = 'urn:ietf:params:scim:schemas:extensi
  */
 const MemberRef = z.object(
   {
-    value: z.string({ error: 'members[].value must be a string (a user id)' }).min(1, 'members[].value must not be empty').max(SCIM_LIMITS.text),
+    value: z
+      .string({ error: 'members[].value must be a string (a user id)' })
+      .min(1, 'members[].value must not be empty')
+      .max(SCIM_LIMITS.text),
     type: z
       .string({ error: 'members[].type must be a string' })
       .refine((t) => t.toLowerCase() === 'user', 'members[].type must be "User": a group holds users, not groups')
@@ -55,7 +58,9 @@ export const ScimGroupBody = z
 export type ScimGroupBody = z.output<typeof ScimGroupBody>;
 
 // `$ref` passes through the loose object: as a declared property OpenAPI tooling would read it as a schema reference.
-const Member = z.looseObject({ value: z.string(), display: z.string(), type: z.literal('User') }).describe("Also `$ref`: the member's URI");
+const Member = z
+  .looseObject({ value: z.string(), display: z.string(), type: z.literal('User') })
+  .describe("Also `$ref`: the member's URI");
 
 export const ScimGroup = z.object({
   schemas: z.array(z.string()),
@@ -63,7 +68,15 @@ export const ScimGroup = z.object({
   externalId: z.string().optional(),
   displayName: z.string(),
   members: z.array(Member).optional().describe('Absent when the group has none'),
-  [SCIM_GROUP_EXTENSION_SCHEMA]: z.object({ permissions: PermissionsOut }).optional().describe('Absent when the group grants nothing'),
-  meta: z.object({ resourceType: z.literal('Group'), created: z.string(), lastModified: z.string(), location: z.string() }),
+  [SCIM_GROUP_EXTENSION_SCHEMA]: z
+    .object({ permissions: PermissionsOut })
+    .optional()
+    .describe('Absent when the group grants nothing'),
+  meta: z.object({
+    resourceType: z.literal('Group'),
+    created: z.string(),
+    lastModified: z.string(),
+    location: z.string(),
+  }),
 });
 export type ScimGroup = z.infer<typeof ScimGroup>;

@@ -20,7 +20,11 @@ export const GROUP_NOT_FOUND = 'Group not found';
 export const GROUP_EXISTS = 'A group with this displayName already exists in the company.';
 
 /** Our extension's permissions (names) to stored grants (ids); undefined keeps, null is none. */
-async function resolveGrants(db: PoolClient, companyId: string, permissions: ScimGroupBody['permissions']): Promise<StoredPermissions | null | undefined> {
+async function resolveGrants(
+  db: PoolClient,
+  companyId: string,
+  permissions: ScimGroupBody['permissions'],
+): Promise<StoredPermissions | null | undefined> {
   if (permissions == null) return permissions;
   return resolveGrantedPermissions(db, companyId, permissions, `${SCIM_GROUP_EXTENSION_SCHEMA}:`);
 }
@@ -38,7 +42,9 @@ export function groupView(group: ScimGroup): Record<string, unknown> {
 /** JSON with every object's keys sorted: grants read back from jsonb come with their keys in another order. */
 const canonicalJson = (value: unknown) =>
   JSON.stringify(value, (_key, v: unknown) =>
-    typeof v === 'object' && v !== null && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+    typeof v === 'object' && v !== null && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
   );
 
 const isUniqueViolation = (err: unknown) => (err as { code?: string }).code === '23505';
@@ -49,7 +55,13 @@ async function renderOne(db: PoolClient, companyId: string, id: string, baseUrl:
   return group!;
 }
 
-export async function createGroup(pool: Pool, companyId: string, input: ScimGroupBody, actor: ScimActor, baseUrl: string): Promise<ScimGroup> {
+export async function createGroup(
+  pool: Pool,
+  companyId: string,
+  input: ScimGroupBody,
+  actor: ScimActor,
+  baseUrl: string,
+): Promise<ScimGroup> {
   return withTransaction(pool, async (db) => {
     const grants = await resolveGrants(db, companyId, input.permissions);
     // ON CONFLICT rather than a look-up first: two pushes of one group racing get one 201 and one 409.
@@ -60,8 +72,14 @@ export async function createGroup(pool: Pool, companyId: string, input: ScimGrou
     );
     const id = rows[0]?.id;
     if (!id) throw conflict(GROUP_EXISTS, { scimType: 'uniqueness' });
-    const { ids } = await companyUsersAmong(db, companyId, (input.members ?? []).map((m) => m.value));
-    await auditedGroupChange(db, companyId, id, ids, actor, baseUrl, () => setMembers(db, id, ids, displaysOf(input.members ?? [])));
+    const { ids } = await companyUsersAmong(
+      db,
+      companyId,
+      (input.members ?? []).map((m) => m.value),
+    );
+    await auditedGroupChange(db, companyId, id, ids, actor, baseUrl, () =>
+      setMembers(db, id, ids, displaysOf(input.members ?? [])),
+    );
     const group = await renderOne(db, companyId, id, baseUrl);
     await recordGroupAudit(db, companyId, id, actor, 'create', diffViews(null, groupView(group)));
     return group;
@@ -70,7 +88,10 @@ export async function createGroup(pool: Pool, companyId: string, input: ScimGrou
 
 async function lockGroup(db: PoolClient, companyId: string, id: string): Promise<GroupRow> {
   if (!UUID.test(id)) throw notFound(GROUP_NOT_FOUND);
-  const { rows } = await db.query<GroupRow>(`SELECT ${GROUP_COLUMNS} FROM scim_groups WHERE id = $1 AND company_id = $2 FOR UPDATE`, [id, companyId]);
+  const { rows } = await db.query<GroupRow>(
+    `SELECT ${GROUP_COLUMNS} FROM scim_groups WHERE id = $1 AND company_id = $2 FOR UPDATE`,
+    [id, companyId],
+  );
   if (!rows[0]) throw notFound(GROUP_NOT_FOUND);
   return rows[0];
 }
@@ -80,12 +101,30 @@ async function lockGroup(db: PoolClient, companyId: string, id: string): Promise
  * omitted: Okta renames with a PUT of displayName alone). Members and grants that change are audited on each
  * member's trail; a replacement that changes nothing writes no row and keeps lastModified.
  */
-async function writeGroup(db: PoolClient, companyId: string, current: GroupRow, input: ScimGroupBody, actor: ScimActor, baseUrl: string): Promise<ScimGroup> {
+async function writeGroup(
+  db: PoolClient,
+  companyId: string,
+  current: GroupRow,
+  input: ScimGroupBody,
+  actor: ScimActor,
+  baseUrl: string,
+): Promise<ScimGroup> {
   const before = (await renderGroups(db, companyId, [current], baseUrl))[0]!;
   const resolved = await resolveGrants(db, companyId, input.permissions);
   const grants = resolved === undefined ? current.grants : resolved;
   const held = await memberIds(db, current.id);
-  const target = input.members == null ? (input.members === null ? [] : held) : (await companyUsersAmong(db, companyId, input.members.map((m) => m.value))).ids;
+  const target =
+    input.members == null
+      ? input.members === null
+        ? []
+        : held
+      : (
+          await companyUsersAmong(
+            db,
+            companyId,
+            input.members.map((m) => m.value),
+          )
+        ).ids;
   const added = target.filter((id) => !held.includes(id));
   const removed = held.filter((id) => !target.includes(id));
   const grantsChanged = canonicalJson(grants) !== canonicalJson(current.grants);
@@ -99,7 +138,14 @@ async function writeGroup(db: PoolClient, companyId: string, current: GroupRow, 
         `UPDATE scim_groups SET display_name = $3, external_id = $4, grants = $5::jsonb,
                 updated_at = CASE WHEN $6 OR (display_name, external_id, grants) IS DISTINCT FROM ($3, $4, $5::jsonb) THEN now() ELSE updated_at END
           WHERE id = $1 AND company_id = $2`,
-        [current.id, companyId, input.displayName, externalId, grants === null ? null : JSON.stringify(grants), membersChanged],
+        [
+          current.id,
+          companyId,
+          input.displayName,
+          externalId,
+          grants === null ? null : JSON.stringify(grants),
+          membersChanged,
+        ],
       );
     } catch (err) {
       if (isUniqueViolation(err)) throw conflict(GROUP_EXISTS, { scimType: 'uniqueness' });
@@ -115,11 +161,27 @@ async function writeGroup(db: PoolClient, companyId: string, current: GroupRow, 
   return after;
 }
 
-export async function replaceGroup(pool: Pool, companyId: string, id: string, input: ScimGroupBody, actor: ScimActor, baseUrl: string): Promise<ScimGroup> {
-  return withTransaction(pool, async (db) => writeGroup(db, companyId, await lockGroup(db, companyId, id), input, actor, baseUrl));
+export async function replaceGroup(
+  pool: Pool,
+  companyId: string,
+  id: string,
+  input: ScimGroupBody,
+  actor: ScimActor,
+  baseUrl: string,
+): Promise<ScimGroup> {
+  return withTransaction(pool, async (db) =>
+    writeGroup(db, companyId, await lockGroup(db, companyId, id), input, actor, baseUrl),
+  );
 }
 
-export async function patchGroup(pool: Pool, companyId: string, id: string, operations: ScimPatchOperation[], actor: ScimActor, baseUrl: string): Promise<ScimGroup> {
+export async function patchGroup(
+  pool: Pool,
+  companyId: string,
+  id: string,
+  operations: ScimPatchOperation[],
+  actor: ScimActor,
+  baseUrl: string,
+): Promise<ScimGroup> {
   return withTransaction(pool, async (db) => {
     const current = await lockGroup(db, companyId, id);
     const group = (await renderGroups(db, companyId, [current], baseUrl))[0]!;
@@ -130,7 +192,13 @@ export async function patchGroup(pool: Pool, companyId: string, id: string, oper
 }
 
 /** Deletes a group; its members lose what it granted in the same transaction, each on its trail. */
-export async function deleteGroup(pool: Pool, companyId: string, id: string, actor: ScimActor, baseUrl: string): Promise<void> {
+export async function deleteGroup(
+  pool: Pool,
+  companyId: string,
+  id: string,
+  actor: ScimActor,
+  baseUrl: string,
+): Promise<void> {
   await withTransaction(pool, async (db) => {
     const current = await lockGroup(db, companyId, id);
     const before = (await renderGroups(db, companyId, [current], baseUrl))[0]!;
@@ -142,9 +210,18 @@ export async function deleteGroup(pool: Pool, companyId: string, id: string, act
   });
 }
 
-export async function getGroup(pool: Pool, companyId: string, id: string, baseUrl: string, selection: AttributeSelection = {}): Promise<Projected<ScimGroup>> {
+export async function getGroup(
+  pool: Pool,
+  companyId: string,
+  id: string,
+  baseUrl: string,
+  selection: AttributeSelection = {},
+): Promise<Projected<ScimGroup>> {
   if (!UUID.test(id)) throw notFound(GROUP_NOT_FOUND);
-  const { rows } = await pool.query<GroupRow>(`SELECT ${GROUP_COLUMNS} FROM scim_groups WHERE id = $1 AND company_id = $2`, [id, companyId]);
+  const { rows } = await pool.query<GroupRow>(
+    `SELECT ${GROUP_COLUMNS} FROM scim_groups WHERE id = $1 AND company_id = $2`,
+    [id, companyId],
+  );
   if (!rows[0]) throw notFound(GROUP_NOT_FOUND);
   return (await renderGroupsProjected(pool, companyId, rows, baseUrl, selection))[0]!;
 }
@@ -156,10 +233,20 @@ export interface ListQuery extends AttributeSelection {
 }
 
 /** How many groups match, and one page of them by creation time: what a ListResponse and a root search page over. */
-export async function findGroups(pool: Pool, companyId: string, filter: string | undefined, offset: number, limit: number) {
-  const { where, params } = filter === undefined ? { where: 'true', params: [] } : groupFilterSql(parseGroupFilter(filter), 2);
+export async function findGroups(
+  pool: Pool,
+  companyId: string,
+  filter: string | undefined,
+  offset: number,
+  limit: number,
+) {
+  const { where, params } =
+    filter === undefined ? { where: 'true', params: [] } : groupFilterSql(parseGroupFilter(filter), 2);
   const [counted, page] = await Promise.all([
-    pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM scim_groups WHERE company_id = $1 AND (${where})`, [companyId, ...params]),
+    pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM scim_groups WHERE company_id = $1 AND (${where})`, [
+      companyId,
+      ...params,
+    ]),
     limit === 0
       ? { rows: [] as GroupRow[] }
       : pool.query<GroupRow>(
@@ -174,7 +261,13 @@ export async function findGroups(pool: Pool, companyId: string, filter: string |
 export async function listGroups(pool: Pool, companyId: string, query: ListQuery, baseUrl: string) {
   const { total, rows } = await findGroups(pool, companyId, query.filter, query.startIndex - 1, query.count);
   const Resources = await renderGroupsProjected(pool, companyId, rows, baseUrl, query);
-  return { schemas: [SCIM_LIST_SCHEMA], totalResults: total, startIndex: query.startIndex, itemsPerPage: Resources.length, Resources };
+  return {
+    schemas: [SCIM_LIST_SCHEMA],
+    totalResults: total,
+    startIndex: query.startIndex,
+    itemsPerPage: Resources.length,
+    Resources,
+  };
 }
 
 export { GROUP_URNS };

@@ -1,5 +1,12 @@
 import type { PoolClient } from '../db/pool.js';
-import { diffViews, permissionsView, recordAudits, type AuditAction, type FieldChange, type ScimActor } from './audit.js';
+import {
+  diffViews,
+  permissionsView,
+  recordAudits,
+  type AuditAction,
+  type FieldChange,
+  type ScimActor,
+} from './audit.js';
 import { renderUsers } from './user-render.js';
 import { USER_COLUMNS, UUID, unique, type UserRow } from './user-rows.js';
 import { SCIM_EXTENSION_SCHEMA, type ScimUser } from './schemas.js';
@@ -15,19 +22,29 @@ import { SCIM_EXTENSION_SCHEMA, type ScimUser } from './schemas.js';
  * company (another company's user, a user deleted since the identity provider read it, not a uuid) is left out:
  * scim-sanity and eventual-consistency provisioning add such members, and refusing them would block the whole push.
  */
-export async function companyUsersAmong(db: PoolClient, companyId: string, values: readonly string[]): Promise<{ ids: string[]; ignored: number }> {
+export async function companyUsersAmong(
+  db: PoolClient,
+  companyId: string,
+  values: readonly string[],
+): Promise<{ ids: string[]; ignored: number }> {
   const candidates = unique(values.filter((v) => UUID.test(v)).map((v) => v.toLowerCase()));
   const { rows } =
     candidates.length === 0
       ? { rows: [] as { id: string }[] }
-      : await db.query<{ id: string }>(`SELECT id::text FROM dashboard_users WHERE company_id = $1 AND id = ANY($2::uuid[])`, [companyId, candidates]);
+      : await db.query<{ id: string }>(
+          `SELECT id::text FROM dashboard_users WHERE company_id = $1 AND id = ANY($2::uuid[])`,
+          [companyId, candidates],
+        );
   const found = new Set(rows.map((r) => r.id));
   const ids = candidates.filter((id) => found.has(id));
   return { ids, ignored: unique(values).length - ids.length };
 }
 
 export async function memberIds(db: PoolClient, groupId: string): Promise<string[]> {
-  const { rows } = await db.query<{ user_id: string }>(`SELECT user_id::text FROM scim_group_members WHERE group_id = $1`, [groupId]);
+  const { rows } = await db.query<{ user_id: string }>(
+    `SELECT user_id::text FROM scim_group_members WHERE group_id = $1`,
+    [groupId],
+  );
   return rows.map((r) => r.user_id);
 }
 
@@ -35,8 +52,16 @@ export async function memberIds(db: PoolClient, groupId: string): Promise<string
  * Makes the group hold exactly `ids` (users of its company), with the display each request entry gave (a member
  * given again without one keeps its own): two set-based statements whatever the sizes.
  */
-export async function setMembers(db: PoolClient, groupId: string, ids: readonly string[], displays: ReadonlyMap<string, string> = new Map()): Promise<void> {
-  await db.query(`DELETE FROM scim_group_members WHERE group_id = $1 AND NOT (user_id = ANY($2::uuid[]))`, [groupId, ids]);
+export async function setMembers(
+  db: PoolClient,
+  groupId: string,
+  ids: readonly string[],
+  displays: ReadonlyMap<string, string> = new Map(),
+): Promise<void> {
+  await db.query(`DELETE FROM scim_group_members WHERE group_id = $1 AND NOT (user_id = ANY($2::uuid[]))`, [
+    groupId,
+    ids,
+  ]);
   await db.query(
     `INSERT INTO scim_group_members (group_id, user_id, display) SELECT $1, m.user_id, m.display FROM unnest($2::uuid[], $3::text[]) AS m(user_id, display)
      ON CONFLICT (group_id, user_id) DO UPDATE SET display = coalesce(EXCLUDED.display, scim_group_members.display)
@@ -58,8 +83,16 @@ function accessView(user: ScimUser): Record<string, unknown> {
   return { groups: (user.groups ?? []).map((g) => g.display), ...permissionsView('effectivePermissions', effective) };
 }
 
-async function accessOf(db: PoolClient, companyId: string, userIds: readonly string[], baseUrl: string): Promise<Map<string, { groupIds: string[]; view: Record<string, unknown> }>> {
-  const { rows } = await db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM dashboard_users WHERE company_id = $1 AND id = ANY($2::uuid[])`, [companyId, userIds]);
+async function accessOf(
+  db: PoolClient,
+  companyId: string,
+  userIds: readonly string[],
+  baseUrl: string,
+): Promise<Map<string, { groupIds: string[]; view: Record<string, unknown> }>> {
+  const { rows } = await db.query<UserRow>(
+    `SELECT ${USER_COLUMNS} FROM dashboard_users WHERE company_id = $1 AND id = ANY($2::uuid[])`,
+    [companyId, userIds],
+  );
   const users = await renderUsers(db, companyId, rows, baseUrl, { effective: true });
   return new Map(users.map((u) => [u.id, { groupIds: (u.groups ?? []).map((g) => g.value), view: accessView(u) }]));
 }
@@ -79,7 +112,8 @@ export async function auditedGroupChange(
   write: () => Promise<void>,
 ): Promise<void> {
   const ids = unique(affected);
-  if (ids.length > 0) await db.query(`SELECT id FROM dashboard_users WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, [ids]);
+  if (ids.length > 0)
+    await db.query(`SELECT id FROM dashboard_users WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, [ids]);
   const before = ids.length > 0 ? await accessOf(db, companyId, ids, baseUrl) : new Map();
   await write();
   if (ids.length === 0) return;
@@ -93,7 +127,11 @@ export async function auditedGroupChange(
     if (Object.keys(changes).length === 0) continue;
     const wasIn = was.groupIds.includes(groupId);
     const isIn = is.groupIds.includes(groupId);
-    entries.push({ userId: id, action: !wasIn && isIn ? 'join_group' : wasIn && !isIn ? 'leave_group' : 'group_grants', changes });
+    entries.push({
+      userId: id,
+      action: !wasIn && isIn ? 'join_group' : wasIn && !isIn ? 'leave_group' : 'group_grants',
+      changes,
+    });
   }
   await recordAudits(db, companyId, actor, entries);
 }

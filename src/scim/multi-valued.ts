@@ -12,17 +12,21 @@ export type Doc = Record<string, unknown>;
 export const isObject = (v: unknown): v is Doc => typeof v === 'object' && v !== null && !Array.isArray(v);
 export const asList = (v: unknown): unknown[] => (Array.isArray(v) ? v : v === undefined || v === null ? [] : [v]);
 
-const sameText = (a: unknown, b: unknown) => typeof a === 'string' && typeof b === 'string' && a.toLowerCase() === b.toLowerCase();
+const sameText = (a: unknown, b: unknown) =>
+  typeof a === 'string' && typeof b === 'string' && a.toLowerCase() === b.toLowerCase();
 const isTrue = (v: unknown) => v === true || (typeof v === 'string' && v.toLowerCase() === 'true');
 
 /** Whether a workspace entry is the one `other` names: by name (exact, as workspaces are named) or by id. */
 export const sameWorkspace = (entry: unknown, other: unknown) =>
   isObject(entry) &&
   isObject(other) &&
-  ((other.appGroupName != null && entry.appGroupName === other.appGroupName) || sameText(entry.appGroupId, other.appGroupId));
+  ((other.appGroupName != null && entry.appGroupName === other.appGroupName) ||
+    sameText(entry.appGroupId, other.appGroupId));
 
 const sameTeam = (entry: unknown, other: unknown) =>
-  isObject(entry) && isObject(other) && ((other.teamName != null && entry.teamName === other.teamName) || sameText(entry.teamId, other.teamId));
+  isObject(entry) &&
+  isObject(other) &&
+  ((other.teamName != null && entry.teamName === other.teamName) || sameText(entry.teamId, other.teamId));
 
 /** Strings of both lists, each once, in first-seen order. Non-lists are left for the body validation to refuse. */
 function union(current: unknown, added: unknown): unknown[] {
@@ -53,7 +57,9 @@ export function addWorkspaces(current: unknown, value: unknown): unknown[] {
     const name = String(existing.appGroupName ?? existing.appGroupId);
     const addsDirect = added.appGroupPermissions != null || added.team != null;
     if (existing.appGroupPermissionSets != null || added.appGroupPermissionSets != null) {
-      const sameSet = JSON.stringify(setNames(existing.appGroupPermissionSets)) === JSON.stringify(setNames(added.appGroupPermissionSets));
+      const sameSet =
+        JSON.stringify(setNames(existing.appGroupPermissionSets)) ===
+        JSON.stringify(setNames(added.appGroupPermissionSets));
       if (sameSet && !addsDirect) continue;
       throw badRequest(
         `permissions.appGroup: workspace "${name}" already has ${existing.appGroupPermissionSets != null ? 'a permission set' : 'direct permissions'}; ` +
@@ -61,12 +67,14 @@ export function addWorkspaces(current: unknown, value: unknown): unknown[] {
         { scimType: 'invalidValue' },
       );
     }
-    if (added.appGroupPermissions != null) existing.appGroupPermissions = union(existing.appGroupPermissions, added.appGroupPermissions);
+    if (added.appGroupPermissions != null)
+      existing.appGroupPermissions = union(existing.appGroupPermissions, added.appGroupPermissions);
     if (added.team == null) continue;
     const teams = [...asList(existing.team)];
     for (const team of asList(added.team)) {
       const same = teams.find((t) => sameTeam(t, team));
-      if (same && isObject(same) && isObject(team)) same.teamPermissions = union(same.teamPermissions, team.teamPermissions);
+      if (same && isObject(same) && isObject(team))
+        same.teamPermissions = union(same.teamPermissions, team.teamPermissions);
       else teams.push(team);
     }
     existing.team = teams;

@@ -16,7 +16,11 @@ export interface ReferenceNames {
 }
 
 /** Names every workspace, team and set the permissions reference, in one query whatever their number. */
-export async function loadReferenceNames(db: Db, companyId: string, stored: readonly StoredPermissions[]): Promise<ReferenceNames> {
+export async function loadReferenceNames(
+  db: Db,
+  companyId: string,
+  stored: readonly StoredPermissions[],
+): Promise<ReferenceNames> {
   const groups = stored.flatMap((p) => p.appGroup);
   const wsIds = unique(groups.map((g) => g.workspaceId));
   const teamIds = unique(groups.flatMap((g) => (g.teams ?? []).map((t) => t.teamId)));
@@ -24,7 +28,12 @@ export async function loadReferenceNames(db: Db, companyId: string, stored: read
   const names = new Map<string, string>();
   const sets = new Map<string, string[]>();
   if (wsIds.length + teamIds.length + setIds.length > 0) {
-    const { rows: found } = await db.query<{ kind: 'w' | 't' | 's'; id: string; name: string; permissions: string[] | null }>(
+    const { rows: found } = await db.query<{
+      kind: 'w' | 't' | 's';
+      id: string;
+      name: string;
+      permissions: string[] | null;
+    }>(
       `SELECT 'w' AS kind, id::text, name, NULL::text[] AS permissions FROM workspaces WHERE company_id = $1 AND id = ANY($2::uuid[])
        UNION ALL
        SELECT 't', t.id::text, t.name, NULL FROM teams t JOIN workspaces w ON w.id = t.workspace_id
@@ -81,7 +90,11 @@ export function renderEffective(all: readonly (StoredPermissions | null)[], name
     if (!p) continue;
     companyPermissions = union(companyPermissions, p.companyPermissions);
     for (const g of p.appGroup) {
-      const entry = byWorkspace.get(g.workspaceId) ?? { permissions: [], setIds: [], teams: new Map<string, string[]>() };
+      const entry = byWorkspace.get(g.workspaceId) ?? {
+        permissions: [],
+        setIds: [],
+        teams: new Map<string, string[]>(),
+      };
       byWorkspace.set(g.workspaceId, entry);
       entry.permissions = union(entry.permissions, g.permissions ?? []);
       entry.setIds = union(entry.setIds, g.permissionSetIds ?? []);

@@ -116,7 +116,11 @@ const AppGroup = z
         path: ['appGroupPermissionSets'],
       });
     } else if (!sets && g.appGroupPermissions == null) {
-      ctx.addIssue({ code: 'custom', message: 'appGroupPermissions or appGroupPermissionSets is required', path: ['appGroupPermissions'] });
+      ctx.addIssue({
+        code: 'custom',
+        message: 'appGroupPermissions or appGroupPermissionSets is required',
+        path: ['appGroupPermissions'],
+      });
     }
   });
 
@@ -132,9 +136,18 @@ export const Permissions = z.object(
 );
 
 /** Entra ID sends booleans as the strings "True" and "False". */
-export const ScimBoolean = z.union([z.boolean(), z.string().regex(/^(true|false)$/i).transform((v) => v.toLowerCase() === 'true')], {
-  error: 'active must be a boolean (true or false)',
-});
+export const ScimBoolean = z.union(
+  [
+    z.boolean(),
+    z
+      .string()
+      .regex(/^(true|false)$/i)
+      .transform((v) => v.toLowerCase() === 'true'),
+  ],
+  {
+    error: 'active must be a boolean (true or false)',
+  },
+);
 
 const Email = z.object(
   {
@@ -143,7 +156,10 @@ const Email = z.object(
       .trim()
       .max(SCIM_LIMITS.userName, `emails[].value must be at most ${SCIM_LIMITS.userName} characters`)
       .pipe(z.email('emails[].value must be an email address')),
-    type: z.string({ error: 'emails[].type must be a string' }).max(50, 'emails[].type must be at most 50 characters').optional(),
+    type: z
+      .string({ error: 'emails[].type must be a string' })
+      .max(50, 'emails[].type must be at most 50 characters')
+      .optional(),
     primary: ScimBoolean.optional(),
   },
   { error: 'each emails entry must be an object {value, type, primary}' },
@@ -153,7 +169,10 @@ const Email = z.object(
 const Emails = z
   .array(Email, { error: 'emails must be an array' })
   .max(SCIM_LIMITS.emails, `emails may hold at most ${SCIM_LIMITS.emails} entries`)
-  .refine((list) => list.filter((e) => e.primary === true).length <= 1, 'emails may have at most one entry with primary true');
+  .refine(
+    (list) => list.filter((e) => e.primary === true).length <= 1,
+    'emails may have at most one entry with primary true',
+  );
 
 export const ExternalId = z
   .string({ error: 'externalId must be a string' })
@@ -167,7 +186,10 @@ const Extension = z.object(
 );
 
 /** Of the enterprise extension only department is stored; the rest (employeeNumber, manager...) is ignored. */
-const Enterprise = z.looseObject({ department: text('department').nullish() }, { error: `${SCIM_ENTERPRISE_SCHEMA} must be an object` });
+const Enterprise = z.looseObject(
+  { department: text('department').nullish() },
+  { error: `${SCIM_ENTERPRISE_SCHEMA} must be an object` },
+);
 
 const userFields = {
   schemas: Schemas,
@@ -176,8 +198,12 @@ const userFields = {
   displayName: text('displayName').nullish().describe('As the identity provider sends it; null clears it'),
   department: text('department')
     .nullish()
-    .describe(`Here, in ${SCIM_EXTENSION_SCHEMA} or in the enterprise extension; optional (null: none), a PUT without it keeps it`),
-  permissions: Permissions.nullish().describe(`Here or in ${SCIM_EXTENSION_SCHEMA}; optional (null: none of its own), a PUT without it keeps it`),
+    .describe(
+      `Here, in ${SCIM_EXTENSION_SCHEMA} or in the enterprise extension; optional (null: none), a PUT without it keeps it`,
+    ),
+  permissions: Permissions.nullish().describe(
+    `Here or in ${SCIM_EXTENSION_SCHEMA}; optional (null: none of its own), a PUT without it keeps it`,
+  ),
   active: ScimBoolean.optional().describe('Default true on create; a PUT or PATCH without it leaves it as it is'),
   externalId: ExternalId.nullish().describe("The identity provider's id for the user; null clears it"),
   emails: Emails.nullish(),
@@ -194,7 +220,12 @@ type UserFieldsInput = z.infer<z.ZodObject<typeof userFields>>;
  */
 function foldExtensions<T extends Partial<UserFieldsInput>>(input: T) {
   const { [SCIM_EXTENSION_SCHEMA]: ours, [SCIM_ENTERPRISE_SCHEMA]: enterprise, ...rest } = input;
-  const department = rest.department !== undefined ? rest.department : ours?.department !== undefined ? ours.department : enterprise?.department;
+  const department =
+    rest.department !== undefined
+      ? rest.department
+      : ours?.department !== undefined
+        ? ours.department
+        : enterprise?.department;
   const permissions = rest.permissions !== undefined ? rest.permissions : ours?.permissions;
   return { ...rest, department, permissions };
 }
@@ -263,25 +294,41 @@ export const ScimUser = z.object({
   displayName: z.string().optional().describe('Absent when the identity provider gave none'),
   name: z.object({ givenName: z.string(), familyName: z.string() }),
   active: z.boolean().describe('false: deactivated by the identity provider (see docs/scim.md)'),
-  emails: z.array(z.object({ value: z.string(), type: z.string().optional(), primary: z.boolean().optional() })).optional().describe('Absent when empty'),
+  emails: z
+    .array(z.object({ value: z.string(), type: z.string().optional(), primary: z.boolean().optional() }))
+    .optional()
+    .describe('Absent when empty'),
   groups: z
     // `$ref` passes through the loose object: as a declared property OpenAPI tooling would read it as a schema reference.
-    .array(z.looseObject({ value: z.string(), display: z.string(), type: z.literal('direct') }).describe('Also `$ref`: the group\'s URI'))
+    .array(
+      z
+        .looseObject({ value: z.string(), display: z.string(), type: z.literal('direct') })
+        .describe("Also `$ref`: the group's URI"),
+    )
     .optional()
     .describe('The groups the user belongs to (read-only; change them through /Groups); absent when none'),
   department: z.string().optional().describe('Absent when the user has none'),
   lastSignInAt: LastSignInAt,
-  permissions: PermissionsOut.optional().describe('Absent when the user has none of its own (its groups may grant some)'),
+  permissions: PermissionsOut.optional().describe(
+    'Absent when the user has none of its own (its groups may grant some)',
+  ),
   [SCIM_EXTENSION_SCHEMA]: z
     .object({
       department: z.string().optional(),
       permissions: PermissionsOut.optional(),
       lastSignInAt: z.string().optional(),
-      effectivePermissions: PermissionsOut.optional().describe('Its own permissions plus its groups\' grants; only when `attributes` names it'),
+      effectivePermissions: PermissionsOut.optional().describe(
+        "Its own permissions plus its groups' grants; only when `attributes` names it",
+      ),
     })
     .optional()
     .describe('Absent when none of its attributes has a value'),
-  meta: z.object({ resourceType: z.literal('User'), created: z.string(), lastModified: z.string(), location: z.string() }),
+  meta: z.object({
+    resourceType: z.literal('User'),
+    created: z.string(),
+    lastModified: z.string(),
+    location: z.string(),
+  }),
 });
 export type ScimUser = z.infer<typeof ScimUser>;
 
@@ -291,7 +338,9 @@ export type ScimUser = z.infer<typeof ScimUser>;
  */
 export const ScimUserProjected = z.union([
   ScimUser,
-  z.looseObject({ schemas: z.array(z.string()), id: z.string() }).describe('The user narrowed by attributes or excludedAttributes'),
+  z
+    .looseObject({ schemas: z.array(z.string()), id: z.string() })
+    .describe('The user narrowed by attributes or excludedAttributes'),
 ]);
 
 export const ScimListResponse = z.object({

@@ -17,13 +17,25 @@ export const SCIM_SEARCH_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:SearchR
 /** RFC 7644 3.4.3 gives attribute lists as arrays; a comma-separated string (the GET form) is taken too. */
 const AttributeList = (field: string) =>
   z
-    .union([z.array(z.string().max(SCIM_LIMITS.text), { error: `${field} must be an array of attribute names` }).max(50, `${field} may name at most 50 attributes`), z.string().max(SCIM_LIMITS.filter)], {
-      error: `${field} must be an array of attribute names`,
-    })
+    .union(
+      [
+        z
+          .array(z.string().max(SCIM_LIMITS.text), { error: `${field} must be an array of attribute names` })
+          .max(50, `${field} may name at most 50 attributes`),
+        z.string().max(SCIM_LIMITS.filter),
+      ],
+      {
+        error: `${field} must be an array of attribute names`,
+      },
+    )
     .transform((v) => (Array.isArray(v) ? v.join(',') : v))
     .optional();
 
-const page = (field: string) => z.number({ error: `${field} must be an integer` }).int(`${field} must be an integer`).max(2 ** 31 - 1, `${field} is too large`);
+const page = (field: string) =>
+  z
+    .number({ error: `${field} must be an integer` })
+    .int(`${field} must be an integer`)
+    .max(2 ** 31 - 1, `${field} is too large`);
 
 export const ScimSearchRequest = z.object({
   schemas: z
@@ -32,16 +44,30 @@ export const ScimSearchRequest = z.object({
     .refine((s) => s.includes(SCIM_SEARCH_SCHEMA), `schemas must contain ${SCIM_SEARCH_SCHEMA}`),
   attributes: AttributeList('attributes'),
   excludedAttributes: AttributeList('excludedAttributes'),
-  filter: z.string({ error: 'filter must be a string' }).max(SCIM_LIMITS.filter, `filter must be at most ${SCIM_LIMITS.filter} characters`).optional(),
-  sortBy: z.string({ error: 'sortBy must be a string' }).max(SCIM_LIMITS.text).optional().describe('Ignored: sorting is not supported (ServiceProviderConfig)'),
-  sortOrder: z.enum(['ascending', 'descending'], { error: 'sortOrder must be ascending or descending' }).optional().describe('Ignored, as sortBy'),
+  filter: z
+    .string({ error: 'filter must be a string' })
+    .max(SCIM_LIMITS.filter, `filter must be at most ${SCIM_LIMITS.filter} characters`)
+    .optional(),
+  sortBy: z
+    .string({ error: 'sortBy must be a string' })
+    .max(SCIM_LIMITS.text)
+    .optional()
+    .describe('Ignored: sorting is not supported (ServiceProviderConfig)'),
+  sortOrder: z
+    .enum(['ascending', 'descending'], { error: 'sortOrder must be ascending or descending' })
+    .optional()
+    .describe('Ignored, as sortBy'),
   startIndex: page('startIndex').optional().describe('1-based; below 1 means 1'),
-  count: page('count').optional().describe(`Default ${SCIM_LIMITS.defaultCount}, at most ${SCIM_LIMITS.maxCount}; negative means 0`),
+  count: page('count')
+    .optional()
+    .describe(`Default ${SCIM_LIMITS.defaultCount}, at most ${SCIM_LIMITS.maxCount}; negative means 0`),
 });
 export type ScimSearchRequest = z.output<typeof ScimSearchRequest>;
 
 /** The paging and selection of a search request, as the GET list functions take them. */
-export function listQueryOf(request: ScimSearchRequest): AttributeSelection & { filter?: string; startIndex: number; count: number } {
+export function listQueryOf(
+  request: ScimSearchRequest,
+): AttributeSelection & { filter?: string; startIndex: number; count: number } {
   return {
     attributes: request.attributes,
     excludedAttributes: request.excludedAttributes,
@@ -78,10 +104,17 @@ export async function searchAll(pool: Pool, companyId: string, request: ScimSear
   const groupOffset = Math.max(0, offset - userTotal);
   const groupCount = Math.max(0, Math.min(query.count - userCount, groupTotal - groupOffset));
   const userRows = userCount > 0 ? (await findUsers(pool, companyId, query.filter, offset, userCount)).rows : [];
-  const groupRows = groupCount > 0 ? (await findGroups(pool, companyId, query.filter, groupOffset, groupCount)).rows : [];
+  const groupRows =
+    groupCount > 0 ? (await findGroups(pool, companyId, query.filter, groupOffset, groupCount)).rows : [];
   const Resources = [
     ...(await renderUsersProjected(pool, companyId, userRows, baseUrl, query)),
     ...(await renderGroupsProjected(pool, companyId, groupRows, baseUrl, query)),
   ];
-  return { schemas: [SCIM_LIST_SCHEMA], totalResults: userTotal + groupTotal, startIndex: query.startIndex, itemsPerPage: Resources.length, Resources };
+  return {
+    schemas: [SCIM_LIST_SCHEMA],
+    totalResults: userTotal + groupTotal,
+    startIndex: query.startIndex,
+    itemsPerPage: Resources.length,
+    Resources,
+  };
 }

@@ -27,7 +27,13 @@ class Problems {
   }
 }
 
-function checkStrings(values: readonly string[] | null | undefined, allowed: ReadonlySet<string>, path: string, level: string, problems: Problems): string[] {
+function checkStrings(
+  values: readonly string[] | null | undefined,
+  allowed: ReadonlySet<string>,
+  path: string,
+  level: string,
+  problems: Problems,
+): string[] {
   const list = unique(values ?? []);
   for (const v of list) if (!allowed.has(v)) problems.add(path, `"${v}" is not an allowed ${level} permission`);
   return list;
@@ -52,15 +58,26 @@ export async function resolveUserFields<P extends ScimPermissionsInput | null | 
   const problems = new Problems();
   const allowed = await loadAllowed(db, companyId);
   if (typeof department === 'string' && !allowed.departments.has(department)) {
-    problems.add('department', `"${department}" is not an allowed department (allowed: ${[...allowed.departments].join(', ')})`);
+    problems.add(
+      'department',
+      `"${department}" is not an allowed department (allowed: ${[...allowed.departments].join(', ')})`,
+    );
   }
-  const stored = input == null ? (input as Exclude<P, ScimPermissionsInput>) : await resolveReferences(db, companyId, input, allowed, problems);
+  const stored =
+    input == null
+      ? (input as Exclude<P, ScimPermissionsInput>)
+      : await resolveReferences(db, companyId, input, allowed, problems);
   problems.throwIfAny();
   return stored;
 }
 
 /** The permissions a group grants (its role), checked and resolved as a user's are. */
-export async function resolveGrantedPermissions(db: Db, companyId: string, input: ScimPermissionsInput, pathPrefix: string): Promise<StoredPermissions> {
+export async function resolveGrantedPermissions(
+  db: Db,
+  companyId: string,
+  input: ScimPermissionsInput,
+  pathPrefix: string,
+): Promise<StoredPermissions> {
   const problems = new Problems(pathPrefix);
   const stored = await resolveReferences(db, companyId, input, await loadAllowed(db, companyId), problems);
   problems.throwIfAny();
@@ -74,12 +91,22 @@ async function resolveReferences(
   allowed: AllowedStrings,
   problems: Problems,
 ): Promise<StoredPermissions> {
-  const companyPermissions = checkStrings(input.companyPermissions, allowed.company, 'permissions.companyPermissions', 'company', problems);
+  const companyPermissions = checkStrings(
+    input.companyPermissions,
+    allowed.company,
+    'permissions.companyPermissions',
+    'company',
+    problems,
+  );
   const groups = input.appGroup ?? [];
 
   const wsNames = unique(groups.flatMap((g) => (g.appGroupName != null ? [g.appGroupName] : [])));
-  const wsIds = unique(groups.flatMap((g) => (g.appGroupId != null && UUID.test(g.appGroupId) ? [g.appGroupId.toLowerCase()] : [])));
-  const setNames = unique(groups.flatMap((g) => (g.appGroupPermissionSets ?? []).map((s) => s.appGroupPermissionSetName)));
+  const wsIds = unique(
+    groups.flatMap((g) => (g.appGroupId != null && UUID.test(g.appGroupId) ? [g.appGroupId.toLowerCase()] : [])),
+  );
+  const setNames = unique(
+    groups.flatMap((g) => (g.appGroupPermissionSets ?? []).map((s) => s.appGroupPermissionSetName)),
+  );
   // Sequential on purpose: db may be a transaction's client, which runs one query at a time.
   const workspaces =
     wsNames.length + wsIds.length === 0
@@ -94,10 +121,10 @@ async function resolveReferences(
     setNames.length === 0
       ? []
       : (
-          await db.query<{ id: string; name: string }>(`SELECT id::text, name FROM permission_sets WHERE company_id = $1 AND name = ANY($2::text[])`, [
-            companyId,
-            setNames,
-          ])
+          await db.query<{ id: string; name: string }>(
+            `SELECT id::text, name FROM permission_sets WHERE company_id = $1 AND name = ANY($2::text[])`,
+            [companyId, setNames],
+          )
         ).rows;
   const wsByName = new Map(workspaces.map((w) => [w.name, w]));
   const wsById = new Map(workspaces.map((w) => [w.id, w]));
@@ -129,8 +156,12 @@ async function resolveReferences(
 
   const teamRefs = groups.flatMap((g) => g.team ?? []);
   const teamNames = unique(teamRefs.flatMap((t) => (t.teamName != null ? [t.teamName] : [])));
-  const teamIds = unique(teamRefs.flatMap((t) => (t.teamId != null && UUID.test(t.teamId) ? [t.teamId.toLowerCase()] : [])));
-  const wsWithTeams = unique(groups.flatMap((g, i) => ((g.team ?? []).length > 0 && entryWs[i] ? [entryWs[i]!.id] : [])));
+  const teamIds = unique(
+    teamRefs.flatMap((t) => (t.teamId != null && UUID.test(t.teamId) ? [t.teamId.toLowerCase()] : [])),
+  );
+  const wsWithTeams = unique(
+    groups.flatMap((g, i) => ((g.team ?? []).length > 0 && entryWs[i] ? [entryWs[i]!.id] : [])),
+  );
   const teams =
     wsWithTeams.length === 0
       ? []
@@ -149,24 +180,45 @@ async function resolveReferences(
     if (g.appGroupPermissionSets != null) {
       const setIds = g.appGroupPermissionSets.flatMap((s, j) => {
         const set = setByName.get(s.appGroupPermissionSetName);
-        if (!set) problems.add(`${path}.appGroupPermissionSets[${j}].appGroupPermissionSetName`, `no permission set named "${s.appGroupPermissionSetName}" in this company`);
+        if (!set)
+          problems.add(
+            `${path}.appGroupPermissionSets[${j}].appGroupPermissionSetName`,
+            `no permission set named "${s.appGroupPermissionSetName}" in this company`,
+          );
         return set ? [set.id] : [];
       });
       if (ws) appGroup.push({ workspaceId: ws.id, permissionSetIds: setIds });
       return;
     }
-    const permissions = checkStrings(g.appGroupPermissions, allowed.workspace, `${path}.appGroupPermissions`, 'workspace', problems);
+    const permissions = checkStrings(
+      g.appGroupPermissions,
+      allowed.workspace,
+      `${path}.appGroupPermissions`,
+      'workspace',
+      problems,
+    );
     const seenTeams = new Set<string>();
     const stored = (g.team ?? []).flatMap((t, j) => {
       const tpath = `${path}.team[${j}]`;
-      const teamPermissions = checkStrings(t.teamPermissions, allowed.team, `${tpath}.teamPermissions`, 'team', problems);
+      const teamPermissions = checkStrings(
+        t.teamPermissions,
+        allowed.team,
+        `${tpath}.teamPermissions`,
+        'team',
+        problems,
+      );
       if (!ws) return [];
       const inWs = teams.filter((row) => row.workspace_id === ws.id);
-      let team = t.teamName != null ? inWs.find((row) => row.name === t.teamName) : inWs.find((row) => row.id === t.teamId?.toLowerCase());
+      let team =
+        t.teamName != null
+          ? inWs.find((row) => row.name === t.teamName)
+          : inWs.find((row) => row.id === t.teamId?.toLowerCase());
       if (!team) {
         problems.add(
           t.teamName != null ? `${tpath}.teamName` : `${tpath}.teamId`,
-          t.teamName != null ? `no team named "${t.teamName}" in workspace "${ws.name}"` : `no team with this id in workspace "${ws.name}"`,
+          t.teamName != null
+            ? `no team named "${t.teamName}" in workspace "${ws.name}"`
+            : `no team with this id in workspace "${ws.name}"`,
         );
       } else if (t.teamName != null && t.teamId != null && t.teamId.toLowerCase() !== team.id) {
         problems.add(`${tpath}.teamId`, `does not match the team named "${t.teamName}"`);

@@ -1,6 +1,13 @@
 import { AppError, badRequest } from '../errors.js';
 import { addEmails, addWorkspaces, asList, isObject, keepOnePrimary, sameWorkspace, type Doc } from './multi-valued.js';
-import { SCIM_ENTERPRISE_SCHEMA, SCIM_EXTENSION_SCHEMA, SCIM_USER_SCHEMA, ScimUserReplace, type ScimPatchOperation, type ScimUser } from './schemas.js';
+import {
+  SCIM_ENTERPRISE_SCHEMA,
+  SCIM_EXTENSION_SCHEMA,
+  SCIM_USER_SCHEMA,
+  ScimUserReplace,
+  type ScimPatchOperation,
+  type ScimUser,
+} from './schemas.js';
 
 /**
  * RFC 7644 3.5.2 PATCH, over the user as a document in request form: the operations edit a copy of what PUT would
@@ -64,9 +71,11 @@ type Target =
 /** The schemas whose attributes a User PATCH path may name. */
 const USER_URNS = [SCIM_USER_SCHEMA, SCIM_EXTENSION_SCHEMA, SCIM_ENTERPRISE_SCHEMA];
 
-const invalidPath = (path: string, why: string) => badRequest(`path "${path.slice(0, 200)}": ${why}`, { scimType: 'invalidPath' });
+const invalidPath = (path: string, why: string) =>
+  badRequest(`path "${path.slice(0, 200)}": ${why}`, { scimType: 'invalidPath' });
 
-const PATH = /^([A-Za-z][\w$-]*)(?:\[\s*([A-Za-z]+)\s+eq\s+("(?:[^"\\]|\\.)*"|true|false)\s*\])?(?:\.([A-Za-z][\w$-]*))?$/i;
+const PATH =
+  /^([A-Za-z][\w$-]*)(?:\[\s*([A-Za-z]+)\s+eq\s+("(?:[^"\\]|\\.)*"|true|false)\s*\])?(?:\.([A-Za-z][\w$-]*))?$/i;
 
 /** Reads a path: an attribute, optionally URN-qualified, with an optional `[attr eq value]` filter and sub-attribute. */
 function parsePath(path: string): Target {
@@ -78,10 +87,15 @@ function parsePath(path: string): Target {
   for (const urn of USER_URNS) {
     if (!lower.startsWith(`${urn.toLowerCase()}:`)) continue;
     rest = rest.slice(urn.length + 1);
-    if (urn === SCIM_ENTERPRISE_SCHEMA) return rest.toLowerCase() === 'department' ? { kind: 'attribute', attribute: 'department' } : { kind: 'ignored' };
+    if (urn === SCIM_ENTERPRISE_SCHEMA)
+      return rest.toLowerCase() === 'department' ? { kind: 'attribute', attribute: 'department' } : { kind: 'ignored' };
     if (urn === SCIM_EXTENSION_SCHEMA && !/^(department|permissions)(\.|$)/i.test(rest)) {
-      if (/^(lastsigninat|effectivepermissions)$/i.test(rest)) throw badRequest(`${rest} is read-only`, { scimType: 'mutability' });
-      throw invalidPath(path, `the path must name an attribute of ${SCIM_EXTENSION_SCHEMA}: department or permissions (lastSignInAt is read-only)`);
+      if (/^(lastsigninat|effectivepermissions)$/i.test(rest))
+        throw badRequest(`${rest} is read-only`, { scimType: 'mutability' });
+      throw invalidPath(
+        path,
+        `the path must name an attribute of ${SCIM_EXTENSION_SCHEMA}: department or permissions (lastSignInAt is read-only)`,
+      );
     }
     break;
   }
@@ -103,7 +117,8 @@ function parsePath(path: string): Target {
     if (!sub) throw invalidPath(path, `${attribute} has no sub-attribute ${subName}`);
   }
   if (filterAttribute === undefined) {
-    if (attribute === 'emails' && sub !== undefined) throw invalidPath(path, 'name the email entry, as in emails[type eq "work"].value');
+    if (attribute === 'emails' && sub !== undefined)
+      throw invalidPath(path, 'name the email entry, as in emails[type eq "work"].value');
     return { kind: 'attribute', attribute, sub };
   }
   if (attribute !== 'emails') throw invalidPath(path, 'filters are supported on emails only');
@@ -111,7 +126,11 @@ function parsePath(path: string): Target {
   if (!filterKey) throw invalidPath(path, 'an emails filter compares value, type or primary');
   let value: string | boolean;
   try {
-    value = JSON.parse(filterValue!.toLowerCase() === 'true' || filterValue!.toLowerCase() === 'false' ? filterValue!.toLowerCase() : filterValue!) as string | boolean;
+    value = JSON.parse(
+      filterValue!.toLowerCase() === 'true' || filterValue!.toLowerCase() === 'false'
+        ? filterValue!.toLowerCase()
+        : filterValue!,
+    ) as string | boolean;
   } catch {
     throw invalidPath(path, 'the filter value is not a valid JSON string');
   }
@@ -136,7 +155,11 @@ function mergeList(op: Op, current: unknown, value: unknown): unknown[] {
   return [...existing, ...added];
 }
 
-function removeValues(current: unknown, value: unknown, matches: (element: unknown, removed: unknown) => boolean): unknown[] {
+function removeValues(
+  current: unknown,
+  value: unknown,
+  matches: (element: unknown, removed: unknown) => boolean,
+): unknown[] {
   const existing = Array.isArray(current) ? current : [];
   if (value === undefined) return [];
   const removed = asList(value);
@@ -153,15 +176,24 @@ export function applyPermissions(doc: Doc, op: Op, sub: string | undefined, valu
   const permissions = isObject(doc.permissions) ? doc.permissions : {};
   doc.permissions = permissions;
   if (sub === undefined) {
-    if (!isObject(value)) throw badRequest('permissions must be an object {companyPermissions, appGroup}', { scimType: 'invalidValue' });
-    for (const [key, v] of Object.entries(value)) applyPermissions(doc, op, SUB_ATTRIBUTES.permissions![key.toLowerCase()] ?? key, v);
+    if (!isObject(value))
+      throw badRequest('permissions must be an object {companyPermissions, appGroup}', { scimType: 'invalidValue' });
+    for (const [key, v] of Object.entries(value))
+      applyPermissions(doc, op, SUB_ATTRIBUTES.permissions![key.toLowerCase()] ?? key, v);
     return;
   }
   if (op === 'remove') {
-    permissions[sub] = removeValues(permissions[sub], value, sub === 'appGroup' ? sameWorkspace : (e, r) => e === r || (isObject(r) && e === r.value));
+    permissions[sub] = removeValues(
+      permissions[sub],
+      value,
+      sub === 'appGroup' ? sameWorkspace : (e, r) => e === r || (isObject(r) && e === r.value),
+    );
     return;
   }
-  permissions[sub] = sub === 'appGroup' && op === 'add' ? addWorkspaces(permissions[sub], value) : mergeList(op, permissions[sub], value);
+  permissions[sub] =
+    sub === 'appGroup' && op === 'add'
+      ? addWorkspaces(permissions[sub], value)
+      : mergeList(op, permissions[sub], value);
 }
 
 function applyEmails(doc: Doc, op: Op, target: { sub?: string; filter?: EmailFilter }, value: unknown): void {
@@ -169,7 +201,8 @@ function applyEmails(doc: Doc, op: Op, target: { sub?: string; filter?: EmailFil
   doc.emails = emails;
   const { sub, filter } = target;
   if (!filter) {
-    if (op === 'remove') doc.emails = removeValues(emails, value, (e, r) => isObject(e) && isObject(r) && sameValue(e.value, r.value));
+    if (op === 'remove')
+      doc.emails = removeValues(emails, value, (e, r) => isObject(e) && isObject(r) && sameValue(e.value, r.value));
     else if (op === 'replace') doc.emails = asList(value);
     else keepOnePrimary(emails, addEmails(emails, value));
     return;
@@ -182,7 +215,10 @@ function applyEmails(doc: Doc, op: Op, target: { sub?: string; filter?: EmailFil
     return;
   }
   const patch = sub === undefined ? value : { [sub]: value };
-  if (!isObject(patch)) throw badRequest('the value of an emails entry must be an object {value, type, primary}', { scimType: 'invalidValue' });
+  if (!isObject(patch))
+    throw badRequest('the value of an emails entry must be an object {value, type, primary}', {
+      scimType: 'invalidValue',
+    });
   const found = emails.filter(matches) as Doc[];
   // Entra ID sets emails[type eq "work"].value on users that have no work address yet: the entry is created.
   if (found.length === 0) found.push({ [filter.attribute]: filter.value });
@@ -200,9 +236,11 @@ function applyToExtension(doc: Doc, op: Op, urn: string, value: unknown): void {
     return;
   }
   needValue(op, value);
-  if (!isObject(value)) throw badRequest(`the value of ${urn} must be an object of its attributes`, { scimType: 'invalidValue' });
+  if (!isObject(value))
+    throw badRequest(`the value of ${urn} must be an object of its attributes`, { scimType: 'invalidValue' });
   // scim2-models sends the container with its own `schemas` inside: not an attribute, nothing to apply.
-  for (const [key, v] of Object.entries(value)) if (key.toLowerCase() !== 'schemas') applyToTarget(doc, op, parsePath(`${urn}:${key}`), v);
+  for (const [key, v] of Object.entries(value))
+    if (key.toLowerCase() !== 'schemas') applyToTarget(doc, op, parsePath(`${urn}:${key}`), v);
 }
 
 function applyToTarget(doc: Doc, op: Op, target: Target, value: unknown): void {
@@ -215,14 +253,17 @@ function applyToTarget(doc: Doc, op: Op, target: Target, value: unknown): void {
   if (attribute === 'name') {
     const name = isObject(doc.name) ? doc.name : {};
     doc.name = name;
-    if (op === 'remove') throw badRequest(`name${sub ? `.${sub}` : ''} is required and cannot be removed`, { scimType: 'mutability' });
+    if (op === 'remove')
+      throw badRequest(`name${sub ? `.${sub}` : ''} is required and cannot be removed`, { scimType: 'mutability' });
     if (sub !== undefined) name[sub] = value;
-    else if (isObject(value)) for (const [k, v] of Object.entries(value)) name[SUB_ATTRIBUTES.name![k.toLowerCase()] ?? k] = v;
+    else if (isObject(value))
+      for (const [k, v] of Object.entries(value)) name[SUB_ATTRIBUTES.name![k.toLowerCase()] ?? k] = v;
     else throw badRequest('name must be an object {givenName, familyName}', { scimType: 'invalidValue' });
     return;
   }
   if (op === 'remove') {
-    if (REQUIRED.has(attribute)) throw badRequest(`${attribute} is required and cannot be removed`, { scimType: 'mutability' });
+    if (REQUIRED.has(attribute))
+      throw badRequest(`${attribute} is required and cannot be removed`, { scimType: 'mutability' });
     doc[attribute] = null;
     return;
   }
@@ -232,7 +273,10 @@ function applyToTarget(doc: Doc, op: Op, target: Target, value: unknown): void {
 /** An operation without a path: its value is a partial resource whose attributes are each applied (Okta's form). */
 function applyWithoutPath(doc: Doc, op: Op, value: unknown): void {
   if (op === 'remove') throw badRequest('remove needs a path', { scimType: 'noTarget' });
-  if (!isObject(value)) throw badRequest(`${op} without a path needs an object value holding the attributes to set`, { scimType: 'invalidValue' });
+  if (!isObject(value))
+    throw badRequest(`${op} without a path needs an object value holding the attributes to set`, {
+      scimType: 'invalidValue',
+    });
   for (const [key, v] of Object.entries(value)) applyToTarget(doc, op, parsePath(key), v);
 }
 
@@ -254,7 +298,9 @@ export function applyPatch(doc: Doc, operations: ScimPatchOperation[]): ScimUser
   });
   const parsed = ScimUserReplace.safeParse(edited);
   if (!parsed.success) {
-    const problems = parsed.error.issues.slice(0, 10).map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message));
+    const problems = parsed.error.issues
+      .slice(0, 10)
+      .map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message));
     throw badRequest(`The patched user is not valid: ${problems.join('; ')}`, { scimType: 'invalidValue' });
   }
   return parsed.data;

@@ -33,9 +33,18 @@ export async function groupsOfUsers(db: Db, userIds: readonly string[]): Promise
 }
 
 /** Turns stored rows into SCIM representations, naming workspaces, teams, sets and groups in one lookup for all rows. */
-export async function renderUsers(db: Db, companyId: string, rows: UserRow[], baseUrl: string, options: RenderOptions = {}): Promise<ScimUser[]> {
+export async function renderUsers(
+  db: Db,
+  companyId: string,
+  rows: UserRow[],
+  baseUrl: string,
+  options: RenderOptions = {},
+): Promise<ScimUser[]> {
   // Sequential on purpose: db may be a transaction's client, which runs one query at a time.
-  const groups = await groupsOfUsers(db, rows.map((r) => r.id));
+  const groups = await groupsOfUsers(
+    db,
+    rows.map((r) => r.id),
+  );
   const stored = rows.flatMap((r) => (r.permissions ? [r.permissions] : []));
   if (options.effective) for (const list of groups.values()) for (const g of list) if (g.grants) stored.push(g.grants);
   const names = await loadReferenceNames(db, companyId, stored);
@@ -43,7 +52,9 @@ export async function renderUsers(db: Db, companyId: string, rows: UserRow[], ba
     const permissions = r.permissions === null ? undefined : renderPermissions(r.permissions, names);
     const lastSignInAt = r.last_sign_in_at ? r.last_sign_in_at.toISOString() : null;
     const memberOf = groups.get(r.id) ?? [];
-    const effective = options.effective ? renderEffective([r.permissions, ...memberOf.map((g) => g.grants)], names) : undefined;
+    const effective = options.effective
+      ? renderEffective([r.permissions, ...memberOf.map((g) => g.grants)], names)
+      : undefined;
     // RFC 7643 2.5: an unassigned attribute is left out (null and [] mean the same); the root lastSignInAt stays, null,
     // because the spec's responses always show it.
     const extension = {
@@ -63,7 +74,14 @@ export async function renderUsers(db: Db, companyId: string, rows: UserRow[], ba
       ...(r.emails.length === 0 ? {} : { emails: r.emails }),
       ...(memberOf.length === 0
         ? {}
-        : { groups: memberOf.map((g) => ({ value: g.id, display: g.displayName, $ref: `${baseUrl}/scim/v2/Groups/${g.id}`, type: 'direct' as const })) }),
+        : {
+            groups: memberOf.map((g) => ({
+              value: g.id,
+              display: g.displayName,
+              $ref: `${baseUrl}/scim/v2/Groups/${g.id}`,
+              type: 'direct' as const,
+            })),
+          }),
       ...(r.department === null ? {} : { department: r.department }),
       lastSignInAt,
       ...(permissions ? { permissions } : {}),
@@ -78,7 +96,13 @@ export async function renderUsers(db: Db, companyId: string, rows: UserRow[], ba
   });
 }
 
-export async function renderOne(db: Db, companyId: string, row: UserRow, baseUrl: string, options: RenderOptions = {}): Promise<ScimUser> {
+export async function renderOne(
+  db: Db,
+  companyId: string,
+  row: UserRow,
+  baseUrl: string,
+  options: RenderOptions = {},
+): Promise<ScimUser> {
   const [user] = await renderUsers(db, companyId, [row], baseUrl, options);
   return user!;
 }

@@ -7,15 +7,27 @@ import { resolveUserFields } from './user-fields.js';
 import { applyPatch, editableDocument } from './user-patch.js';
 import { renderOne, renderUsers } from './user-render.js';
 import { USER_COLUMNS, UUID, type UserRow } from './user-rows.js';
-import { SCIM_LIST_SCHEMA, type ScimListResponse, type ScimPatchOperation, type ScimUser, type ScimUserCreate, type ScimUserReplace } from './schemas.js';
+import {
+  SCIM_LIST_SCHEMA,
+  type ScimListResponse,
+  type ScimPatchOperation,
+  type ScimUser,
+  type ScimUserCreate,
+  type ScimUserReplace,
+} from './schemas.js';
 
 /** The spec's documented details (Errors table, real-behaviour notes). */
 export const USER_EXISTS = 'User already exists in the database.';
 export const USER_NOT_FOUND = 'User not found';
 
-
 /** Creates a dashboard user; 409 (the spec's body) when the company already has that userName in any letter case. */
-export async function createUser(pool: Pool, companyId: string, input: ScimUserCreate, actor: ScimActor, baseUrl: string): Promise<ScimUser> {
+export async function createUser(
+  pool: Pool,
+  companyId: string,
+  input: ScimUserCreate,
+  actor: ScimActor,
+  baseUrl: string,
+): Promise<ScimUser> {
   return withTransaction(pool, async (db) => {
     const permissions = await resolveUserFields(db, companyId, input.department, input.permissions);
     // ON CONFLICT rather than a look-up first: two identity providers racing on one address get one 201 and one 409.
@@ -52,7 +64,10 @@ interface LockedUser {
 
 async function lockUser(db: PoolClient, companyId: string, id: string, baseUrl: string): Promise<LockedUser> {
   if (!UUID.test(id)) throw notFound(USER_NOT_FOUND);
-  const { rows } = await db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM dashboard_users WHERE id = $1 AND company_id = $2 FOR UPDATE`, [id, companyId]);
+  const { rows } = await db.query<UserRow>(
+    `SELECT ${USER_COLUMNS} FROM dashboard_users WHERE id = $1 AND company_id = $2 FOR UPDATE`,
+    [id, companyId],
+  );
   if (!rows[0]) throw notFound(USER_NOT_FOUND);
   return { row: rows[0], user: await renderOne(db, companyId, rows[0], baseUrl) };
 }
@@ -70,10 +85,19 @@ function auditAction(before: ScimUser, after: ScimUser): AuditAction {
  * when omitted, so that a client of the spec never reactivates a user or drops what an identity provider set; null
  * clears them. A replacement that changes nothing writes no audit row and keeps lastModified.
  */
-async function writeUser(db: PoolClient, companyId: string, locked: LockedUser, input: ScimUserReplace, actor: ScimActor, baseUrl: string): Promise<ScimUser> {
+async function writeUser(
+  db: PoolClient,
+  companyId: string,
+  locked: LockedUser,
+  input: ScimUserReplace,
+  actor: ScimActor,
+  baseUrl: string,
+): Promise<ScimUser> {
   const { row: current, user: before } = locked;
   if (input.userName !== undefined && input.userName.toLowerCase() !== current.user_name.toLowerCase()) {
-    throw badRequest('userName: cannot be changed; it must equal the current userName or be omitted', { scimType: 'mutability' });
+    throw badRequest('userName: cannot be changed; it must equal the current userName or be omitted', {
+      scimType: 'mutability',
+    });
   }
   const resolved = await resolveUserFields(db, companyId, input.department, input.permissions);
   const keep = <T>(given: T | undefined, stored: T) => (given === undefined ? stored : given);
@@ -102,7 +126,8 @@ async function writeUser(db: PoolClient, companyId: string, locked: LockedUser, 
   );
   const after = await renderOne(db, companyId, rows[0]!, baseUrl);
   const changes = diffViews(auditView(before), auditView(after));
-  if (Object.keys(changes).length > 0) await recordAudit(db, companyId, current.id, actor, auditAction(before, after), changes);
+  if (Object.keys(changes).length > 0)
+    await recordAudit(db, companyId, current.id, actor, auditAction(before, after), changes);
   return after;
 }
 
@@ -115,7 +140,9 @@ export async function replaceUser(
   actor: ScimActor,
   baseUrl: string,
 ): Promise<ScimUser> {
-  return withTransaction(pool, async (db) => writeUser(db, companyId, await lockUser(db, companyId, id, baseUrl), input, actor, baseUrl));
+  return withTransaction(pool, async (db) =>
+    writeUser(db, companyId, await lockUser(db, companyId, id, baseUrl), input, actor, baseUrl),
+  );
 }
 
 /**
@@ -137,10 +164,19 @@ export async function patchUser(
 }
 
 /** One user, active or not, narrowed to the selected attributes. */
-export async function getUser(pool: Pool, companyId: string, id: string, baseUrl: string, selection: AttributeSelection = {}): Promise<Projected<ScimUser>> {
+export async function getUser(
+  pool: Pool,
+  companyId: string,
+  id: string,
+  baseUrl: string,
+  selection: AttributeSelection = {},
+): Promise<Projected<ScimUser>> {
   if (!UUID.test(id)) throw notFound(USER_NOT_FOUND);
   const project = attributeProjection(selection);
-  const { rows } = await pool.query<UserRow>(`SELECT ${USER_COLUMNS} FROM dashboard_users WHERE id = $1 AND company_id = $2`, [id, companyId]);
+  const { rows } = await pool.query<UserRow>(
+    `SELECT ${USER_COLUMNS} FROM dashboard_users WHERE id = $1 AND company_id = $2`,
+    [id, companyId],
+  );
   if (!rows[0]) throw notFound(USER_NOT_FOUND);
   return project(await renderOne(pool, companyId, rows[0], baseUrl, { effective: requestsEffective(selection) }));
 }
@@ -156,10 +192,20 @@ export interface ListUsersQuery extends AttributeSelection {
 }
 
 /** How many users match, and one page of them by creation time: what a ListResponse and a root search page over. */
-export async function findUsers(pool: Pool, companyId: string, filter: string | undefined, offset: number, limit: number) {
-  const { where, params } = filter === undefined ? { where: 'true', params: [] } : filterSql(parseUserFilter(filter), 2);
+export async function findUsers(
+  pool: Pool,
+  companyId: string,
+  filter: string | undefined,
+  offset: number,
+  limit: number,
+) {
+  const { where, params } =
+    filter === undefined ? { where: 'true', params: [] } : filterSql(parseUserFilter(filter), 2);
   const [counted, page] = await Promise.all([
-    pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dashboard_users WHERE company_id = $1 AND (${where})`, [companyId, ...params]),
+    pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dashboard_users WHERE company_id = $1 AND (${where})`, [
+      companyId,
+      ...params,
+    ]),
     limit === 0
       ? { rows: [] as UserRow[] }
       : pool.query<UserRow>(
@@ -172,7 +218,13 @@ export async function findUsers(pool: Pool, companyId: string, filter: string | 
 }
 
 /** Users as a ListResponse returns them: narrowed to the selection, effectivePermissions computed only when named. */
-export async function renderUsersProjected(pool: Pool, companyId: string, rows: UserRow[], baseUrl: string, selection: AttributeSelection) {
+export async function renderUsersProjected(
+  pool: Pool,
+  companyId: string,
+  rows: UserRow[],
+  baseUrl: string,
+  selection: AttributeSelection,
+) {
   const project = attributeProjection(selection);
   return (await renderUsers(pool, companyId, rows, baseUrl, { effective: requestsEffective(selection) })).map(project);
 }
@@ -181,17 +233,37 @@ export async function renderUsersProjected(pool: Pool, companyId: string, rows: 
  * A ListResponse: the company's users that match the filter (all without one), by creation time. Deactivated users
  * are listed too: identity providers look them up to reactivate them.
  */
-export async function listUsers(pool: Pool, companyId: string, query: ListUsersQuery, baseUrl: string): Promise<ScimListResponse> {
+export async function listUsers(
+  pool: Pool,
+  companyId: string,
+  query: ListUsersQuery,
+  baseUrl: string,
+): Promise<ScimListResponse> {
   const { total, rows } = await findUsers(pool, companyId, query.filter, query.startIndex - 1, query.count);
   const Resources = await renderUsersProjected(pool, companyId, rows, baseUrl, query);
-  return { schemas: [SCIM_LIST_SCHEMA], totalResults: total, startIndex: query.startIndex, itemsPerPage: Resources.length, Resources };
+  return {
+    schemas: [SCIM_LIST_SCHEMA],
+    totalResults: total,
+    startIndex: query.startIndex,
+    itemsPerPage: Resources.length,
+    Resources,
+  };
 }
 
 /** Deletes a dashboard user; the audit row keeps what it held. */
-export async function deleteUser(pool: Pool, companyId: string, id: string, actor: ScimActor, baseUrl: string): Promise<void> {
+export async function deleteUser(
+  pool: Pool,
+  companyId: string,
+  id: string,
+  actor: ScimActor,
+  baseUrl: string,
+): Promise<void> {
   if (!UUID.test(id)) throw notFound(USER_NOT_FOUND);
   await withTransaction(pool, async (db) => {
-    const { rows } = await db.query<UserRow>(`DELETE FROM dashboard_users WHERE id = $1 AND company_id = $2 RETURNING ${USER_COLUMNS}`, [id, companyId]);
+    const { rows } = await db.query<UserRow>(
+      `DELETE FROM dashboard_users WHERE id = $1 AND company_id = $2 RETURNING ${USER_COLUMNS}`,
+      [id, companyId],
+    );
     if (!rows[0]) throw notFound(USER_NOT_FOUND);
     const before = await renderOne(db, companyId, rows[0], baseUrl);
     await recordAudit(db, companyId, id, actor, 'delete', diffViews(auditView(before), null));

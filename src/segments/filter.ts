@@ -55,17 +55,35 @@ export const SegmentFilterSchema: z.ZodType<SegmentFilter> = z.lazy(() =>
     z.object({ all: z.array(SegmentFilterSchema) }).strict(),
     z.object({ any: z.array(SegmentFilterSchema).min(1) }).strict(),
     z.object({ not: SegmentFilterSchema }).strict(),
-    z.intersection(z.object({ attribute: z.enum(Object.keys(STANDARD_ATTRIBUTES) as [keyof typeof STANDARD_ATTRIBUTES]) }), Comparison),
+    z.intersection(
+      z.object({ attribute: z.enum(Object.keys(STANDARD_ATTRIBUTES) as [keyof typeof STANDARD_ATTRIBUTES]) }),
+      Comparison,
+    ),
     z.intersection(z.object({ custom_attribute: z.string().min(1).max(255) }), Comparison),
     z
       .object({
         random_bucket: z
-          .object({ gte: z.number().int().min(0).max(10_000).optional(), lt: z.number().int().min(0).max(10_000).optional() })
+          .object({
+            gte: z.number().int().min(0).max(10_000).optional(),
+            lt: z.number().int().min(0).max(10_000).optional(),
+          })
           .strict(),
       })
       .strict(),
-    z.object({ custom_event: z.string().min(1), count: Count.optional(), within_days: z.number().int().positive().optional() }).strict(),
-    z.object({ purchase: z.string().min(1), count: Count.optional(), within_days: z.number().int().positive().optional() }).strict(),
+    z
+      .object({
+        custom_event: z.string().min(1),
+        count: Count.optional(),
+        within_days: z.number().int().positive().optional(),
+      })
+      .strict(),
+    z
+      .object({
+        purchase: z.string().min(1),
+        count: Count.optional(),
+        within_days: z.number().int().positive().optional(),
+      })
+      .strict(),
   ]),
 );
 
@@ -124,7 +142,9 @@ export function compileFilter(filter: SegmentFilter, firstParam = 1): CompiledFi
       if (f.within_days !== undefined) {
         // Stored times are 'YYYY-MM-DDTHH:MM:SS.mmmZ', so string order is time order.
         conds.push('@.last >= $since');
-        vars.push(`'since', to_char(now() - make_interval(days => ${p(f.within_days)}::int), 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
+        vars.push(
+          `'since', to_char(now() - make_interval(days => ${p(f.within_days)}::int), 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
+        );
       }
       // Entries are stored keyed by name (migration 0100); each value still holds its name.
       const exists = `jsonb_path_exists(${column}, '$.* ? (${conds.join(' && ')})', jsonb_build_object(${vars.join(', ')}))`;

@@ -11,7 +11,13 @@ export const S3Destination = z
     region: z.string().default('us-east-1'),
     /** For S3-compatible stores (s3rver, MinIO, R2...): their base address; path-style addressing is used. */
     endpoint: z.url().optional(),
-    credentials: z.object({ accessKeyId: z.string().min(1), secretAccessKey: z.string().min(1), sessionToken: z.string().optional() }).optional(),
+    credentials: z
+      .object({
+        accessKeyId: z.string().min(1),
+        secretAccessKey: z.string().min(1),
+        sessionToken: z.string().optional(),
+      })
+      .optional(),
     /** Optional key prefix before `segment-export/...`. */
     prefix: z.string().default(''),
   })

@@ -48,7 +48,11 @@ export class GcsStore implements ObjectStore {
   async list(prefix: string): Promise<StoredObject[]> {
     const [files] = await this.storage.bucket(this.bucket).getFiles({ prefix, autoPaginate: true });
     return files
-      .map((f) => ({ key: f.name, size: Number(f.metadata.size ?? 0), etag: String(f.metadata.etag ?? f.metadata.md5Hash ?? f.metadata.generation ?? '') }))
+      .map((f) => ({
+        key: f.name,
+        size: Number(f.metadata.size ?? 0),
+        etag: String(f.metadata.etag ?? f.metadata.md5Hash ?? f.metadata.generation ?? ''),
+      }))
       .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 

@@ -23,13 +23,17 @@ export function localKeyProblem(key: string): string | null {
   if (key.includes('\\')) return 'key must use / as its separator, not \\';
   if (key.startsWith('/')) return 'key must be relative (no leading /)';
   // '', '.' and '..' segments would make two spellings of one object, or leave the namespace.
-  if (key.split('/').some((s) => s === '' || s === '.' || s === '..')) return "key must not contain empty, '.' or '..' segments";
+  if (key.split('/').some((s) => s === '' || s === '.' || s === '..'))
+    return "key must not contain empty, '.' or '..' segments";
   return null;
 }
 
 /** The error a key outside the rules gets; callers that take keys from requests check `localKeyProblem` first. */
 export class InvalidObjectKeyError extends Error {
-  constructor(readonly key: string, reason: string) {
+  constructor(
+    readonly key: string,
+    reason: string,
+  ) {
     super(`invalid object key: ${reason}`);
     this.name = 'InvalidObjectKeyError';
   }
@@ -64,7 +68,8 @@ export class LocalStore implements ObjectStore {
 
   static forWorkspace(root: string, ns: LocalNamespace): LocalStore {
     // Ids come from our own rows, but they become path segments: never trust a shape.
-    if (!UUID.test(ns.companyId) || !UUID.test(ns.workspaceId)) throw new Error('local store namespace ids must be UUIDs');
+    if (!UUID.test(ns.companyId) || !UUID.test(ns.workspaceId))
+      throw new Error('local store namespace ids must be UUIDs');
     return new LocalStore(root, path.join(ns.companyId, ns.workspaceId));
   }
 
@@ -117,7 +122,14 @@ export class LocalStore implements ObjectStore {
 
   async get(key: string): Promise<Readable> {
     const file = await this.confined(key);
-    if (file === null || !(await stat(file).then((s) => s.isFile(), () => false))) throw new ObjectNotFoundError(key);
+    if (
+      file === null ||
+      !(await stat(file).then(
+        (s) => s.isFile(),
+        () => false,
+      ))
+    )
+      throw new ObjectNotFoundError(key);
     return createReadStream(file);
   }
 
@@ -159,7 +171,10 @@ export class LocalStore implements ObjectStore {
     if (dirPart !== '' && localKeyProblem(dirPart) !== null) return [];
     const start = dirPart === '' ? this.base : this.pathOf(dirPart);
     // The walk never follows a link, but its starting directory could be reached through one.
-    const [realBase, realStart] = await Promise.all([realpath(this.base).catch(() => null), realpath(start).catch(() => null)]);
+    const [realBase, realStart] = await Promise.all([
+      realpath(this.base).catch(() => null),
+      realpath(start).catch(() => null),
+    ]);
     if (realBase === null || realStart === null || !within(realBase, realStart)) return [];
     await walk(start);
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));

@@ -1,4 +1,11 @@
-import { DeleteObjectsCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  S3Client,
+  type S3ClientConfig,
+} from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { Readable } from 'node:stream';
 import type { z } from 'zod';
@@ -30,7 +37,13 @@ export class S3Store implements ObjectStore {
   async put(key: string, body: Readable | Buffer, options: PutOptions = {}): Promise<void> {
     const upload = new Upload({
       client: this.client,
-      params: { Bucket: this.bucket, Key: key, Body: body, ContentType: options.contentType, ContentLength: options.contentLength },
+      params: {
+        Bucket: this.bucket,
+        Key: key,
+        Body: body,
+        ContentType: options.contentType,
+        ContentLength: options.contentLength,
+      },
       queueSize: 2,
       partSize: 8 * 1024 * 1024,
       // An aborted upload leaves no parts behind.
@@ -63,8 +76,11 @@ export class S3Store implements ObjectStore {
     const out: StoredObject[] = [];
     let token: string | undefined;
     do {
-      const res = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }));
-      for (const o of res.Contents ?? []) if (o.Key) out.push({ key: o.Key, size: o.Size ?? 0, etag: (o.ETag ?? '').replace(/"/g, '') });
+      const res = await this.client.send(
+        new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }),
+      );
+      for (const o of res.Contents ?? [])
+        if (o.Key) out.push({ key: o.Key, size: o.Size ?? 0, etag: (o.ETag ?? '').replace(/"/g, '') });
       token = res.IsTruncated ? res.NextContinuationToken : undefined;
     } while (token);
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
@@ -73,7 +89,12 @@ export class S3Store implements ObjectStore {
   async delete(keys: string[]): Promise<void> {
     for (let i = 0; i < keys.length; i += 1000) {
       const batch = keys.slice(i, i + 1000);
-      await this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true } }));
+      await this.client.send(
+        new DeleteObjectsCommand({
+          Bucket: this.bucket,
+          Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true },
+        }),
+      );
     }
   }
 

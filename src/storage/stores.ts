@@ -33,7 +33,9 @@ export function storeFor(
   options: StoreForOptions = {},
 ): WorkspaceStore {
   if (!destination) {
-    const store = options.sharedRoot ? LocalStore.sharedRoot(config.LOCAL_STORE_DIR) : LocalStore.forWorkspace(config.LOCAL_STORE_DIR, namespace);
+    const store = options.sharedRoot
+      ? LocalStore.sharedRoot(config.LOCAL_STORE_DIR)
+      : LocalStore.forWorkspace(config.LOCAL_STORE_DIR, namespace);
     return { store, prefix: '', close: () => {} };
   }
   const prefix = destination.prefix ? `${destination.prefix.replace(/\/+$/, '')}/` : '';
@@ -53,16 +55,20 @@ export interface WorkspaceStorage {
 
 /** Where a workspace's objects live. A malformed destination is an operator error. */
 export async function workspaceStorage(pool: Pool, workspaceId: string): Promise<WorkspaceStorage> {
-  const { rows } = await pool.query<{ company_id: string; export_destination: unknown }>(`SELECT company_id, export_destination FROM workspaces WHERE id = $1`, [
-    workspaceId,
-  ]);
+  const { rows } = await pool.query<{ company_id: string; export_destination: unknown }>(
+    `SELECT company_id, export_destination FROM workspaces WHERE id = $1`,
+    [workspaceId],
+  );
   const row = rows[0];
   if (!row) throw new Error(`no workspace ${workspaceId}`);
   const namespace = { companyId: row.company_id, workspaceId };
   const raw = row.export_destination;
   if (raw === null || raw === undefined) return { namespace, destination: null };
   const parsed = Destination.safeParse(raw);
-  if (!parsed.success) throw new Error(`workspace ${workspaceId} has an invalid export destination: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  if (!parsed.success)
+    throw new Error(
+      `workspace ${workspaceId} has an invalid export destination: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
+    );
   return { namespace, destination: parsed.data };
 }
 

@@ -16,10 +16,21 @@ const EmailAddress = z
 
 /** The body of POST /email/status. */
 export const EmailStatusBody = z.object({
-  email: z.union([EmailAddress, z.array(EmailAddress).min(1, 'email must name at least one address').max(MAX_EMAILS_PER_REQUEST, `email may list at most ${MAX_EMAILS_PER_REQUEST} addresses`)], {
-    error: `email is required: a string or an array of at most ${MAX_EMAILS_PER_REQUEST} strings`,
+  email: z.union(
+    [
+      EmailAddress,
+      z
+        .array(EmailAddress)
+        .min(1, 'email must name at least one address')
+        .max(MAX_EMAILS_PER_REQUEST, `email may list at most ${MAX_EMAILS_PER_REQUEST} addresses`),
+    ],
+    {
+      error: `email is required: a string or an array of at most ${MAX_EMAILS_PER_REQUEST} strings`,
+    },
+  ),
+  subscription_state: z.enum(SUBSCRIPTION_STATES, {
+    error: 'subscription_state is required: one of opted_in, unsubscribed, subscribed',
   }),
-  subscription_state: z.enum(SUBSCRIPTION_STATES, { error: 'subscription_state is required: one of opted_in, unsubscribed, subscribed' }),
 });
 export type EmailStatusBody = z.infer<typeof EmailStatusBody>;
 
@@ -28,7 +39,12 @@ export type EmailStatusBody = z.infer<typeof EmailStatusBody>;
  * address no user has yet gets the state when ingestion ties it to a user (src/ingest/apply.ts). The state's time
  * goes into attribute_times, so an attributes object accepted earlier but applied later does not undo it.
  */
-export async function setEmailStatus(pool: Pool, workspaceId: string, emails: string[], state: SubscriptionState): Promise<{ profilesUpdated: number }> {
+export async function setEmailStatus(
+  pool: Pool,
+  workspaceId: string,
+  emails: string[],
+  state: SubscriptionState,
+): Promise<{ profilesUpdated: number }> {
   const addresses = [...new Set(emails.map((e) => e.toLowerCase()))];
   const at = new Date().toISOString();
   return withTransaction(pool, async (client) => {

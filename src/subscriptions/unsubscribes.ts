@@ -13,7 +13,11 @@ export interface Unsubscribe {
  * keeps); both count, and an address with both is listed once. Two partial indexes hold exactly these rows
  * (migration 0190), so the cost follows the unsubscribed, not the workspace.
  */
-export async function listUnsubscribes(pool: Pool, workspaceId: string, query: ListPage & { email?: string; ascending: boolean }): Promise<Unsubscribe[]> {
+export async function listUnsubscribes(
+  pool: Pool,
+  workspaceId: string,
+  query: ListPage & { email?: string; ascending: boolean },
+): Promise<Unsubscribe[]> {
   const { rows } = await pool.query<{ email: string; at: Date }>(
     `WITH unsubscribed AS (
        SELECT s.email, s.updated_at AS at FROM email_subscriptions s
@@ -26,7 +30,15 @@ export async function listUnsubscribes(pool: Pool, workspaceId: string, query: L
       WHERE ($2::timestamptz IS NULL OR at >= $2) AND ($3::timestamptz IS NULL OR at < $3)
       ORDER BY CASE WHEN $7 THEN at END ASC, CASE WHEN NOT $7 THEN at END DESC, email
       LIMIT $5 OFFSET $6`,
-    [workspaceId, query.start ?? null, query.end ?? null, query.email ?? null, query.limit, query.offset, query.ascending],
+    [
+      workspaceId,
+      query.start ?? null,
+      query.end ?? null,
+      query.email ?? null,
+      query.limit,
+      query.offset,
+      query.ascending,
+    ],
   );
   return rows.map((r) => ({ email: r.email, unsubscribed_at: r.at.toISOString() }));
 }

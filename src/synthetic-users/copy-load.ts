@@ -83,12 +83,34 @@ export async function profileIdSequence(client: PoolClient): Promise<string> {
 }
 
 /** Copies users `firstIndex` to `firstIndex + n - 1` under ids reserved from `sequence`; returns the alias rows copied. */
-export async function copyBatch(client: PoolClient, world: World, sequence: string, firstIndex: number, n: number): Promise<number> {
-  const { rows } = await client.query<{ id: number }>(`SELECT nextval($1::regclass)::bigint AS id FROM generate_series(1, $2)`, [sequence, n]);
+export async function copyBatch(
+  client: PoolClient,
+  world: World,
+  sequence: string,
+  firstIndex: number,
+  n: number,
+): Promise<number> {
+  const { rows } = await client.query<{ id: number }>(
+    `SELECT nextval($1::regclass)::bigint AS id FROM generate_series(1, $2)`,
+    [sequence, n],
+  );
   const aliasLines: string[] = [];
-  await copyIn(client, `COPY profiles (${PROFILE_COLUMNS.join(', ')}) FROM STDIN`, profileChunks(world, firstIndex, rows.map((r) => r.id), aliasLines));
+  await copyIn(
+    client,
+    `COPY profiles (${PROFILE_COLUMNS.join(', ')}) FROM STDIN`,
+    profileChunks(
+      world,
+      firstIndex,
+      rows.map((r) => r.id),
+      aliasLines,
+    ),
+  );
   if (aliasLines.length > 0) {
-    await copyIn(client, `COPY profile_aliases (workspace_id, alias_label, alias_name, profile_id) FROM STDIN`, joinChunks(aliasLines));
+    await copyIn(
+      client,
+      `COPY profile_aliases (workspace_id, alias_label, alias_name, profile_id) FROM STDIN`,
+      joinChunks(aliasLines),
+    );
   }
   return aliasLines.length;
 }

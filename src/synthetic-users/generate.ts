@@ -44,8 +44,10 @@ export async function generateUsers(pool: Pool, options: GenerateUsersOptions): 
   const { workspaceId, count, seed } = options;
   const startId = options.startId ?? 0;
   if (!Number.isSafeInteger(count) || count < 0) throw new RangeError('count must be a non-negative integer');
-  if (!Number.isSafeInteger(seed) || seed < 0 || seed > MAX_INDEX) throw new RangeError('seed must be an integer from 0 to 4294967295');
-  if (!Number.isSafeInteger(startId) || startId < 0 || startId + count - 1 > MAX_INDEX) throw new RangeError('startId + count must stay below 2^32');
+  if (!Number.isSafeInteger(seed) || seed < 0 || seed > MAX_INDEX)
+    throw new RangeError('seed must be an integer from 0 to 4294967295');
+  if (!Number.isSafeInteger(startId) || startId < 0 || startId + count - 1 > MAX_INDEX)
+    throw new RangeError('startId + count must stay below 2^32');
   const batchSize = options.batchSize ?? 20_000;
   const batches = Math.ceil(count / batchSize);
   const lanes = Math.max(1, Math.min(options.lanes ?? 2, batches));

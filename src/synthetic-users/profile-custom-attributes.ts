@@ -7,7 +7,8 @@ export function drawCustomAttributes(r: Rng, revenue: number, emailSubscribe: st
   let categories = '';
   const categoryCount = 1 + r.int(3);
   const categoryStart = r.int(D.CATEGORIES.length);
-  for (let c = 0; c < categoryCount; c++) categories += (categories ? ',' : '') + q(D.CATEGORIES[(categoryStart + c) % D.CATEGORIES.length]!);
+  for (let c = 0; c < categoryCount; c++)
+    categories += (categories ? ',' : '') + q(D.CATEGORIES[(categoryStart + c) % D.CATEGORIES.length]!);
   let customAttributes =
     `{"loyalty_tier":"${r.pick(D.LOYALTY_TIERS)}","loyalty_points":${r.int(20_000)},"lifetime_value":${round(revenue * (1 + r.next() * 0.2), 2)},` +
     `"newsletter_opt_in":${bool(emailSubscribe === 'opted_in')},"favorite_categories":[${categories}],"last_login_at":"${iso(lastActive)}",` +

@@ -14,7 +14,15 @@ export interface DeviceColumns {
 }
 
 /** `appOpens` is the user's app_opened count, which each app reports as its sessions. */
-export function drawDevices(r: Rng, w: World, country: D.Country, pushSubscribe: string, appOpens: number, created: number, lastActive: number): DeviceColumns {
+export function drawDevices(
+  r: Rng,
+  w: World,
+  country: D.Country,
+  pushSubscribe: string,
+  appOpens: number,
+  created: number,
+  lastActive: number,
+): DeviceColumns {
   const deviceCount = r.chance(0.85) ? 1 : r.chance(0.8) ? 2 : 3;
   let devices = '';
   let pushTokens = '';

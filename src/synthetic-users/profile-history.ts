@@ -35,7 +35,12 @@ export function drawPurchases(r: Rng, created: number, lastActive: number): { js
       const firstAt = created + Math.floor(r.next() * span * 0.6);
       const months = Math.max(1, (lastActive - firstAt) / (30 * DAY));
       const count = 1 + Math.floor(r.next() * 2 * p.rate * months);
-      const lastAt = count === 1 ? firstAt : p.name === 'premium_plan' ? Math.max(firstAt, lastActive - r.int(20 * DAY)) : r.between(firstAt, lastActive);
+      const lastAt =
+        count === 1
+          ? firstAt
+          : p.name === 'premium_plan'
+            ? Math.max(firstAt, lastActive - r.int(20 * DAY))
+            : r.between(firstAt, lastActive);
       purchases += (purchases ? ',' : '') + aggregate(p.name, firstAt, lastAt, count);
       revenue += count * p.price;
     }

@@ -31,9 +31,22 @@ export function drawIdentity(r: Rng, w: World, index: number, created: number): 
   const first = r.pick(female ? country.names.female : country.names.male);
   const last = r.pick(country.names.last);
   const genderRoll = r.next();
-  const gender = genderRoll < 0.9 ? (female ? 'F' : 'M') : genderRoll < 0.93 ? 'O' : genderRoll < 0.95 ? 'N' : genderRoll < 0.97 ? 'P' : '\\N';
+  const gender =
+    genderRoll < 0.9
+      ? female
+        ? 'F'
+        : 'M'
+      : genderRoll < 0.93
+        ? 'O'
+        : genderRoll < 0.95
+          ? 'N'
+          : genderRoll < 0.97
+            ? 'P'
+            : '\\N';
   const email = r.chance(0.92) ? `${slug(first)}.${slug(last)}.${index}@${r.pick(D.EMAIL_DOMAINS)}` : '\\N';
-  const phone = r.chance(0.85) ? r.pick(country.phone.prefixes) + DIGITS[1 + r.int(9)] + r.digits(country.phone.digits - 1) : '\\N';
+  const phone = r.chance(0.85)
+    ? r.pick(country.phone.prefixes) + DIGITS[1 + r.int(9)] + r.digits(country.phone.digits - 1)
+    : '\\N';
   const dob = r.chance(0.8) ? `${1955 + r.int(52)}-${P2[1 + r.int(12)]}-${P2[1 + r.int(28)]}` : '\\N';
   const coordinates = `{${round(city.lon + (r.next() - 0.5) * 0.1, 5)},${round(city.lat + (r.next() - 0.5) * 0.1, 5)}}`;
   // Keys that grow with the index make their unique-index inserts appends to the rightmost leaf.
@@ -41,7 +54,21 @@ export function drawIdentity(r: Rng, w: World, index: number, created: number): 
   const externalId = r.chance(0.92) ? `u-${w.seed}-${indexText}` : '\\N';
   const serviceId = w.seedHex + hex8(index) + hex8(Math.floor(created / 1000));
   const randomBucket = r.int(10_000);
-  return { country, city, first, last, gender, email, phone, dob, coordinates, indexText, externalId, serviceId, randomBucket };
+  return {
+    country,
+    city,
+    first,
+    last,
+    gender,
+    email,
+    phone,
+    dob,
+    coordinates,
+    indexText,
+    externalId,
+    serviceId,
+    randomBucket,
+  };
 }
 
 const ascii = (s: string) =>

@@ -26,7 +26,8 @@ export function profileLine(w: World, index: number, id: number, aliasLines: str
   // When: created within two years; about half of the older users have not been seen for 90 days or more.
   const created = now - 3_600_000 - r.int(730 * DAY);
   const isNew = created > now - 90 * DAY;
-  const lastActive = isNew || r.chance(0.55) ? Math.max(created, now - r.int(89 * DAY)) : r.between(created, now - 90 * DAY);
+  const lastActive =
+    isNew || r.chance(0.55) ? Math.max(created, now - r.int(89 * DAY)) : r.between(created, now - 90 * DAY);
 
   const who = drawIdentity(r, w, index, created);
   const marketing = drawMarketing(r, created, lastActive, now);

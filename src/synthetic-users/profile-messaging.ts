@@ -19,7 +19,9 @@ export function drawCampaignsReceived(r: Rng, w: World, recentFloor: number, now
     if (campaign.variations.length > 0) {
       const inControl = r.chance(0.1);
       const v = r.pick(campaign.variations);
-      entry += inControl ? `,"variation_name":"Control","variation_api_id":"${campaign.controlId}","in_control":true` : `,${v},"in_control":false`;
+      entry += inControl
+        ? `,"variation_name":"Control","variation_api_id":"${campaign.controlId}","in_control":true`
+        : `,${v},"in_control":false`;
     }
     campaigns += (campaigns ? ',' : '') + entry + '}';
   }
@@ -39,7 +41,9 @@ export function drawCanvasesReceived(r: Rng, w: World, recentFloor: number, now:
     let steps = '';
     const stepCount = inControl ? 0 : 1 + r.int(2);
     for (let k = 0; k < stepCount; k++) {
-      steps += (steps ? ',' : '') + `{${canvas.steps[k]},"last_received":"${iso(Math.min(lastMessage, entered + k * 3_600_000))}"}`;
+      steps +=
+        (steps ? ',' : '') +
+        `{${canvas.steps[k]},"last_received":"${iso(Math.min(lastMessage, entered + k * 3_600_000))}"}`;
     }
     canvases +=
       (canvases ? ',' : '') +

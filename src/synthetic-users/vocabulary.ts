@@ -9,7 +9,8 @@ export const PRODUCTS = [...D.PRODUCTS].sort((a, b) => (a.name < b.name ? -1 : 1
 export const PREMIUM = PRODUCTS.find((p) => p.name === 'premium_plan')!;
 
 function assertPlain(values: Iterable<string>, what: string): void {
-  for (const v of values) if (/["\\\u0000-\u001f\t]/.test(v)) throw new Error(`synthetic ${what} "${v}" needs JSON escaping`);
+  for (const v of values)
+    if (/["\\\u0000-\u001f\t]/.test(v)) throw new Error(`synthetic ${what} "${v}" needs JSON escaping`);
 }
 assertPlain(
   [

@@ -26,11 +26,18 @@ export interface World {
 }
 
 export async function loadWorld(client: PoolClient, workspaceId: string, seed: number, now: number): Promise<World> {
-  const apps = await client.query<{ name: string; platform: string }>('SELECT name, platform FROM apps WHERE workspace_id = $1 ORDER BY name', [workspaceId]);
-  const canvases = await client.query<{ name: string; api_id: string }>('SELECT name, api_id FROM canvases WHERE workspace_id = $1 ORDER BY api_id', [
-    workspaceId,
-  ]);
-  const cards = await client.query<{ title: string }>('SELECT title FROM feed_cards WHERE workspace_id = $1 AND NOT archived ORDER BY api_id', [workspaceId]);
+  const apps = await client.query<{ name: string; platform: string }>(
+    'SELECT name, platform FROM apps WHERE workspace_id = $1 ORDER BY name',
+    [workspaceId],
+  );
+  const canvases = await client.query<{ name: string; api_id: string }>(
+    'SELECT name, api_id FROM canvases WHERE workspace_id = $1 ORDER BY api_id',
+    [workspaceId],
+  );
+  const cards = await client.query<{ title: string }>(
+    'SELECT title FROM feed_cards WHERE workspace_id = $1 AND NOT archived ORDER BY api_id',
+    [workspaceId],
+  );
   const seedHash = seedHashOf(seed);
   const countryTable: D.Country[] = [];
   for (const c of D.COUNTRIES) for (let w = 0; w < c.weight; w++) countryTable.push(c);
@@ -42,18 +49,26 @@ export async function loadWorld(client: PoolClient, workspaceId: string, seed: n
     seedHex: hex8(seedHash),
     seedTag: seed.toString(36),
     now,
-    apps: (apps.rows.length > 0 ? apps.rows : D.APP_FALLBACK).map((a) => ({ platform: a.platform, nameJson: j(a.name), platformJson: j(a.platform) })),
+    apps: (apps.rows.length > 0 ? apps.rows : D.APP_FALLBACK).map((a) => ({
+      platform: a.platform,
+      nameJson: j(a.name),
+      platformJson: j(a.platform),
+    })),
     canvases: (canvases.rows.length > 0 ? canvases.rows : D.CANVAS_FALLBACK).map((c) => ({
       json: `"name":${j(c.name)},"api_canvas_id":${j(c.api_id)}`,
       steps: D.CANVAS_STEPS.map((s) => `"name":${j(s)},"api_canvas_step_id":"${stableUuid(`${c.api_id}/${s}`)}"`),
     })),
-    cards: (cards.rows.length > 0 ? cards.rows.map((r) => r.title) : D.CARD_FALLBACK).map((title) => `{"name":${j(title)}}`),
+    cards: (cards.rows.length > 0 ? cards.rows.map((r) => r.title) : D.CARD_FALLBACK).map(
+      (title) => `{"name":${j(title)}}`,
+    ),
     campaigns: D.CAMPAIGN_NAMES.map((c) => {
       const id = stableUuid(`campaign/${c.name}`);
       return {
         json: `"name":${j(c.name)},"api_campaign_id":"${id}"`,
         controlId: stableUuid(`control/${c.name}`),
-        variations: (c.variations ?? []).map((v) => `"variation_name":${j(v)},"variation_api_id":"${stableUuid(`variation/${c.name}/${v}`)}"`),
+        variations: (c.variations ?? []).map(
+          (v) => `"variation_name":${j(v)},"variation_api_id":"${stableUuid(`variation/${c.name}/${v}`)}"`,
+        ),
       };
     }),
     countryTable,

@@ -34,7 +34,10 @@ const text = (field: string, max: number, required: string) =>
     .min(1, required)
     .max(max, `${field} must be at most ${max.toLocaleString('en')} characters`);
 const optionalText = (field: string, max: number) =>
-  z.string({ error: `${field} must be a string` }).max(max, `${field} must be at most ${max.toLocaleString('en')} characters`).optional();
+  z
+    .string({ error: `${field} must be a string` })
+    .max(max, `${field} must be at most ${max.toLocaleString('en')} characters`)
+    .optional();
 
 const Fields = {
   template_name: text('template_name', L.templateName, MESSAGES.nameRequired),
@@ -43,13 +46,20 @@ const Fields = {
   plaintext_body: optionalText('plaintext_body', L.body),
   preheader: optionalText('preheader', L.preheader),
   tags: z
-    .array(z.string({ error: MESSAGES.tagsStrings }).max(L.tag, `A tag is at most ${L.tag} characters`), { error: MESSAGES.tagsArray })
+    .array(z.string({ error: MESSAGES.tagsStrings }).max(L.tag, `A tag is at most ${L.tag} characters`), {
+      error: MESSAGES.tagsArray,
+    })
     .max(L.tags, `At most ${L.tags} tags`)
     .optional(),
   should_inline_css: z.boolean({ error: MESSAGES.inlineCss }).optional(),
 };
 
-const objectError = { error: (i: { code: string; keys?: string[] }) => (i.code === 'unrecognized_keys' ? `Unknown field: ${(i.keys ?? []).join(', ')}` : 'Request body must be a JSON object') };
+const objectError = {
+  error: (i: { code: string; keys?: string[] }) =>
+    i.code === 'unrecognized_keys'
+      ? `Unknown field: ${(i.keys ?? []).join(', ')}`
+      : 'Request body must be a JSON object',
+};
 
 export const EmailTemplateCreateBody = z.strictObject(Fields, objectError);
 export type EmailTemplateCreateInput = z.infer<typeof EmailTemplateCreateBody>;
@@ -86,7 +96,12 @@ export function contentBlockNames(...texts: (string | undefined)[]): string[] {
   return [...names];
 }
 
-async function checkReferences(pool: Pool, workspaceId: string, tags: string[] | undefined, texts: (string | undefined)[]): Promise<void> {
+async function checkReferences(
+  pool: Pool,
+  workspaceId: string,
+  tags: string[] | undefined,
+  texts: (string | undefined)[],
+): Promise<void> {
   const wanted = tags ? [...new Set(tags)] : [];
   const blocks = contentBlockNames(...texts);
   if (wanted.length === 0 && blocks.length === 0) return;
@@ -99,25 +114,48 @@ async function checkReferences(pool: Pool, workspaceId: string, tags: string[] |
   if (rows[0]!.blocks_found < blocks.length) throw badRequest(MESSAGES.contentBlocks);
 }
 
-export async function createEmailTemplate(pool: Pool, workspaceId: string, input: unknown): Promise<{ email_template_id: string }> {
+export async function createEmailTemplate(
+  pool: Pool,
+  workspaceId: string,
+  input: unknown,
+): Promise<{ email_template_id: string }> {
   const t = parseOrRefuse(EmailTemplateCreateBody, input);
   await checkReferences(pool, workspaceId, t.tags, [t.subject, t.body, t.plaintext_body, t.preheader]);
   const id = randomUUID();
   await pool.query(
     `INSERT INTO email_templates (workspace_id, api_id, template_name, subject, body, plaintext_body, preheader, tags, should_inline_css)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-    [workspaceId, id, t.template_name, t.subject, t.body, t.plaintext_body ?? null, t.preheader ?? null, t.tags ? [...new Set(t.tags)] : [], t.should_inline_css ?? null],
+    [
+      workspaceId,
+      id,
+      t.template_name,
+      t.subject,
+      t.body,
+      t.plaintext_body ?? null,
+      t.preheader ?? null,
+      t.tags ? [...new Set(t.tags)] : [],
+      t.should_inline_css ?? null,
+    ],
   );
   return { email_template_id: id };
 }
 
-export async function updateEmailTemplate(pool: Pool, workspaceId: string, input: unknown): Promise<{ email_template_id: string }> {
+export async function updateEmailTemplate(
+  pool: Pool,
+  workspaceId: string,
+  input: unknown,
+): Promise<{ email_template_id: string }> {
   const t = parseOrRefuse(EmailTemplateUpdateBody, input);
   const { email_template_id: id, ...changes } = t;
   if (Object.values(changes).every((v) => v === undefined)) {
     throw badRequest('At least one field other than email_template_id must be given');
   }
-  await checkReferences(pool, workspaceId, changes.tags, [changes.subject, changes.body, changes.plaintext_body, changes.preheader]);
+  await checkReferences(pool, workspaceId, changes.tags, [
+    changes.subject,
+    changes.body,
+    changes.plaintext_body,
+    changes.preheader,
+  ]);
   // Absent fields keep their value: COALESCE over the new values, with a flag per nullable field that was sent.
   const { rowCount } = await pool.query(
     `UPDATE email_templates SET
@@ -198,7 +236,11 @@ export interface EmailTemplateListQuery {
 }
 
 /** A page of templates by last modification (oldest first, ties by id, so offset paging never repeats). */
-export async function listEmailTemplates(pool: Pool, workspaceId: string, q: EmailTemplateListQuery): Promise<EmailTemplateListEntry[]> {
+export async function listEmailTemplates(
+  pool: Pool,
+  workspaceId: string,
+  q: EmailTemplateListQuery,
+): Promise<EmailTemplateListEntry[]> {
   const { rows } = await pool.query<EmailTemplateListEntry>(
     `SELECT api_id AS email_template_id, template_name, ${iso('created_at')} AS created_at, ${iso('updated_at')} AS updated_at, tags
        FROM email_templates

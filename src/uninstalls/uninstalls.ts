@@ -2,7 +2,13 @@ import { z } from 'zod';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { badRequest } from '../errors.js';
 import { DAY_MS, utcDay } from '../lib/iso-time.js';
-import { RecordTime, lockWorkspaceProfiles, recordsBody, refuseUnknown, type RecordResult } from '../lib/record-batches.js';
+import {
+  RecordTime,
+  lockWorkspaceProfiles,
+  recordsBody,
+  refuseUnknown,
+  type RecordResult,
+} from '../lib/record-batches.js';
 import { markUninstalled } from '../profiles/states.js';
 
 /**
@@ -11,7 +17,10 @@ import { markUninstalled } from '../profiles/states.js';
  */
 
 export const UninstallRecord = z.strictObject({
-  app_id: z.string({ error: 'app_id must be a string' }).min(1, 'app_id must not be empty').max(255, 'app_id is at most 255 characters'),
+  app_id: z
+    .string({ error: 'app_id must be a string' })
+    .min(1, 'app_id must not be empty')
+    .max(255, 'app_id is at most 255 characters'),
   external_id: z
     .string({ error: 'external_id must be a string' })
     .min(1, 'external_id must not be empty')
@@ -27,14 +36,19 @@ export type UninstallRecordInput = z.output<typeof UninstallRecord>;
  * `uninstalled_at` forward, and an exact repeat for the same user (same app and time) is skipped; records without a
  * user are anonymous counts and always added. Unknown app ids or external ids refuse the whole batch.
  */
-export async function recordUninstalls(pool: Pool, workspaceId: string, records: UninstallRecordInput[], now = new Date()): Promise<RecordResult> {
+export async function recordUninstalls(
+  pool: Pool,
+  workspaceId: string,
+  records: UninstallRecordInput[],
+  now = new Date(),
+): Promise<RecordResult> {
   return withTransaction(pool, async (client) => {
     await lockWorkspaceProfiles(client, workspaceId);
     const appIds = [...new Set(records.map((r) => r.app_id))];
-    const apps = await client.query<{ api_id: string; id: string }>(`SELECT api_id, id FROM apps WHERE workspace_id = $1 AND api_id = ANY($2)`, [
-      workspaceId,
-      appIds,
-    ]);
+    const apps = await client.query<{ api_id: string; id: string }>(
+      `SELECT api_id, id FROM apps WHERE workspace_id = $1 AND api_id = ANY($2)`,
+      [workspaceId, appIds],
+    );
     const appUuid = new Map(apps.rows.map((r) => [r.api_id, r.id]));
     refuseUnknown(
       'app_id',
@@ -89,7 +103,10 @@ export async function recordUninstalls(pool: Pool, workspaceId: string, records:
  * Uninstall records are events, not objects: an entry declares `count` events of an app at one time. Re-applying
  * tops the stored events up to that count and never removes any (events from the API may share the moment).
  */
-export async function topUpUninstalls(client: PoolClient, rows: { workspace_id: string; app_id?: string; occurred_at: string; count: number }[]): Promise<{ created: number; updated: number; unchanged: number }> {
+export async function topUpUninstalls(
+  client: PoolClient,
+  rows: { workspace_id: string; app_id?: string; occurred_at: string; count: number }[],
+): Promise<{ created: number; updated: number; unchanged: number }> {
   if (rows.length === 0) return { created: 0, updated: 0, unchanged: 0 };
   const merged = new Map<string, (typeof rows)[number]>();
   for (const r of rows) {
@@ -133,10 +150,17 @@ export interface UninstallSeriesOptions {
  * Uninstalls a UTC day, oldest first, one entry for every day of the range (days without uninstalls count 0).
  * An app_id the workspace does not have is refused rather than answered with zeros, which would look like good news.
  */
-export async function uninstallSeries(pool: Pool, workspaceId: string, opts: UninstallSeriesOptions): Promise<UninstallDay[]> {
+export async function uninstallSeries(
+  pool: Pool,
+  workspaceId: string,
+  opts: UninstallSeriesOptions,
+): Promise<UninstallDay[]> {
   let appUuid: string | null = null;
   if (opts.appId !== undefined) {
-    const { rows } = await pool.query<{ id: string }>(`SELECT id FROM apps WHERE workspace_id = $1 AND api_id = $2`, [workspaceId, opts.appId]);
+    const { rows } = await pool.query<{ id: string }>(`SELECT id FROM apps WHERE workspace_id = $1 AND api_id = $2`, [
+      workspaceId,
+      opts.appId,
+    ]);
     if (!rows[0]) throw badRequest(`Invalid app_id: no app ${JSON.stringify(opts.appId)} in this workspace`);
     appUuid = rows[0].id;
   }

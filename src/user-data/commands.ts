@@ -40,9 +40,13 @@ export const outcomeLabels = (key: string) => {
  * lock. A command whose users are not there (any more) changes nothing, as the public API does: that is an outcome,
  * not an error.
  */
-export async function applyCommands(client: PoolClient, workspaceId: string, commands: UserDataCommand[]): Promise<CommandOutcomes> {
+export async function applyCommands(
+  client: PoolClient,
+  workspaceId: string,
+  commands: UserDataCommand[],
+): Promise<CommandOutcomes> {
   const outcomes: CommandOutcomes = new Map();
-  for (let i = 0; i < commands.length; ) {
+  for (let i = 0; i < commands.length;) {
     const command = commands[i]!;
     // Consecutive deletes go together: one lookup and one erasure for up to 50 users.
     if (command.kind === 'delete') {
@@ -63,7 +67,12 @@ export async function applyCommands(client: PoolClient, workspaceId: string, com
   return outcomes;
 }
 
-async function applyOne(client: PoolClient, workspaceId: string, command: Exclude<UserDataCommand, { kind: 'delete' }>, outcomes: CommandOutcomes): Promise<void> {
+async function applyOne(
+  client: PoolClient,
+  workspaceId: string,
+  command: Exclude<UserDataCommand, { kind: 'delete' }>,
+  outcomes: CommandOutcomes,
+): Promise<void> {
   switch (command.kind) {
     case 'merge': {
       const [merge, keep] = await resolveOne(client, workspaceId, [command.merge, command.keep]);
@@ -75,12 +84,16 @@ async function applyOne(client: PoolClient, workspaceId: string, command: Exclud
       return;
     }
     case 'identify': {
-      const [outcome] = await identifyProfiles(client, workspaceId, [{ externalId: command.externalId, target: command.target }]);
+      const [outcome] = await identifyProfiles(client, workspaceId, [
+        { externalId: command.externalId, target: command.target },
+      ]);
       count(outcomes, 'identify', outcome === 'identified' || outcome === 'merged' ? 'applied' : outcome!);
       return;
     }
     case 'alias_new': {
-      const { added } = await addAliases(client, workspaceId, [{ externalId: command.externalId, label: command.label, name: command.name }]);
+      const { added } = await addAliases(client, workspaceId, [
+        { externalId: command.externalId, label: command.label, name: command.name },
+      ]);
       count(outcomes, 'alias_new', added > 0 ? 'applied' : 'unchanged');
       return;
     }

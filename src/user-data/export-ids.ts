@@ -11,7 +11,12 @@ import { exportIdsRefs, type ExportIdsBody } from './requests.js';
  * recently updated first. Identifiers that name nobody are listed in invalid_user_ids (an alias as `label:name`).
  * Answered as JSON text built around the lines PostgreSQL wrote: nothing is parsed and serialized again.
  */
-export async function exportByIdentifiers(pool: Pool, workspaceId: string, body: ExportIdsBody, now = new Date()): Promise<string> {
+export async function exportByIdentifiers(
+  pool: Pool,
+  workspaceId: string,
+  body: ExportIdsBody,
+  now = new Date(),
+): Promise<string> {
   const refs = exportIdsRefs(body);
   const candidates = await findCandidates(pool, workspaceId, refs);
   const invalid = refs.flatMap((ref, i) => (candidates[i]!.length === 0 ? [refText(ref)] : []));

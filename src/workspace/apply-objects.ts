@@ -9,14 +9,26 @@ import { upsert } from './upsert.js';
  */
 export async function applyObjects(run: ApplyRun): Promise<void> {
   const { client, file, companyId, workspaces, counts } = run;
-  const perWorkspace = <T, R>(pick: (w: WorkspaceFile['workspaces'][number]) => T[], map: (item: T, workspaceId: string) => R) =>
-    workspaces.flatMap((w) => pick(w.decl).map((item) => map(item, w.id)));
+  const perWorkspace = <T, R>(
+    pick: (w: WorkspaceFile['workspaces'][number]) => T[],
+    map: (item: T, workspaceId: string) => R,
+  ) => workspaces.flatMap((w) => pick(w.decl).map((item) => map(item, w.id)));
 
-  counts.teams = await upsert(client, SPECS.teams, perWorkspace((w) => w.teams, (t, id) => ({ workspace_id: id, name: t.name })));
+  counts.teams = await upsert(
+    client,
+    SPECS.teams,
+    perWorkspace(
+      (w) => w.teams,
+      (t, id) => ({ workspace_id: id, name: t.name }),
+    ),
+  );
   counts.apps = await upsert(
     client,
     SPECS.apps,
-    perWorkspace((w) => w.apps, (a, id) => ({ workspace_id: id, name: a.name, platform: a.platform, api_id: a.api_id })),
+    perWorkspace(
+      (w) => w.apps,
+      (a, id) => ({ workspace_id: id, name: a.name, platform: a.platform, api_id: a.api_id }),
+    ),
   );
   // Tags the file's objects carry exist as tags too, so that features requiring existing tags accept them.
   counts.tags = await upsert(
@@ -24,14 +36,22 @@ export async function applyObjects(run: ApplyRun): Promise<void> {
     SPECS.tags,
     workspaces.flatMap((w) => {
       const d = w.decl;
-      const all = new Set([...d.tags, ...d.segments.flatMap((s) => s.tags), ...d.canvases.flatMap((c) => c.tags), ...d.feed_cards.flatMap((c) => c.tags)]);
+      const all = new Set([
+        ...d.tags,
+        ...d.segments.flatMap((s) => s.tags),
+        ...d.canvases.flatMap((c) => c.tags),
+        ...d.feed_cards.flatMap((c) => c.tags),
+      ]);
       return [...all].map((name) => ({ workspace_id: w.id, name }));
     }),
   );
   counts.content_blocks = await upsert(
     client,
     SPECS.content_blocks,
-    perWorkspace((w) => w.content_blocks, (c, id) => ({ workspace_id: id, name: c.name, content: c.content })),
+    perWorkspace(
+      (w) => w.content_blocks,
+      (c, id) => ({ workspace_id: id, name: c.name, content: c.content }),
+    ),
   );
   counts.segments = await upsert(
     client,
@@ -53,7 +73,10 @@ export async function applyObjects(run: ApplyRun): Promise<void> {
   counts.catalogs = await upsert(
     client,
     SPECS.catalogs,
-    perWorkspace((w) => w.catalogs, (c, id) => ({ workspace_id: id, name: c.name, description: c.description, fields: c.fields })),
+    perWorkspace(
+      (w) => w.catalogs,
+      (c, id) => ({ workspace_id: id, name: c.name, description: c.description, fields: c.fields }),
+    ),
   );
   counts.canvases = await upsert(
     client,
@@ -77,7 +100,15 @@ export async function applyObjects(run: ApplyRun): Promise<void> {
     SPECS.feed_cards,
     perWorkspace(
       (w) => w.feed_cards,
-      (c, id) => ({ workspace_id: id, api_id: c.id, type: c.type, title: c.title, tags: c.tags, archived: c.archived, created_at: c.created_at }),
+      (c, id) => ({
+        workspace_id: id,
+        api_id: c.id,
+        type: c.type,
+        title: c.title,
+        tags: c.tags,
+        archived: c.archived,
+        created_at: c.created_at,
+      }),
     ),
   );
   counts.preference_centers = await upsert(
@@ -104,5 +135,4 @@ export async function applyObjects(run: ApplyRun): Promise<void> {
     SPECS.permission_sets,
     file.permission_sets.map((p) => ({ company_id: companyId, name: p.name, permissions: p.permissions })),
   );
-
 }

@@ -39,7 +39,11 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
   );
   const appOf = (w: (typeof workspaces)[number], ref: string, path: Path): string | undefined => {
     const id = refs.apps.get(`${w.id}/name/${ref}`) ?? refs.apps.get(`${w.id}/api_id/${ref}`);
-    if (!id) issues.push({ path: formatPath(path), message: `no app named (or with api_id) "${ref}" in workspace "${w.decl.name}"` });
+    if (!id)
+      issues.push({
+        path: formatPath(path),
+        message: `no app named (or with api_id) "${ref}" in workspace "${w.decl.name}"`,
+      });
     return id;
   };
   const liveRows = workspaces.flatMap((w) =>
@@ -52,7 +56,11 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
   const exportRows = workspaces.flatMap((w) =>
     w.decl.scheduled_exports.map((e, ei) => {
       const segmentId = refs.segments.get(`${w.id}/${e.segment}`);
-      if (!segmentId) issues.push({ path: formatPath([...w.path, 'scheduled_exports', ei, 'segment']), message: `no segment with id "${e.segment}" in workspace "${w.decl.name}"` });
+      if (!segmentId)
+        issues.push({
+          path: formatPath([...w.path, 'scheduled_exports', ei, 'segment']),
+          message: `no segment with id "${e.segment}" in workspace "${w.decl.name}"`,
+        });
       return {
         workspace_id: w.id,
         name: e.name,
@@ -80,19 +88,29 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
     })),
   );
   const integrationRows = workspaces.flatMap((w) =>
-    w.decl.cdi_integrations.map((c) => ({ workspace_id: w.id, id: c.id, name: c.name, source: c.source, schedule: c.schedule ?? null })),
+    w.decl.cdi_integrations.map((c) => ({
+      workspace_id: w.id,
+      id: c.id,
+      name: c.name,
+      source: c.source,
+      schedule: c.schedule ?? null,
+    })),
   );
   // An integration id is global: one declared by another workspace (of this or another company) is not taken over.
   if (integrationRows.length > 0) {
-    const { rows } = await client.query<{ id: string; workspace_id: string }>('SELECT id, workspace_id FROM cdi_integrations WHERE id = ANY($1::uuid[])', [
-      integrationRows.map((r) => r.id),
-    ]);
+    const { rows } = await client.query<{ id: string; workspace_id: string }>(
+      'SELECT id, workspace_id FROM cdi_integrations WHERE id = ANY($1::uuid[])',
+      [integrationRows.map((r) => r.id)],
+    );
     for (const r of rows) {
       const mine = integrationRows.find((i) => i.id === r.id)!;
       if (mine.workspace_id === r.workspace_id) continue;
       const w = workspaces.find((x) => x.id === mine.workspace_id)!;
       const ci = w.decl.cdi_integrations.findIndex((c) => c.id === r.id);
-      issues.push({ path: formatPath([...w.path, 'cdi_integrations', ci, 'id']), message: `integration id "${r.id}" belongs to another workspace` });
+      issues.push({
+        path: formatPath([...w.path, 'cdi_integrations', ci, 'id']),
+        message: `integration id "${r.id}" belongs to another workspace`,
+      });
     }
   }
   failOnIssues(run);
@@ -108,12 +126,19 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
   counts.hard_bounces = { created: 0, updated: 0, unchanged: 0 };
   counts.invalid_phone_numbers = { created: 0, updated: 0, unchanged: 0 };
   for (const w of workspaces) {
-    const bounces = (w.decl.records?.hard_bounces ?? []).map((b) => ({ email: b.email, time: new Date(resolveRecordTime(b.at, now)) }));
+    const bounces = (w.decl.records?.hard_bounces ?? []).map((b) => ({
+      email: b.email,
+      time: new Date(resolveRecordTime(b.at, now)),
+    }));
     if (bounces.length > 0) addRecorded(counts.hard_bounces, await recordHardBouncesIn(client, w.id, bounces, now));
-    const phones = (w.decl.records?.invalid_phone_numbers ?? []).map((p) => ({ phone: p.phone, reason: p.reason, time: new Date(resolveRecordTime(p.at, now)) }));
-    if (phones.length > 0) addRecorded(counts.invalid_phone_numbers, await recordInvalidPhoneNumbersIn(client, w.id, phones, now));
+    const phones = (w.decl.records?.invalid_phone_numbers ?? []).map((p) => ({
+      phone: p.phone,
+      reason: p.reason,
+      time: new Date(resolveRecordTime(p.at, now)),
+    }));
+    if (phones.length > 0)
+      addRecorded(counts.invalid_phone_numbers, await recordInvalidPhoneNumbersIn(client, w.id, phones, now));
   }
-
 }
 
 /** A stable id in UUID form for objects the file declares without one. */
@@ -121,7 +146,6 @@ function derivedId(seed: string): string {
   const h = createHash('sha256').update(seed).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
 }
-
 
 interface References {
   /** `${workspaceId}/name/${name}` and `${workspaceId}/api_id/${apiId}` -> app id. */

@@ -46,20 +46,48 @@ export async function applyScimGroups(run: ApplyRun): Promise<void> {
         `INSERT INTO scim_groups (company_id, display_name, grants) VALUES ($1, $2, $3::jsonb) RETURNING id::text`,
         [companyId, group.display_name, grants],
       );
-      await recordGroupAudit(client, companyId, made[0]!.id, FILE_ACTOR, 'create', diffViews(null, await viewOf(made[0]!.id)));
+      await recordGroupAudit(
+        client,
+        companyId,
+        made[0]!.id,
+        FILE_ACTOR,
+        'create',
+        diffViews(null, await viewOf(made[0]!.id)),
+      );
       counts.scim_groups.created += 1;
       continue;
     }
-    const { rows: same } = await client.query<{ same: boolean }>(`SELECT $1::jsonb = $2::jsonb AS same`, [JSON.stringify(existing.grants), grants]);
+    const { rows: same } = await client.query<{ same: boolean }>(`SELECT $1::jsonb = $2::jsonb AS same`, [
+      JSON.stringify(existing.grants),
+      grants,
+    ]);
     if (same[0]!.same) {
       counts.scim_groups.unchanged += 1;
       continue;
     }
     const before = await viewOf(existing.id);
-    await auditedGroupChange(client, companyId, existing.id, await memberIds(client, existing.id), FILE_ACTOR, '', async () => {
-      await client.query(`UPDATE scim_groups SET grants = $2::jsonb, updated_at = now() WHERE id = $1`, [existing.id, grants]);
-    });
-    await recordGroupAudit(client, companyId, existing.id, FILE_ACTOR, 'update', diffViews(before, await viewOf(existing.id)));
+    await auditedGroupChange(
+      client,
+      companyId,
+      existing.id,
+      await memberIds(client, existing.id),
+      FILE_ACTOR,
+      '',
+      async () => {
+        await client.query(`UPDATE scim_groups SET grants = $2::jsonb, updated_at = now() WHERE id = $1`, [
+          existing.id,
+          grants,
+        ]);
+      },
+    );
+    await recordGroupAudit(
+      client,
+      companyId,
+      existing.id,
+      FILE_ACTOR,
+      'update',
+      diffViews(before, await viewOf(existing.id)),
+    );
     counts.scim_groups.updated += 1;
   }
 }

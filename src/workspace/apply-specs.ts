@@ -65,7 +65,11 @@ export interface ApplyRun {
 /** How each kind is upserted by its natural key (./upsert.ts). */
 export const SPECS = {
   companies: { table: 'companies', key: { name: 'text' }, set: { settings: 'jsonb' } },
-  workspaces: { table: 'workspaces', key: { company_id: 'uuid', name: 'text' }, set: { settings: 'jsonb', export_destination: 'jsonb' } },
+  workspaces: {
+    table: 'workspaces',
+    key: { company_id: 'uuid', name: 'text' },
+    set: { settings: 'jsonb', export_destination: 'jsonb' },
+  },
   teams: { table: 'teams', key: { workspace_id: 'uuid', name: 'text' } },
   apps: {
     table: 'apps',
@@ -75,7 +79,12 @@ export const SPECS = {
     insertDefaults: { api_id: 'gen_random_uuid()::text' },
   },
   tags: { table: 'tags', key: { workspace_id: 'uuid', name: 'text' } },
-  content_blocks: { table: 'content_blocks', key: { workspace_id: 'uuid', name: 'text' }, set: { content: 'text' }, touch: 'updated_at' },
+  content_blocks: {
+    table: 'content_blocks',
+    key: { workspace_id: 'uuid', name: 'text' },
+    set: { content: 'text' },
+    touch: 'updated_at',
+  },
   segments: {
     table: 'segments',
     key: { workspace_id: 'uuid', api_id: 'text' },
@@ -84,7 +93,12 @@ export const SPECS = {
     insertDefaults: { created_at: 'now()' },
     touch: 'updated_at',
   },
-  catalogs: { table: 'catalogs', key: { workspace_id: 'uuid', name: 'text' }, set: { description: 'text', fields: 'jsonb' }, touch: 'updated_at' },
+  catalogs: {
+    table: 'catalogs',
+    key: { workspace_id: 'uuid', name: 'text' },
+    set: { description: 'text', fields: 'jsonb' },
+    touch: 'updated_at',
+  },
   canvases: {
     table: 'canvases',
     key: { workspace_id: 'uuid', api_id: 'text' },
@@ -120,7 +134,15 @@ export const SPECS = {
   preference_centers: {
     table: 'preference_centers',
     key: { workspace_id: 'uuid', api_id: 'text' },
-    set: { name: 'text', title: 'text', page_html: 'text', confirmation_page_html: 'text', redirect_page_html: 'text', options: 'jsonb', state: 'text' },
+    set: {
+      name: 'text',
+      title: 'text',
+      page_html: 'text',
+      confirmation_page_html: 'text',
+      redirect_page_html: 'text',
+      options: 'jsonb',
+      state: 'text',
+    },
     optional: { created_at: 'timestamptz' },
     insertDefaults: { created_at: 'now()' },
     touch: 'updated_at',
@@ -137,8 +159,17 @@ export const SPECS = {
     key: { company_id: 'uuid', name: 'text' },
     optional: { token_hash: { type: 'text', expr: `decode(i.token_hash, 'hex')` }, key_prefix: 'text' },
   },
-  permission_sets: { table: 'permission_sets', key: { company_id: 'uuid', name: 'text' }, set: { permissions: 'text[]' } },
-  live_activities: { table: 'live_activities', key: { app_id: 'uuid', activity_id: 'text' }, set: { content_state_shape: 'jsonb' }, touch: 'updated_at' },
+  permission_sets: {
+    table: 'permission_sets',
+    key: { company_id: 'uuid', name: 'text' },
+    set: { permissions: 'text[]' },
+  },
+  live_activities: {
+    table: 'live_activities',
+    key: { app_id: 'uuid', activity_id: 'text' },
+    set: { content_state_shape: 'jsonb' },
+    touch: 'updated_at',
+  },
   scheduled_exports: {
     table: 'scheduled_exports',
     key: { workspace_id: 'uuid', name: 'text' },
@@ -165,4 +196,3 @@ export const SPECS = {
     touch: 'updated_at',
   },
 } satisfies Partial<Record<Kind, UpsertSpec>>;
-

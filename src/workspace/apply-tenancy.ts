@@ -12,20 +12,33 @@ export async function applyTenancy(
   file: WorkspaceFile,
   counts: Record<Kind, UpsertCounts>,
 ): Promise<{ companyId: string; workspaceIds: Map<string, string>; workspaces: DeclaredWorkspace[] }> {
-  counts.companies = await upsert(client, SPECS.companies, [{ name: file.company.name, settings: file.company.settings }]);
-  const companyId = (await client.query<{ id: string }>('SELECT id FROM companies WHERE name = $1', [file.company.name])).rows[0]!.id;
+  counts.companies = await upsert(client, SPECS.companies, [
+    { name: file.company.name, settings: file.company.settings },
+  ]);
+  const companyId = (
+    await client.query<{ id: string }>('SELECT id FROM companies WHERE name = $1', [file.company.name])
+  ).rows[0]!.id;
 
   counts.workspaces = await upsert(
     client,
     SPECS.workspaces,
-    file.workspaces.map((w) => ({ company_id: companyId, name: w.name, settings: w.settings, export_destination: w.export_destination })),
+    file.workspaces.map((w) => ({
+      company_id: companyId,
+      name: w.name,
+      settings: w.settings,
+      export_destination: w.export_destination,
+    })),
   );
-  const wsRows = await client.query<{ id: string; name: string }>('SELECT id, name FROM workspaces WHERE company_id = $1 AND name = ANY($2)', [
-    companyId,
-    file.workspaces.map((w) => w.name),
-  ]);
+  const wsRows = await client.query<{ id: string; name: string }>(
+    'SELECT id, name FROM workspaces WHERE company_id = $1 AND name = ANY($2)',
+    [companyId, file.workspaces.map((w) => w.name)],
+  );
   const wsId = new Map(wsRows.rows.map((r) => [r.name, r.id]));
-  const workspaces = file.workspaces.map((w, wi) => ({ decl: w, id: wsId.get(w.name)!, path: ['workspaces', wi] as Path }));
+  const workspaces = file.workspaces.map((w, wi) => ({
+    decl: w,
+    id: wsId.get(w.name)!,
+    path: ['workspaces', wi] as Path,
+  }));
 
   return { companyId, workspaceIds: wsId, workspaces };
 }
@@ -55,7 +68,9 @@ export async function applySecrets(run: ApplyRun): Promise<void> {
       };
     }),
   );
-  const existingTokens = await client.query<{ name: string }>('SELECT name FROM scim_tokens WHERE company_id = $1', [companyId]);
+  const existingTokens = await client.query<{ name: string }>('SELECT name FROM scim_tokens WHERE company_id = $1', [
+    companyId,
+  ]);
   const tokenExists = new Set(existingTokens.rows.map((r) => r.name));
   const tokenRows = file.scim_tokens.map((t, ti) => {
     let secret = t.secret;
@@ -63,21 +78,30 @@ export async function applySecrets(run: ApplyRun): Promise<void> {
       secret = generateSecret('scim');
       generatedSecrets.push({ kind: 'scim_token', name: t.name, secret });
     }
-    return { row: { company_id: companyId, name: t.name, ...hashed(secret, 'token_hash') }, path: ['scim_tokens', ti, 'secret'] };
+    return {
+      row: { company_id: companyId, name: t.name, ...hashed(secret, 'token_hash') },
+      path: ['scim_tokens', ti, 'secret'],
+    };
   });
 
   await checkGlobalClashes(client, companyId, workspaces, apiKeyRows, tokenRows, issues);
   failOnIssues(run);
-  counts.api_keys = await upsert(client, SPECS.api_keys, apiKeyRows.map((k) => k.row));
-  counts.scim_tokens = await upsert(client, SPECS.scim_tokens, tokenRows.map((t) => t.row));
-
+  counts.api_keys = await upsert(
+    client,
+    SPECS.api_keys,
+    apiKeyRows.map((k) => k.row),
+  );
+  counts.scim_tokens = await upsert(
+    client,
+    SPECS.scim_tokens,
+    tokenRows.map((t) => t.row),
+  );
 }
 
 function hashed(secret: string | undefined, column: string): Record<string, string> {
   if (secret === undefined) return {};
   return { [column]: hashSecret(secret).toString('hex'), key_prefix: secretPrefix(secret) };
 }
-
 
 /** App ids, key secrets and schedule ids are unique across the store: refuse to take one from someone else. */
 async function checkGlobalClashes(
@@ -89,7 +113,9 @@ async function checkGlobalClashes(
   issues: FileIssue[],
 ): Promise<void> {
   const apps = workspaces.flatMap((w) =>
-    w.decl.apps.flatMap((a, ai) => (a.api_id ? [{ apiId: a.api_id, owner: `${w.id}/${a.name}`, path: [...w.path, 'apps', ai, 'api_id'] }] : [])),
+    w.decl.apps.flatMap((a, ai) =>
+      a.api_id ? [{ apiId: a.api_id, owner: `${w.id}/${a.name}`, path: [...w.path, 'apps', ai, 'api_id'] }] : [],
+    ),
   );
   if (apps.length > 0) {
     const { rows } = await client.query<{ api_id: string; owner: string }>(
@@ -99,10 +125,17 @@ async function checkGlobalClashes(
     const owner = new Map(rows.map((r) => [r.api_id, r.owner]));
     for (const a of apps) {
       const o = owner.get(a.apiId);
-      if (o !== undefined && o !== a.owner) issues.push({ path: formatPath(a.path), message: `api_id "${a.apiId}" already belongs to another app` });
+      if (o !== undefined && o !== a.owner)
+        issues.push({ path: formatPath(a.path), message: `api_id "${a.apiId}" already belongs to another app` });
     }
   }
-  const checkSecrets = async (table: string, column: string, ownerSql: string, items: { row: Record<string, unknown>; path: Path }[], ownerOf: (row: Record<string, unknown>) => string) => {
+  const checkSecrets = async (
+    table: string,
+    column: string,
+    ownerSql: string,
+    items: { row: Record<string, unknown>; path: Path }[],
+    ownerOf: (row: Record<string, unknown>) => string,
+  ) => {
     const given = items.filter((i) => typeof i.row[column] === 'string');
     if (given.length === 0) return;
     const { rows } = await client.query<{ hash: string; owner: string }>(
@@ -112,15 +145,35 @@ async function checkGlobalClashes(
     const owner = new Map(rows.map((r) => [r.hash, r.owner]));
     for (const i of given) {
       const o = owner.get(i.row[column] as string);
-      if (o !== undefined && o !== ownerOf(i.row)) issues.push({ path: formatPath(i.path), message: 'this secret is already used by another key; choose another' });
+      if (o !== undefined && o !== ownerOf(i.row))
+        issues.push({
+          path: formatPath(i.path),
+          message: 'this secret is already used by another key; choose another',
+        });
     }
   };
-  await checkSecrets('api_keys', 'key_hash', `workspace_id || '/' || name`, apiKeys, (r) => `${r.workspace_id}/${r.name}`);
+  await checkSecrets(
+    'api_keys',
+    'key_hash',
+    `workspace_id || '/' || name`,
+    apiKeys,
+    (r) => `${r.workspace_id}/${r.name}`,
+  );
   await checkSecrets('scim_tokens', 'token_hash', `company_id || '/' || name`, tokens, (r) => `${companyId}/${r.name}`);
 
   const schedules = workspaces.flatMap((w) =>
     w.decl.canvases.flatMap((c, ci) =>
-      c.schedules.flatMap((s, si) => (s.schedule_id ? [{ id: s.schedule_id, owner: `${w.id}/${c.id}`, path: [...w.path, 'canvases', ci, 'schedules', si, 'schedule_id'] }] : [])),
+      c.schedules.flatMap((s, si) =>
+        s.schedule_id
+          ? [
+              {
+                id: s.schedule_id,
+                owner: `${w.id}/${c.id}`,
+                path: [...w.path, 'canvases', ci, 'schedules', si, 'schedule_id'],
+              },
+            ]
+          : [],
+      ),
     ),
   );
   if (schedules.length > 0) {
@@ -131,8 +184,8 @@ async function checkGlobalClashes(
     const owner = new Map(rows.map((r) => [r.schedule_id, r.owner]));
     for (const s of schedules) {
       const o = owner.get(s.id);
-      if (o !== undefined && o !== s.owner) issues.push({ path: formatPath(s.path), message: `schedule_id "${s.id}" already belongs to another canvas` });
+      if (o !== undefined && o !== s.owner)
+        issues.push({ path: formatPath(s.path), message: `schedule_id "${s.id}" already belongs to another canvas` });
     }
   }
 }
-

@@ -30,7 +30,11 @@ export interface ApplyOptions {
  * nothing, and any clash with another workspace's stored ids or secrets, abort the whole apply with
  * WorkspaceFileError naming the path in the file.
  */
-export async function applyWorkspaceFile(pool: Pool, file: WorkspaceFile, options: ApplyOptions = {}): Promise<ApplySummary> {
+export async function applyWorkspaceFile(
+  pool: Pool,
+  file: WorkspaceFile,
+  options: ApplyOptions = {},
+): Promise<ApplySummary> {
   const now = options.now ?? new Date();
   try {
     return await withTransaction(pool, (client) => applyIn(client, file, now));
@@ -38,7 +42,12 @@ export async function applyWorkspaceFile(pool: Pool, file: WorkspaceFile, option
     // A clash that slipped past the checks below (e.g. two apps swapping ids in one apply) still names the row.
     const pgErr = err as { code?: string; detail?: string; table?: string };
     if (pgErr.code === '23505') {
-      throw new WorkspaceFileError([{ path: '', message: `conflicts with stored data in ${pgErr.table ?? 'a table'}: ${pgErr.detail ?? 'duplicate key'}` }]);
+      throw new WorkspaceFileError([
+        {
+          path: '',
+          message: `conflicts with stored data in ${pgErr.table ?? 'a table'}: ${pgErr.detail ?? 'duplicate key'}`,
+        },
+      ]);
     }
     throw err;
   }
@@ -47,7 +56,10 @@ export async function applyWorkspaceFile(pool: Pool, file: WorkspaceFile, option
 async function applyIn(client: PoolClient, file: WorkspaceFile, now: Date): Promise<ApplySummary> {
   // Two applies of one company at once would race between their checks and writes.
   await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`ces-workspace-apply:${file.company.name}`]);
-  const counts = Object.fromEntries(KINDS.map((k) => [k, { created: 0, updated: 0, unchanged: 0 }])) as Record<Kind, UpsertCounts>;
+  const counts = Object.fromEntries(KINDS.map((k) => [k, { created: 0, updated: 0, unchanged: 0 }])) as Record<
+    Kind,
+    UpsertCounts
+  >;
   const { companyId, workspaceIds, workspaces } = await applyTenancy(client, file, counts);
   const run: ApplyRun = { client, file, now, counts, issues: [], generatedSecrets: [], companyId, workspaces };
   await applySecrets(run);

@@ -45,7 +45,11 @@ export function parseWorkspaceFile(text: string): WorkspaceFile {
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
   if (doc.errors.length > 0) {
     throw new WorkspaceFileError(
-      doc.errors.map((e) => ({ path: '', message: e.message.split('\n')[0]!, line: lineCounter.linePos(e.pos[0]).line || undefined })),
+      doc.errors.map((e) => ({
+        path: '',
+        message: e.message.split('\n')[0]!,
+        line: lineCounter.linePos(e.pos[0]).line || undefined,
+      })),
     );
   }
   let data: unknown;
@@ -68,7 +72,8 @@ function issuesOf(issues: readonly z.core.$ZodIssue[], data: unknown, doc: Docum
   return flatten(issues, [], data).map((issue) => {
     const path = issue.path as PropertyKey[];
     let message = issue.message;
-    if (issue.code === 'unrecognized_keys') message = `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+    if (issue.code === 'unrecognized_keys')
+      message = `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
     // The path of an unknown key is its parent's: point at the key itself.
     const target = issue.code === 'unrecognized_keys' ? [...path, issue.keys[0]!] : path;
     return { path: formatPath(target), message, line: lineOf(doc, lines, target) };

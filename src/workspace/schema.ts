@@ -1,6 +1,14 @@
 import { z } from 'zod';
 import { EXPORT_LAYOUTS, OUTPUT_FORMATS } from '../exports/names.js';
-import { EXPORT_FIELDS, hasIncrementalKey, MAX_PART_TARGET_MB, MAX_ROWS_PER_PART, MIN_PART_TARGET_MB, MIN_ROWS_PER_PART, partSizingRefusal } from '../exports/request.js';
+import {
+  EXPORT_FIELDS,
+  hasIncrementalKey,
+  MAX_PART_TARGET_MB,
+  MAX_ROWS_PER_PART,
+  MIN_PART_TARGET_MB,
+  MIN_ROWS_PER_PART,
+  partSizingRefusal,
+} from '../exports/request.js';
 import { isPermission, PERMISSIONS } from '../auth/permissions.js';
 import { allowedStrings } from '../scim/catalog.js';
 import { Permissions as ScimPermissionsBody } from '../scim/schemas.js';
@@ -13,7 +21,18 @@ import { Destination } from '../storage/destination.js';
  * error naming its path rather than a silently ignored setting. docs/workspace.md documents every key.
  */
 
-export const APP_PLATFORMS = ['ios', 'android', 'web', 'tvos', 'android_tv', 'roku', 'kindle', 'windows', 'macos', 'unity'] as const;
+export const APP_PLATFORMS = [
+  'ios',
+  'android',
+  'web',
+  'tvos',
+  'android_tv',
+  'roku',
+  'kindle',
+  'windows',
+  'macos',
+  'unity',
+] as const;
 export const CATALOG_FIELD_TYPES = ['string', 'number', 'boolean', 'time', 'object', 'array'] as const;
 export const LIVE_ACTIVITY_VALUE_TYPES = ['string', 'number', 'boolean', 'object', 'array'] as const;
 
@@ -55,7 +74,12 @@ export function resolveRecordTime(value: string, now: Date): string {
   const m = RELATIVE_TIME.exec(value);
   if (!m) return new Date(value).toISOString();
   const day = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
-  const [days, hours, minutes, seconds] = [m[1], m[2], m[3], m[4]].map((x) => Number(x ?? 0)) as [number, number, number, number];
+  const [days, hours, minutes, seconds] = [m[1], m[2], m[3], m[4]].map((x) => Number(x ?? 0)) as [
+    number,
+    number,
+    number,
+    number,
+  ];
   return new Date(day - days * 86_400_000 + ((hours * 60 + minutes) * 60 + seconds) * 1000).toISOString();
 }
 
@@ -234,26 +258,44 @@ export const ScheduledExportSchema = z
       ctx.addIssue({
         code: 'custom',
         path: ['fields_to_export'],
-        message: 'an incremental schedule (mode: incremental) must export external_id or service_id, so that its lines can be matched to the rows loaded before',
+        message:
+          'an incremental schedule (mode: incremental) must export external_id or service_id, so that its lines can be matched to the rows loaded before',
       });
     }
   });
 
 /** A name the service reads from its own environment when a sync runs (the connection string is never in the file). */
-const EnvName = z.string().regex(/^[A-Z_][A-Z0-9_]{0,127}$/, 'must be an environment variable name (A-Z, 0-9 and _, not starting with a digit)');
+const EnvName = z
+  .string()
+  .regex(
+    /^[A-Z_][A-Z0-9_]{0,127}$/,
+    'must be an environment variable name (A-Z, 0-9 and _, not starting with a digit)',
+  );
 /** `[schema.]table`, plain identifiers only: the name goes into SQL (quoted) and must be unambiguous. */
 const SqlTable = z
   .string()
   .max(127, 'must be at most 127 characters')
-  .regex(/^([A-Za-z_][A-Za-z0-9_$]*\.)?[A-Za-z_][A-Za-z0-9_$]*$/, 'must be a table name, [schema.]table, of letters, digits, _ and $');
+  .regex(
+    /^([A-Za-z_][A-Za-z0-9_$]*\.)?[A-Za-z_][A-Za-z0-9_$]*$/,
+    'must be a table name, [schema.]table, of letters, digits, _ and $',
+  );
 /** A key prefix in the workspace's store: relative, no empty, `.` or `..` segments. */
 const KeyPrefix = z
   .string()
   .min(1, 'must not be empty')
   .max(512, 'must be at most 512 characters')
-  .refine((p) => !p.startsWith('/') && p.split('/').slice(0, -1).every((seg) => seg !== '' && seg !== '.' && seg !== '..') && !/[\u0000-\u001f\\]/.test(p), {
-    error: "must be a relative key prefix without empty, '.' or '..' segments, backslashes or control characters",
-  });
+  .refine(
+    (p) =>
+      !p.startsWith('/') &&
+      p
+        .split('/')
+        .slice(0, -1)
+        .every((seg) => seg !== '' && seg !== '.' && seg !== '..') &&
+      !/[\u0000-\u001f\\]/.test(p),
+    {
+      error: "must be a relative key prefix without empty, '.' or '..' segments, backslashes or control characters",
+    },
+  );
 
 export const CdiIntegrationSchema = z.strictObject({
   /** A UUID, as the public API's integration ids are: the natural key, stable across applies. */
@@ -265,13 +307,19 @@ export const CdiIntegrationSchema = z.strictObject({
       z.strictObject({ type: z.literal('postgres'), url_env: EnvName, table: SqlTable }),
       z.strictObject({ type: z.literal('bucket'), prefix: KeyPrefix, format: z.enum(['parquet', 'ndjson', 'csv']) }),
     ],
-    { error: "must be {type: postgres, url_env, table} or {type: bucket, prefix, format: parquet|ndjson|csv}" },
+    { error: 'must be {type: postgres, url_env, table} or {type: bucket, prefix, format: parquet|ndjson|csv}' },
   ),
   /** Absent: on demand only (POST .../sync, `ces cdi sync`). */
   schedule: z
-    .union([z.strictObject({ every_minutes: z.number().int().min(1).max(44_640) }), z.strictObject({ cron: Cron, time_zone: TimeZone.default('UTC') })], {
-      error: 'must be {every_minutes: n} or {cron: "...", time_zone}',
-    })
+    .union(
+      [
+        z.strictObject({ every_minutes: z.number().int().min(1).max(44_640) }),
+        z.strictObject({ cron: Cron, time_zone: TimeZone.default('UTC') }),
+      ],
+      {
+        error: 'must be {every_minutes: n} or {cron: "...", time_zone}',
+      },
+    )
     .optional(),
 });
 
@@ -280,7 +328,10 @@ export const RecordsSchema = z.strictObject({
     .array(z.strictObject({ app: Name, at: RecordTime, count: z.number().int().min(1).max(100_000).default(1) }))
     .max(MAX_ITEMS)
     .default([]),
-  hard_bounces: z.array(z.strictObject({ email: z.email(), at: RecordTime })).max(MAX_ITEMS).default([]),
+  hard_bounces: z
+    .array(z.strictObject({ email: z.email(), at: RecordTime }))
+    .max(MAX_ITEMS)
+    .default([]),
   invalid_phone_numbers: z
     .array(z.strictObject({ phone: E164, reason: z.enum(['provider_error', 'deactivated']), at: RecordTime }))
     .max(MAX_ITEMS)
@@ -291,12 +342,18 @@ export const WorkspaceSchema = z.strictObject({
   name: Name,
   settings: z.strictObject({ should_inline_css: z.boolean().optional() }).default({}),
   apps: z.array(AppSchema).max(100).default([]),
-  teams: z.array(z.strictObject({ name: Name })).max(1000).default([]),
+  teams: z
+    .array(z.strictObject({ name: Name }))
+    .max(1000)
+    .default([]),
   api_keys: z.array(ApiKeySchema).max(1000).default([]),
   /** Absent means none: exports go to the built-in local bucket. */
   export_destination: Destination.optional(),
   tags: z.array(Tag).max(MAX_ITEMS).default([]),
-  content_blocks: z.array(z.strictObject({ name: Name, content: z.string().max(500_000) })).max(MAX_ITEMS).default([]),
+  content_blocks: z
+    .array(z.strictObject({ name: Name, content: z.string().max(500_000) }))
+    .max(MAX_ITEMS)
+    .default([]),
   segments: z.array(SegmentSchema).max(MAX_ITEMS).default([]),
   catalogs: z.array(CatalogSchema).max(1000).default([]),
   canvases: z.array(CanvasSchema).max(MAX_ITEMS).default([]),
@@ -322,7 +379,11 @@ export const WorkspaceFileSchema = z
               permissions: z
                 .union([
                   z.array(Name).max(1000),
-                  z.strictObject({ company: z.array(Name).max(1000).optional(), workspace: z.array(Name).max(1000).optional(), team: z.array(Name).max(1000).optional() }),
+                  z.strictObject({
+                    company: z.array(Name).max(1000).optional(),
+                    workspace: z.array(Name).max(1000).optional(),
+                    team: z.array(Name).max(1000).optional(),
+                  }),
                 ])
                 .optional(),
             })
@@ -331,31 +392,62 @@ export const WorkspaceFileSchema = z
         .default({}),
     }),
     scim_tokens: z.array(ScimTokenSchema).max(100).default([]),
-    permission_sets: z.array(z.strictObject({ name: Name, permissions: z.array(Name).max(500).default([]) })).max(1000).default([]),
+    permission_sets: z
+      .array(z.strictObject({ name: Name, permissions: z.array(Name).max(500).default([]) }))
+      .max(1000)
+      .default([]),
     /**
      * SCIM groups and the roles they carry (docs/scim.md "Groups"): Okta's Group Push and Entra ID send a group's
      * displayName and members only, so the role of a group the identity provider will push is declared here. The
      * group is created when absent (the provider then finds it by displayName and links it); its members stay the
      * provider's.
      */
-    scim_groups: z.array(z.strictObject({ display_name: Name, permissions: ScimPermissionsBody })).max(1000).default([]),
+    scim_groups: z
+      .array(z.strictObject({ display_name: Name, permissions: ScimPermissionsBody }))
+      .max(1000)
+      .default([]),
     workspaces: z.array(WorkspaceSchema).max(100).default([]),
   })
   .superRefine((file, ctx) => {
-    const unique = <T>(items: T[], key: (t: T) => string | undefined, path: (i: number) => (string | number)[], what: string) => {
+    const unique = <T>(
+      items: T[],
+      key: (t: T) => string | undefined,
+      path: (i: number) => (string | number)[],
+      what: string,
+    ) => {
       const seen = new Map<string, number>();
       items.forEach((item, i) => {
         const k = key(item);
         if (k === undefined) return;
         const first = seen.get(k);
         if (first === undefined) seen.set(k, i);
-        else ctx.addIssue({ code: 'custom', path: path(i), message: `duplicate ${what} "${k}" (first at index ${first})` });
+        else
+          ctx.addIssue({
+            code: 'custom',
+            path: path(i),
+            message: `duplicate ${what} "${k}" (first at index ${first})`,
+          });
       });
     };
-    unique(file.scim_tokens, (t) => t.name, (i) => ['scim_tokens', i, 'name'], 'SCIM token name');
-    unique(file.permission_sets, (p) => p.name, (i) => ['permission_sets', i, 'name'], 'permission set name');
+    unique(
+      file.scim_tokens,
+      (t) => t.name,
+      (i) => ['scim_tokens', i, 'name'],
+      'SCIM token name',
+    );
+    unique(
+      file.permission_sets,
+      (p) => p.name,
+      (i) => ['permission_sets', i, 'name'],
+      'permission set name',
+    );
     // displayName is unique ignoring letter case, as the SCIM endpoints compare it.
-    unique(file.scim_groups, (g) => g.display_name.toLowerCase(), (i) => ['scim_groups', i, 'display_name'], 'SCIM group display_name');
+    unique(
+      file.scim_groups,
+      (g) => g.display_name.toLowerCase(),
+      (i) => ['scim_groups', i, 'display_name'],
+      'SCIM group display_name',
+    );
     // Permission sets stand for workspace-level SCIM permissions: the built-in ones plus this file's extensions.
     const scimAllowed = allowedStrings({ scim: file.company.settings.scim }).workspace;
     file.permission_sets.forEach((set, si) =>
@@ -369,45 +461,141 @@ export const WorkspaceFileSchema = z
         }
       }),
     );
-    unique(file.workspaces, (w) => w.name, (i) => ['workspaces', i, 'name'], 'workspace name');
+    unique(
+      file.workspaces,
+      (w) => w.name,
+      (i) => ['workspaces', i, 'name'],
+      'workspace name',
+    );
 
     // Secrets and app ids are unique across the whole store, so across the whole file too.
     const secrets = [
       ...file.scim_tokens.map((t, i) => ({ v: t.secret, path: ['scim_tokens', i, 'secret'] })),
-      ...file.workspaces.flatMap((w, wi) => w.api_keys.map((k, ki) => ({ v: k.secret, path: ['workspaces', wi, 'api_keys', ki, 'secret'] }))),
+      ...file.workspaces.flatMap((w, wi) =>
+        w.api_keys.map((k, ki) => ({ v: k.secret, path: ['workspaces', wi, 'api_keys', ki, 'secret'] })),
+      ),
     ];
     const seenSecret = new Set<string>();
     for (const s of secrets) {
       if (s.v === undefined) continue;
-      if (seenSecret.has(s.v)) ctx.addIssue({ code: 'custom', path: s.path, message: 'this secret is already used by another key or token in the file' });
+      if (seenSecret.has(s.v))
+        ctx.addIssue({
+          code: 'custom',
+          path: s.path,
+          message: 'this secret is already used by another key or token in the file',
+        });
       seenSecret.add(s.v);
     }
-    const appIds = file.workspaces.flatMap((w, wi) => w.apps.map((a, ai) => ({ id: a.api_id, path: ['workspaces', wi, 'apps', ai, 'api_id'] })));
-    unique(appIds, (a) => a.id, (i) => appIds[i]!.path, 'app api_id');
-    const scheduleIds = file.workspaces.flatMap((w, wi) =>
-      w.canvases.flatMap((c, ci) => c.schedules.map((s, si) => ({ id: s.schedule_id, path: ['workspaces', wi, 'canvases', ci, 'schedules', si, 'schedule_id'] }))),
+    const appIds = file.workspaces.flatMap((w, wi) =>
+      w.apps.map((a, ai) => ({ id: a.api_id, path: ['workspaces', wi, 'apps', ai, 'api_id'] })),
     );
-    unique(scheduleIds, (s) => s.id, (i) => scheduleIds[i]!.path, 'schedule_id');
-    const integrationIds = file.workspaces.flatMap((w, wi) => w.cdi_integrations.map((c, ci) => ({ id: c.id, path: ['workspaces', wi, 'cdi_integrations', ci, 'id'] })));
-    unique(integrationIds, (c) => c.id, (i) => integrationIds[i]!.path, 'CDI integration id');
+    unique(
+      appIds,
+      (a) => a.id,
+      (i) => appIds[i]!.path,
+      'app api_id',
+    );
+    const scheduleIds = file.workspaces.flatMap((w, wi) =>
+      w.canvases.flatMap((c, ci) =>
+        c.schedules.map((s, si) => ({
+          id: s.schedule_id,
+          path: ['workspaces', wi, 'canvases', ci, 'schedules', si, 'schedule_id'],
+        })),
+      ),
+    );
+    unique(
+      scheduleIds,
+      (s) => s.id,
+      (i) => scheduleIds[i]!.path,
+      'schedule_id',
+    );
+    const integrationIds = file.workspaces.flatMap((w, wi) =>
+      w.cdi_integrations.map((c, ci) => ({ id: c.id, path: ['workspaces', wi, 'cdi_integrations', ci, 'id'] })),
+    );
+    unique(
+      integrationIds,
+      (c) => c.id,
+      (i) => integrationIds[i]!.path,
+      'CDI integration id',
+    );
 
     file.workspaces.forEach((w, wi) => {
       const at = (list: string) => (i: number) => ['workspaces', wi, list, i];
-      unique(w.apps, (a) => a.name, (i) => [...at('apps')(i), 'name'], 'app name');
-      unique(w.teams, (t) => t.name, (i) => [...at('teams')(i), 'name'], 'team name');
-      unique(w.api_keys, (k) => k.name, (i) => [...at('api_keys')(i), 'name'], 'API key name');
-      unique(w.content_blocks, (c) => c.name, (i) => [...at('content_blocks')(i), 'name'], 'content block name');
-      unique(w.segments, (s) => s.id, (i) => [...at('segments')(i), 'id'], 'segment id');
-      unique(w.catalogs, (c) => c.name, (i) => [...at('catalogs')(i), 'name'], 'catalog name');
-      unique(w.canvases, (c) => c.id, (i) => [...at('canvases')(i), 'id'], 'canvas id');
-      unique(w.feed_cards, (c) => c.id, (i) => [...at('feed_cards')(i), 'id'], 'feed card id');
-      unique(w.preference_centers, (p) => p.id, (i) => [...at('preference_centers')(i), 'id'], 'preference center id');
-      unique(w.scheduled_exports, (s) => s.name, (i) => [...at('scheduled_exports')(i), 'name'], 'scheduled export name');
+      unique(
+        w.apps,
+        (a) => a.name,
+        (i) => [...at('apps')(i), 'name'],
+        'app name',
+      );
+      unique(
+        w.teams,
+        (t) => t.name,
+        (i) => [...at('teams')(i), 'name'],
+        'team name',
+      );
+      unique(
+        w.api_keys,
+        (k) => k.name,
+        (i) => [...at('api_keys')(i), 'name'],
+        'API key name',
+      );
+      unique(
+        w.content_blocks,
+        (c) => c.name,
+        (i) => [...at('content_blocks')(i), 'name'],
+        'content block name',
+      );
+      unique(
+        w.segments,
+        (s) => s.id,
+        (i) => [...at('segments')(i), 'id'],
+        'segment id',
+      );
+      unique(
+        w.catalogs,
+        (c) => c.name,
+        (i) => [...at('catalogs')(i), 'name'],
+        'catalog name',
+      );
+      unique(
+        w.canvases,
+        (c) => c.id,
+        (i) => [...at('canvases')(i), 'id'],
+        'canvas id',
+      );
+      unique(
+        w.feed_cards,
+        (c) => c.id,
+        (i) => [...at('feed_cards')(i), 'id'],
+        'feed card id',
+      );
+      unique(
+        w.preference_centers,
+        (p) => p.id,
+        (i) => [...at('preference_centers')(i), 'id'],
+        'preference center id',
+      );
+      unique(
+        w.scheduled_exports,
+        (s) => s.name,
+        (i) => [...at('scheduled_exports')(i), 'name'],
+        'scheduled export name',
+      );
       w.catalogs.forEach((c, ci) =>
-        unique(c.fields, (f) => f.name, (i) => ['workspaces', wi, 'catalogs', ci, 'fields', i, 'name'], 'field name'),
+        unique(
+          c.fields,
+          (f) => f.name,
+          (i) => ['workspaces', wi, 'catalogs', ci, 'fields', i, 'name'],
+          'field name',
+        ),
       );
       // Two declarations of one live activity would fight over its shape.
-      unique(w.live_activities, (l) => `${l.app}/${l.activity_id}`, (i) => [...at('live_activities')(i), 'activity_id'], 'live activity (app/activity_id)');
+      unique(
+        w.live_activities,
+        (l) => `${l.app}/${l.activity_id}`,
+        (i) => [...at('live_activities')(i), 'activity_id'],
+        'live activity (app/activity_id)',
+      );
     });
   });
 

@@ -62,7 +62,9 @@ export function upsertSql(spec: UpsertSpec): string {
     ...optional.map(([n, c]) => `(i.${n} IS NOT NULL AND t.${n} IS DISTINCT FROM ${exprOf(n, c)})`),
   ];
   if (changed.length > 0) {
-    ctes.push(`u AS (UPDATE ${spec.table} AS t SET ${assignments.join(', ')} FROM i WHERE ${match('t')} AND (${changed.join(' OR ')}) RETURNING 1)`);
+    ctes.push(
+      `u AS (UPDATE ${spec.table} AS t SET ${assignments.join(', ')} FROM i WHERE ${match('t')} AND (${changed.join(' OR ')}) RETURNING 1)`,
+    );
   }
   const insertCols = [...keys, ...set.map(([n]) => n), ...optional.map(([n]) => n), ...insertOnly.map(([n]) => n)];
   const insertValues = [
@@ -82,9 +84,15 @@ export function upsertSql(spec: UpsertSpec): string {
   return `WITH ${ctes.join(',\n')}\nSELECT (SELECT count(*) FROM n)::int AS created, ${updated} AS updated`;
 }
 
-export async function upsert(client: PoolClient, spec: UpsertSpec, rows: Record<string, unknown>[]): Promise<UpsertCounts> {
+export async function upsert(
+  client: PoolClient,
+  spec: UpsertSpec,
+  rows: Record<string, unknown>[],
+): Promise<UpsertCounts> {
   if (rows.length === 0) return { created: 0, updated: 0, unchanged: 0 };
-  const { rows: result } = await client.query<{ created: number; updated: number }>(upsertSql(spec), [JSON.stringify(rows)]);
+  const { rows: result } = await client.query<{ created: number; updated: number }>(upsertSql(spec), [
+    JSON.stringify(rows),
+  ]);
   const { created, updated } = result[0]!;
   return { created, updated, unchanged: rows.length - created - updated };
 }

@@ -12,7 +12,9 @@ export interface AggregateEntry {
  */
 export function entries(stored: Record<string, AggregateEntry> | undefined): AggregateEntry[] | undefined {
   if (stored === undefined) return undefined;
-  if (Array.isArray(stored) || typeof stored !== 'object' || stored === null) throw new Error(`not keyed by name: ${JSON.stringify(stored)}`);
-  for (const [key, entry] of Object.entries(stored)) if (entry.name !== key) throw new Error(`key ${key} holds the entry of ${entry.name}`);
+  if (Array.isArray(stored) || typeof stored !== 'object' || stored === null)
+    throw new Error(`not keyed by name: ${JSON.stringify(stored)}`);
+  for (const [key, entry] of Object.entries(stored))
+    if (entry.name !== key) throw new Error(`key ${key} holds the entry of ${entry.name}`);
   return Object.values(stored).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }

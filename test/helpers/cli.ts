@@ -56,7 +56,11 @@ export function runCli(args: string[], env: Record<string, string>, timeoutMs = 
 }
 
 /** Resolves once `check` returns true, polling. */
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 30_000, everyMs = 100): Promise<void> {
+export async function waitFor(
+  check: () => Promise<boolean> | boolean,
+  timeoutMs = 30_000,
+  everyMs = 100,
+): Promise<void> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     if (await check()) return;

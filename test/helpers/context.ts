@@ -33,7 +33,10 @@ export interface TestEnvOptions {
   logDestination?: DestinationStream;
 }
 
-export async function createTestEnv(overrides: Record<string, string> = {}, options: TestEnvOptions = {}): Promise<TestEnv> {
+export async function createTestEnv(
+  overrides: Record<string, string> = {},
+  options: TestEnvOptions = {},
+): Promise<TestEnv> {
   const id = `t_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
   const config = loadConfig({
     NODE_ENV: 'test',
@@ -45,7 +48,9 @@ export async function createTestEnv(overrides: Record<string, string> = {}, opti
     REDIS_PREFIX: `ces-${id}`,
     // Set by `npm run test:cluster` (test/global-setup.ts): the env then runs on a Redis Cluster, unless the test
     // gives a Redis of its own.
-    ...(inject('redisClusterNodes') && !('REDIS_URL' in overrides) ? { REDIS_CLUSTER_NODES: inject('redisClusterNodes')! } : {}),
+    ...(inject('redisClusterNodes') && !('REDIS_URL' in overrides)
+      ? { REDIS_CLUSTER_NODES: inject('redisClusterNodes')! }
+      : {}),
     LOCAL_STORE_DIR: `/tmp/ces-test/${id}/bucket`,
     METRICS_ENABLED: 'true',
     ...overrides,
@@ -94,17 +99,22 @@ const statusRecorder = (() => {
   const seen = new Set<string>();
   let declaredWritten = false;
   return {
-    observe: (method: string, url: string, status: number) => void seen.add(`${method.toLowerCase()} ${openApiPath(url)} ${status}`),
+    observe: (method: string, url: string, status: number) =>
+      void seen.add(`${method.toLowerCase()} ${openApiPath(url)} ${status}`),
     async flush(app: FastifyInstance): Promise<void> {
       const dir = inject('statusesDir');
       if (!dir) return;
-      await writeFile(path.join(dir, `observed-${process.pid}-${Date.now()}-${randomBytes(3).toString('hex')}.txt`), [...seen].join('\n'));
+      await writeFile(
+        path.join(dir, `observed-${process.pid}-${Date.now()}-${randomBytes(3).toString('hex')}.txt`),
+        [...seen].join('\n'),
+      );
       seen.clear();
       if (declaredWritten) return;
       declaredWritten = true;
       const doc = app.swagger() as { paths?: Record<string, Record<string, { responses?: Record<string, unknown> }>> };
       const declared: Record<string, string[]> = {};
-      for (const [p, ops] of Object.entries(doc.paths ?? {})) for (const [m, op] of Object.entries(ops)) declared[`${m} ${p}`] = Object.keys(op.responses ?? {});
+      for (const [p, ops] of Object.entries(doc.paths ?? {}))
+        for (const [m, op] of Object.entries(ops)) declared[`${m} ${p}`] = Object.keys(op.responses ?? {});
       await writeFile(path.join(dir, `declared-${process.pid}.json`), JSON.stringify(declared));
     },
   };

@@ -17,7 +17,13 @@ export const OLD = new Date(Date.now() - 200 * 86_400_000).toISOString();
  * Inserts `count` profiles numbered from `from`: members of the `country = 'US'` segment when `member`, others
  * ('CA') otherwise. Every profile has events inside and outside the 90-day window, and a few absent fields.
  */
-export async function insertProfiles(pool: Pool, workspaceId: string, from: number, count: number, member = true): Promise<void> {
+export async function insertProfiles(
+  pool: Pool,
+  workspaceId: string,
+  from: number,
+  count: number,
+  member = true,
+): Promise<void> {
   await pool.query(
     `INSERT INTO profiles (workspace_id, service_id, external_id, random_bucket, first_name, email, country, dob, total_revenue,
                            custom_attributes, custom_events, purchases, devices, campaigns_received, created_at)
@@ -39,7 +45,13 @@ export async function insertProfiles(pool: Pool, workspaceId: string, from: numb
   );
 }
 
-export async function createSegment(pool: Pool, workspaceId: string, apiId: string, filter: unknown = { attribute: 'country', op: 'eq', value: 'US' }, archived = false) {
+export async function createSegment(
+  pool: Pool,
+  workspaceId: string,
+  apiId: string,
+  filter: unknown = { attribute: 'country', op: 'eq', value: 'US' },
+  archived = false,
+) {
   await pool.query(`INSERT INTO segments (workspace_id, api_id, name, filter, archived) VALUES ($1, $2, $3, $4, $5)`, [
     workspaceId,
     apiId,
@@ -60,17 +72,27 @@ export async function requestExport(env: TestEnv, key: string, body: unknown) {
 }
 
 export async function exportStatus(env: TestEnv, key: string, objectPrefix: string) {
-  const res = await env.app.inject({ method: 'GET', url: `/users/export/status?object_prefix=${objectPrefix}`, headers: bearer(key) });
+  const res = await env.app.inject({
+    method: 'GET',
+    url: `/users/export/status?object_prefix=${objectPrefix}`,
+    headers: bearer(key),
+  });
   return { status: res.statusCode, body: res.json() as Record<string, unknown> };
 }
 
 /** Polls the status read until the export is ready or failed. */
-export async function waitForExport(env: TestEnv, key: string, objectPrefix: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
+export async function waitForExport(
+  env: TestEnv,
+  key: string,
+  objectPrefix: string,
+  timeoutMs = 60_000,
+): Promise<Record<string, unknown>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const { body } = await exportStatus(env, key, objectPrefix);
     if (body.status === 'ready' || body.status === 'failed') return body;
-    if (Date.now() > deadline) throw new Error(`export ${objectPrefix} still ${String(body.status)} after ${timeoutMs} ms`);
+    if (Date.now() > deadline)
+      throw new Error(`export ${objectPrefix} still ${String(body.status)} after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
@@ -96,7 +118,11 @@ export async function zipEntries(file: string): Promise<string[]> {
 }
 
 /** A real HTTP receiver of export callbacks on a free loopback port: every body it got, answered 204. */
-export async function startCallbackReceiver(): Promise<{ url: string; received: Array<Record<string, unknown>>; close(): void }> {
+export async function startCallbackReceiver(): Promise<{
+  url: string;
+  received: Array<Record<string, unknown>>;
+  close(): void;
+}> {
   const received: Array<Record<string, unknown>> = [];
   const server = createServer((req, res) => {
     let data = '';
@@ -107,7 +133,11 @@ export async function startCallbackReceiver(): Promise<{ url: string; received: 
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/cb`, received, close: () => server.close() };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/cb`,
+    received,
+    close: () => server.close(),
+  };
 }
 
 /** How many times each external_id appears in the parts a manifest lists (every member once: every count 1). */

@@ -18,13 +18,13 @@ export interface RunningGcs {
 /** True when tools/gcs-emulator has been installed (scripts/test.sh does it). */
 export const gcsEmulatorInstalled = () => existsSync(path.join(TOOL_DIR, 'node_modules', 'firebase-tools'));
 
-
 /**
  * The firebase-tools Cloud Storage emulator in a child process on a free loopback port, with a TMPDIR of its own
  * (it keeps blobs there), for one test file. Buckets appear on first upload.
  */
 export async function startGcsEmulator(bucket = 'exports'): Promise<RunningGcs> {
-  if (!gcsEmulatorInstalled()) throw new Error('GCS emulator not installed: run `npm ci --prefix tools/gcs-emulator` (scripts/test.sh does)');
+  if (!gcsEmulatorInstalled())
+    throw new Error('GCS emulator not installed: run `npm ci --prefix tools/gcs-emulator` (scripts/test.sh does)');
   const port = await freePort();
   const tmp = await mkdtemp(path.join(tmpdir(), 'ces-gcs-'));
   const child: ChildProcess = spawn(process.execPath, ['start.mjs', '--port', String(port)], {

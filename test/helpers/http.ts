@@ -25,19 +25,29 @@ export interface Answer {
  * One request to the app as clients send them: `Content-Type: application/json` on every request (GET included), the
  * key as a bearer token, the body as JSON. The tests' short helpers (`post`, `get`, `call`...) are bindings of this.
  */
-export async function callApi(app: FastifyInstance, method: Method, url: string, options: CallOptions): Promise<Answer> {
+export async function callApi(
+  app: FastifyInstance,
+  method: Method,
+  url: string,
+  options: CallOptions,
+): Promise<Answer> {
   const payload = options.raw ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
   const res = await app.inject({
     method,
     url,
-    headers: { ...(options.key === null ? {} : bearer(options.key)), 'content-type': 'application/json', ...options.headers },
+    headers: {
+      ...(options.key === null ? {} : bearer(options.key)),
+      'content-type': 'application/json',
+      ...options.headers,
+    },
     ...(payload === undefined ? {} : { payload }),
   });
   return { status: res.statusCode, body: res.json(), headers: res.headers };
 }
 
 /** A body for `callApi` from a test's argument that may be a ready-made string (sent as is) or a value (JSON). */
-export const bodyOrRaw = (value: unknown): Pick<CallOptions, 'body' | 'raw'> => (typeof value === 'string' ? { raw: value } : { body: value });
+export const bodyOrRaw = (value: unknown): Pick<CallOptions, 'body' | 'raw'> =>
+  typeof value === 'string' ? { raw: value } : { body: value };
 
 /** An answer without its headers, for tests that compare the whole answer. */
 export const statusAndBody = ({ status, body }: Answer): Pick<Answer, 'status' | 'body'> => ({ status, body });

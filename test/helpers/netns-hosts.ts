@@ -41,7 +41,9 @@ export async function netnsUnavailable(): Promise<string | undefined> {
     await run('ip', ['netns', 'del', probe]);
     return undefined;
   } catch (err) {
-    return String((err as { stderr?: string }).stderr || (err as Error).message).trim().split('\n')[0];
+    return String((err as { stderr?: string }).stderr || (err as Error).message)
+      .trim()
+      .split('\n')[0];
   }
 }
 
@@ -68,7 +70,12 @@ export async function startNetnsHosts(count: number): Promise<{ hosts: NetnsHost
       await ip('netns', 'exec', name, 'ip', 'addr', 'add', `${address}/24`, 'dev', inside);
       await ip('netns', 'exec', name, 'ip', 'link', 'set', inside, 'up');
       await ip('netns', 'exec', name, 'ip', 'link', 'set', 'lo', 'up');
-      hosts.push({ name, gateway, address, spawn: (command, args, options = {}) => spawn('ip', ['netns', 'exec', name, command, ...args], options) });
+      hosts.push({
+        name,
+        gateway,
+        address,
+        spawn: (command, args, options = {}) => spawn('ip', ['netns', 'exec', name, command, ...args], options),
+      });
     }
   } catch (err) {
     for (const h of hosts) await ip('netns', 'del', h.name).catch(() => {});

@@ -81,7 +81,11 @@ export async function startOwnRedis(bind: string[] = []): Promise<OwnRedis> {
     url: `redis://127.0.0.1:${port}`,
     async start() {
       const listen = ['--bind', '127.0.0.1', ...bind, ...(bind.length > 0 ? ['--protected-mode', 'no'] : [])];
-      child = spawn('redis-server', ['--port', String(port), ...listen, '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+      child = spawn(
+        'redis-server',
+        ['--port', String(port), ...listen, '--save', '', '--appendonly', 'no', '--dir', dir],
+        { stdio: 'ignore' },
+      );
       await waitUntil(ping, `redis on ${port} answering`);
     },
     async kill() {
@@ -125,9 +129,27 @@ function templateDir(): Promise<string> {
     const dir = await mkdtemp(path.join(tmpdir(), 'ces-own-pg-template-'));
     leftovers.add(() => rmSync(dir, { recursive: true, force: true }));
     await chown(dir, ...(await postgresIds()));
-    await run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'initdb'), '-D', dir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8'], {
-      env: { ...process.env, LC_ALL: 'C' },
-    });
+    await run(
+      'runuser',
+      [
+        '-u',
+        'postgres',
+        '--',
+        path.join(PG_BIN, 'initdb'),
+        '-D',
+        dir,
+        '-A',
+        'trust',
+        '-U',
+        'postgres',
+        '--no-sync',
+        '-E',
+        'UTF8',
+      ],
+      {
+        env: { ...process.env, LC_ALL: 'C' },
+      },
+    );
     return dir;
   })();
   return template;
@@ -146,14 +168,20 @@ async function postgresIds(): Promise<[number, number]> {
  * A PostgreSQL 15 of the test's own, in a temporary directory, listening on 127.0.0.1 and a socket in that directory
  * (run as the `postgres` user: the server refuses root).
  */
-export async function startOwnPostgres(options: { settings?: Record<string, string>; trustNetworks?: string[] } = {}): Promise<OwnPostgres> {
+export async function startOwnPostgres(
+  options: { settings?: Record<string, string>; trustNetworks?: string[] } = {},
+): Promise<OwnPostgres> {
   const base = await mkdtemp(path.join(tmpdir(), 'ces-own-pg-'));
   const data = path.join(base, 'data');
   const [uid, gid] = await postgresIds();
   await chown(base, uid, gid);
   await cp(await templateDir(), data, { recursive: true });
   // Clients from other network namespaces (test/export-many-hosts.test.ts) connect over these networks.
-  if (options.trustNetworks?.length) await appendFile(path.join(data, 'pg_hba.conf'), options.trustNetworks.map((n) => `host all all ${n} trust\n`).join(''));
+  if (options.trustNetworks?.length)
+    await appendFile(
+      path.join(data, 'pg_hba.conf'),
+      options.trustNetworks.map((n) => `host all all ${n} trust\n`).join(''),
+    );
   await run('chown', ['-R', `${uid}:${gid}`, data]);
   return serveDataDir(base, data, options.settings);
 }
@@ -162,22 +190,54 @@ export async function startOwnPostgres(options: { settings?: Record<string, stri
  * A hot standby of `primary`, streaming from it (pg_basebackup -R), on its own free port. Replay can be paused and
  * resumed with `SELECT pg_wal_replay_pause()` / `pg_wal_replay_resume()` on the standby.
  */
-export async function startOwnReplica(primary: OwnPostgres, settings: Record<string, string> = {}): Promise<OwnPostgres> {
+export async function startOwnReplica(
+  primary: OwnPostgres,
+  settings: Record<string, string> = {},
+): Promise<OwnPostgres> {
   const base = await mkdtemp(path.join(tmpdir(), 'ces-own-pg-replica-'));
   const data = path.join(base, 'data');
   await chown(base, ...(await postgresIds()));
-  await run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_basebackup'), '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', data, '-R', '-X', 'stream', '--checkpoint=fast', '--no-sync'], {
-    env: { ...process.env, LC_ALL: 'C' },
-  });
+  await run(
+    'runuser',
+    [
+      '-u',
+      'postgres',
+      '--',
+      path.join(PG_BIN, 'pg_basebackup'),
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(primary.port),
+      '-U',
+      'postgres',
+      '-D',
+      data,
+      '-R',
+      '-X',
+      'stream',
+      '--checkpoint=fast',
+      '--no-sync',
+    ],
+    {
+      env: { ...process.env, LC_ALL: 'C' },
+    },
+  );
   return serveDataDir(base, data, settings);
 }
 
 async function serveDataDir(base: string, data: string, settings: Record<string, string> = {}): Promise<OwnPostgres> {
   const port = await freePort();
-  const pgCtl = (...args: string[]) => run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_ctl'), '-D', data, ...args], { env: { ...process.env, LC_ALL: 'C' } });
+  const pgCtl = (...args: string[]) =>
+    run('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_ctl'), '-D', data, ...args], {
+      env: { ...process.env, LC_ALL: 'C' },
+    });
   const cleanUp = () => {
     try {
-      execFileSync('runuser', ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_ctl'), '-D', data, '-m', 'immediate', 'stop'], { stdio: 'ignore' });
+      execFileSync(
+        'runuser',
+        ['-u', 'postgres', '--', path.join(PG_BIN, 'pg_ctl'), '-D', data, '-m', 'immediate', 'stop'],
+        { stdio: 'ignore' },
+      );
     } finally {
       rmSync(base, { recursive: true, force: true });
     }
@@ -188,8 +248,17 @@ async function serveDataDir(base: string, data: string, settings: Record<string,
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     logFile: path.join(base, 'log'),
     async start() {
-      const extra = Object.entries(settings).map(([k, v]) => ` -c ${k}=${v}`).join('');
-      await pgCtl('-w', '-l', path.join(base, 'log'), '-o', `-p ${port} -k ${base} -c listen_addresses=127.0.0.1 -c fsync=off${extra}`, 'start');
+      const extra = Object.entries(settings)
+        .map(([k, v]) => ` -c ${k}=${v}`)
+        .join('');
+      await pgCtl(
+        '-w',
+        '-l',
+        path.join(base, 'log'),
+        '-o',
+        `-p ${port} -k ${base} -c listen_addresses=127.0.0.1 -c fsync=off${extra}`,
+        'start',
+      );
     },
     async stop(mode = 'fast') {
       await pgCtl('-w', '-m', mode, 'stop').catch((err: unknown) => {
@@ -236,14 +305,35 @@ export async function startOwnRedisCluster(masters = 3): Promise<OwnRedisCluster
   leftovers.add(cleanUp);
   for (const port of ports) {
     const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
-    args.push('--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '2000');
+    args.push(
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      `nodes-${port}.conf`,
+      '--cluster-node-timeout',
+      '2000',
+    );
     children.push(spawn('redis-server', args, { stdio: 'ignore' }));
   }
   const cli = (port: number, ...args: string[]) => run('redis-cli', ['-p', String(port), ...args]);
-  for (const port of ports) await waitUntil(async () => (await cli(port, 'PING')).stdout.trim() === 'PONG', `redis cluster node ${port} answers`);
-  await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes']);
+  for (const port of ports)
+    await waitUntil(
+      async () => (await cli(port, 'PING')).stdout.trim() === 'PONG',
+      `redis cluster node ${port} answers`,
+    );
+  await run('redis-cli', [
+    '--cluster',
+    'create',
+    ...ports.map((p) => `127.0.0.1:${p}`),
+    '--cluster-replicas',
+    '0',
+    '--cluster-yes',
+  ]);
   for (const port of ports) {
-    await waitUntil(async () => (await cli(port, 'CLUSTER', 'INFO')).stdout.includes('cluster_state:ok'), `redis cluster node ${port} is ok`);
+    await waitUntil(
+      async () => (await cli(port, 'CLUSTER', 'INFO')).stdout.includes('cluster_state:ok'),
+      `redis cluster node ${port} is ok`,
+    );
   }
   return {
     ports,

@@ -4,7 +4,10 @@ import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects, type Fil
 import { compressors } from 'hyparquet-compressors';
 import type { ParquetColumns, ParquetType } from '../../src/exports/parquet-schema.js';
 
-export async function readParquet(parquetPath: string, columns?: string[]): Promise<{ metadata: FileMetaData; rows: Record<string, unknown>[] }> {
+export async function readParquet(
+  parquetPath: string,
+  columns?: string[],
+): Promise<{ metadata: FileMetaData; rows: Record<string, unknown>[] }> {
   const buffer = await asyncBufferFromFile(parquetPath);
   const metadata = await parquetMetadataAsync(buffer);
   const rows = await parquetReadObjects({ file: buffer, metadata, compressors, columns });
@@ -20,8 +23,11 @@ export function fromNdjson(type: ParquetType, v: unknown): unknown {
     return v;
   }
   if ('list' in type) return (v as unknown[]).map((e) => fromNdjson(type.list, e));
-  if ('map' in type) return Object.fromEntries(Object.entries(v as object).map(([k, x]) => [k, fromNdjson(type.map, x)]));
-  return Object.fromEntries(type.struct.map((m) => [m.name, fromNdjson(m.type, (v as Record<string, unknown>)[m.name])]));
+  if ('map' in type)
+    return Object.fromEntries(Object.entries(v as object).map(([k, x]) => [k, fromNdjson(type.map, x)]));
+  return Object.fromEntries(
+    type.struct.map((m) => [m.name, fromNdjson(m.type, (v as Record<string, unknown>)[m.name])]),
+  );
 }
 
 export function fromParquet(type: ParquetType, v: unknown): unknown {
@@ -33,12 +39,19 @@ export function fromParquet(type: ParquetType, v: unknown): unknown {
     return v;
   }
   if ('list' in type) return (v as unknown[]).map((e) => fromParquet(type.list, e));
-  if ('map' in type) return Object.fromEntries(Object.entries(v as object).map(([k, x]) => [k, fromParquet(type.map, x)]));
-  return Object.fromEntries(type.struct.map((m) => [m.name, fromParquet(m.type, (v as Record<string, unknown>)[m.name])]));
+  if ('map' in type)
+    return Object.fromEntries(Object.entries(v as object).map(([k, x]) => [k, fromParquet(type.map, x)]));
+  return Object.fromEntries(
+    type.struct.map((m) => [m.name, fromParquet(m.type, (v as Record<string, unknown>)[m.name])]),
+  );
 }
 
 /** The rows as the columns say they should read back, and as they do. */
-export function compareParquet(columns: ParquetColumns, lines: Record<string, unknown>[], rows: Record<string, unknown>[]) {
+export function compareParquet(
+  columns: ParquetColumns,
+  lines: Record<string, unknown>[],
+  rows: Record<string, unknown>[],
+) {
   const want = lines.map((line) => Object.fromEntries(columns.map((c) => [c.name, fromNdjson(c.type, line[c.name])])));
   const got = rows.map((row) => Object.fromEntries(columns.map((c) => [c.name, fromParquet(c.type, row[c.name])])));
   return { want, got };

@@ -10,21 +10,39 @@ export interface RunningS3 {
   /** The directory s3rver keeps objects in. */
   directory: string;
   /** What a workspace's export_destination holds to write there. */
-  destination: { provider: 's3'; bucket: string; region: string; endpoint: string; credentials: { accessKeyId: string; secretAccessKey: string } };
+  destination: {
+    provider: 's3';
+    bucket: string;
+    region: string;
+    endpoint: string;
+    credentials: { accessKeyId: string; secretAccessKey: string };
+  };
   close(): Promise<void>;
 }
 
 /** A real S3-protocol server (s3rver) on a free loopback port, with one bucket, for one test file. */
 export async function startS3rver(bucket = 'exports'): Promise<RunningS3> {
   const directory = await mkdtemp(path.join(tmpdir(), 'ces-s3rver-'));
-  const server = new S3rver({ port: 0, address: '127.0.0.1', directory, silent: true, configureBuckets: [{ name: bucket }] });
+  const server = new S3rver({
+    port: 0,
+    address: '127.0.0.1',
+    directory,
+    silent: true,
+    configureBuckets: [{ name: bucket }],
+  });
   const address = (await server.run()) as AddressInfo;
   const endpoint = `http://127.0.0.1:${address.port}`;
   return {
     endpoint,
     bucket,
     directory,
-    destination: { provider: 's3', bucket, region: 'us-east-1', endpoint, credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } },
+    destination: {
+      provider: 's3',
+      bucket,
+      region: 'us-east-1',
+      endpoint,
+      credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+    },
     async close() {
       await server.close();
       await rm(directory, { recursive: true, force: true });

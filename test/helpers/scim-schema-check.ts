@@ -36,13 +36,19 @@ const DATE_TIME = /^-?\d{4,}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 // RFC 7643 2.1: attribute names and schema URIs are case-insensitive.
 const named = (defs: SchemaAttribute[], key: string) => defs.find((d) => d.name.toLowerCase() === key.toLowerCase());
-const valueOf = (object: Json, name: string) => object[Object.keys(object).find((k) => k.toLowerCase() === name.toLowerCase()) ?? ''];
+const valueOf = (object: Json, name: string) =>
+  object[Object.keys(object).find((k) => k.toLowerCase() === name.toLowerCase()) ?? ''];
 
 /** The problems found, one sentence each naming the attribute path; none when the resource conforms. */
-export function checkAgainstSchemas(resource: unknown, schemaResources: SchemaResource[], options: CheckOptions = {}): string[] {
+export function checkAgainstSchemas(
+  resource: unknown,
+  schemaResources: SchemaResource[],
+  options: CheckOptions = {},
+): string[] {
   if (!isObject(resource)) return ['the resource is not a JSON object'];
   const listed = resource.schemas;
-  if (!Array.isArray(listed) || listed.length === 0 || !listed.every((s) => typeof s === 'string')) return ['schemas must be a non-empty array of schema URIs'];
+  if (!Array.isArray(listed) || listed.length === 0 || !listed.every((s) => typeof s === 'string'))
+    return ['schemas must be a non-empty array of schema URIs'];
   const problems: string[] = [];
   const byId = new Map(schemaResources.map((s) => [s.id.toLowerCase(), s]));
   const schemas: SchemaResource[] = [];
@@ -57,8 +63,10 @@ export function checkAgainstSchemas(resource: unknown, schemaResources: SchemaRe
   for (const [key, value] of Object.entries(resource)) {
     if (/^urn:/i.test(key)) {
       const schema = byId.get(key.toLowerCase());
-      if (!listed.some((u) => u.toLowerCase() === key.toLowerCase())) problems.push(`${key}: a schema container, but schemas does not list ${key}`);
-      else if (!schema) continue; // reported above
+      if (!listed.some((u) => u.toLowerCase() === key.toLowerCase()))
+        problems.push(`${key}: a schema container, but schemas does not list ${key}`);
+      else if (!schema)
+        continue; // reported above
       else if (!isObject(value)) problems.push(`${key}: must be an object holding the attributes of that schema`);
       else {
         containers.set(schema, value);
@@ -79,7 +87,13 @@ export function checkAgainstSchemas(resource: unknown, schemaResources: SchemaRe
   return problems;
 }
 
-function checkObject(object: Json, defs: SchemaAttribute[], path: string, problems: string[], options: CheckOptions): void {
+function checkObject(
+  object: Json,
+  defs: SchemaAttribute[],
+  path: string,
+  problems: string[],
+  options: CheckOptions,
+): void {
   for (const [key, value] of Object.entries(object)) {
     const def = named(defs, key);
     if (!def) problems.push(`${path}.${key}: not a sub-attribute the schema defines`);
@@ -89,7 +103,13 @@ function checkObject(object: Json, defs: SchemaAttribute[], path: string, proble
 }
 
 /** RFC 7643 2.5: null (and an empty array) means unassigned, which any attribute may be unless it is required. */
-function checkValue(value: unknown, def: SchemaAttribute, path: string, problems: string[], options: CheckOptions): void {
+function checkValue(
+  value: unknown,
+  def: SchemaAttribute,
+  path: string,
+  problems: string[],
+  options: CheckOptions,
+): void {
   if (value === null) return;
   if (def.multiValued) {
     if (!Array.isArray(value)) {
@@ -97,7 +117,8 @@ function checkValue(value: unknown, def: SchemaAttribute, path: string, problems
       return;
     }
     value.forEach((element, i) => {
-      if (element === null || Array.isArray(element)) problems.push(`${path}[${i}]: must be a single ${def.type} value`);
+      if (element === null || Array.isArray(element))
+        problems.push(`${path}[${i}]: must be a single ${def.type} value`);
       else checkSingle(element, def, `${path}[${i}]`, problems, options);
     });
     return;
@@ -109,8 +130,15 @@ function checkValue(value: unknown, def: SchemaAttribute, path: string, problems
   checkSingle(value, def, path, problems, options);
 }
 
-function checkSingle(value: unknown, def: SchemaAttribute, path: string, problems: string[], options: CheckOptions): void {
-  const wrong = (what: string) => problems.push(`${path}: type ${def.type}, must be ${what} (got ${JSON.stringify(value)?.slice(0, 80)})`);
+function checkSingle(
+  value: unknown,
+  def: SchemaAttribute,
+  path: string,
+  problems: string[],
+  options: CheckOptions,
+): void {
+  const wrong = (what: string) =>
+    problems.push(`${path}: type ${def.type}, must be ${what} (got ${JSON.stringify(value)?.slice(0, 80)})`);
   switch (def.type) {
     case 'string':
     case 'reference':
@@ -127,7 +155,8 @@ function checkSingle(value: unknown, def: SchemaAttribute, path: string, problem
       if (typeof value !== 'number' || !Number.isFinite(value)) wrong('a number');
       return;
     case 'dateTime':
-      if (typeof value !== 'string' || !DATE_TIME.test(value) || Number.isNaN(Date.parse(value))) wrong('an xsd:dateTime string');
+      if (typeof value !== 'string' || !DATE_TIME.test(value) || Number.isNaN(Date.parse(value)))
+        wrong('an xsd:dateTime string');
       return;
     case 'complex':
       if (!isObject(value)) wrong('an object');
@@ -138,7 +167,13 @@ function checkSingle(value: unknown, def: SchemaAttribute, path: string, problem
   }
 }
 
-function requirePresent(object: Json, defs: SchemaAttribute[], path: string, problems: string[], options: CheckOptions): void {
+function requirePresent(
+  object: Json,
+  defs: SchemaAttribute[],
+  path: string,
+  problems: string[],
+  options: CheckOptions,
+): void {
   for (const def of defs) {
     if (!def.required) continue;
     if (options.from === 'client' && def.mutability === 'readOnly') continue;

@@ -26,10 +26,14 @@ export async function seedScimCompany(env: TestEnv, tag: string): Promise<ScimCo
   await pool.query(`UPDATE workspaces SET name = 'Marketing' WHERE id = $1`, [ws.workspaceId]);
   const product = await seedWorkspace(pool, `Product-${tag}`, ws.companyId);
   await pool.query(`UPDATE workspaces SET name = 'Product' WHERE id = $1`, [product.workspaceId]);
-  const team = await pool.query<{ id: string }>(`INSERT INTO teams (workspace_id, name) VALUES ($1, 'Growth') RETURNING id`, [ws.workspaceId]);
-  const set = await pool.query<{ id: string }>(`INSERT INTO permission_sets (company_id, name, permissions) VALUES ($1, 'Editors', '{basic_access}') RETURNING id`, [
-    ws.companyId,
-  ]);
+  const team = await pool.query<{ id: string }>(
+    `INSERT INTO teams (workspace_id, name) VALUES ($1, 'Growth') RETURNING id`,
+    [ws.workspaceId],
+  );
+  const set = await pool.query<{ id: string }>(
+    `INSERT INTO permission_sets (company_id, name, permissions) VALUES ($1, 'Editors', '{basic_access}') RETURNING id`,
+    [ws.companyId],
+  );
   return {
     companyId: ws.companyId,
     token: await createScimToken(pool, ws.companyId, `okta-${tag}`),
@@ -47,7 +51,12 @@ export async function seedScimCompanies(env: TestEnv): Promise<{ a: ScimCompany;
 }
 
 export function scimHeaders(token: string): Record<string, string> {
-  return { ...bearer(token), 'x-request-origin': ORIGIN, 'content-type': 'application/scim+json', accept: 'application/scim+json' };
+  return {
+    ...bearer(token),
+    'x-request-origin': ORIGIN,
+    'content-type': 'application/scim+json',
+    accept: 'application/scim+json',
+  };
 }
 
 /** A valid create body; `over` replaces top-level attributes. */
@@ -60,7 +69,11 @@ export function userBody(userName: string, over: Record<string, unknown> = {}): 
     permissions: {
       companyPermissions: ['manage_company_settings'],
       appGroup: [
-        { appGroupName: 'Marketing', appGroupPermissions: ['basic_access', 'edit_segments'], team: [{ teamName: 'Growth', teamPermissions: ['admin'] }] },
+        {
+          appGroupName: 'Marketing',
+          appGroupPermissions: ['basic_access', 'edit_segments'],
+          team: [{ teamName: 'Growth', teamPermissions: ['admin'] }],
+        },
         { appGroupName: 'Product', appGroupPermissionSets: [{ appGroupPermissionSetName: 'Editors' }] },
       ],
     },
@@ -99,7 +112,10 @@ export async function scimCall(
 }
 
 export async function userCount(env: TestEnv, companyId: string): Promise<number> {
-  const { rows } = await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dashboard_users WHERE company_id = $1`, [companyId]);
+  const { rows } = await env.ctx.pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM dashboard_users WHERE company_id = $1`,
+    [companyId],
+  );
   return rows[0]!.n;
 }
 
@@ -107,7 +123,11 @@ export const GROUP_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:Group';
 export const GROUP_EXTENSION_SCHEMA = 'urn:ietf:params:scim:schemas:extension:ces:2.0:Group';
 
 /** A group body; `permissions` (the role) goes into our Group extension. */
-export function groupBody(displayName: string, memberIds: string[] = [], permissions?: unknown): Record<string, unknown> {
+export function groupBody(
+  displayName: string,
+  memberIds: string[] = [],
+  permissions?: unknown,
+): Record<string, unknown> {
   return {
     schemas: [GROUP_SCHEMA],
     displayName,

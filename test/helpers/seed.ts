@@ -13,10 +13,21 @@ export interface SeededWorkspace {
 }
 
 /** Inserts a company, a workspace and two API keys straight into the store (tests of other features). */
-export async function seedWorkspace(pool: Pool, name = `ws-${randomUUID().slice(0, 8)}`, companyId?: string): Promise<SeededWorkspace> {
+export async function seedWorkspace(
+  pool: Pool,
+  name = `ws-${randomUUID().slice(0, 8)}`,
+  companyId?: string,
+): Promise<SeededWorkspace> {
   const company =
-    companyId ?? (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ($1) RETURNING id`, [`co-${name}`])).rows[0]!.id;
-  const ws = (await pool.query<{ id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, $2) RETURNING id`, [company, name])).rows[0]!.id;
+    companyId ??
+    (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ($1) RETURNING id`, [`co-${name}`])).rows[0]!
+      .id;
+  const ws = (
+    await pool.query<{ id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, $2) RETURNING id`, [
+      company,
+      name,
+    ])
+  ).rows[0]!.id;
   const apiKey = await createKey(pool, ws, 'all', [...PERMISSIONS]);
   const bareKey = await createKey(pool, ws, 'none', []);
   return { companyId: company, workspaceId: ws, apiKey, bareKey };
@@ -24,13 +35,10 @@ export async function seedWorkspace(pool: Pool, name = `ws-${randomUUID().slice(
 
 export async function createKey(pool: Pool, workspaceId: string, name: string, permissions: string[]): Promise<string> {
   const secret = generateSecret('key');
-  await pool.query(`INSERT INTO api_keys (workspace_id, name, key_hash, key_prefix, permissions) VALUES ($1, $2, $3, $4, $5)`, [
-    workspaceId,
-    name,
-    hashSecret(secret),
-    secretPrefix(secret),
-    permissions,
-  ]);
+  await pool.query(
+    `INSERT INTO api_keys (workspace_id, name, key_hash, key_prefix, permissions) VALUES ($1, $2, $3, $4, $5)`,
+    [workspaceId, name, hashSecret(secret), secretPrefix(secret), permissions],
+  );
   return secret;
 }
 

@@ -31,7 +31,10 @@ export function docExamples(markdown: string, heading: string): DocExample[] {
     examples.push({ name: m[1]!, lang: m[2]!, code: m[3]! });
   }
   const markers = section.match(/<!-- duckdb-example: [\w-]+ -->/g)?.length ?? 0;
-  if (markers !== examples.length) throw new Error(`${markers} duckdb-example markers but ${examples.length} marked blocks: a marker without its block`);
+  if (markers !== examples.length)
+    throw new Error(
+      `${markers} duckdb-example markers but ${examples.length} marked blocks: a marker without its block`,
+    );
   return examples;
 }
 
