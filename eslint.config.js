@@ -44,6 +44,27 @@ export default tseslint.config(
               message:
                 'Domain modules know nothing of HTTP: only src/app.ts, src/runtime.ts, src/http/ and src/routes/ use Fastify.',
             },
+            {
+              group: ['**/http/*', '**/routes/*'],
+              message:
+                'Domain modules know nothing of HTTP: the arrows run routes -> domain, so a domain module never imports src/http/ or src/routes/.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // A job takes its payload and calls a domain function: no SQL client, no HTTP, no route or HTTP helper.
+    files: ['jobs/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: PG, message: 'Jobs call domain modules; SQL lives beside the module that owns the table.' },
+            { group: HTTP, message: 'Jobs know nothing of HTTP.' },
+            { group: ['**/src/http/*', '**/src/routes/*'], message: 'Jobs call domain modules, not the HTTP layer.' },
           ],
         },
       ],
