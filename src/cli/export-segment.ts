@@ -30,13 +30,15 @@ export interface ExportOptions {
 }
 
 const POLL_MS = 1_000;
+/** `1 user`, `1,000 users`. */
+const usersText = (n: number) => `${n.toLocaleString('en-US')} user${n === 1 ? '' : 's'}`;
 const PLAIN_LINE_EVERY_MS = 10_000;
 
 /** A line rewritten in place on a terminal; a line at each change of state, and every 10 s, otherwise. */
 function progressPrinter(prefix: string): { show(s: ExportStatus): void; end(): void } {
   const started = Date.now();
   const describe = (s: ExportStatus) =>
-    `export ${prefix}: ${s.status}, ${s.users_done.toLocaleString('en-US')} users in ${s.parts_done} part(s), ${Math.round((Date.now() - started) / 1000)} s`;
+    `export ${prefix}: ${s.status}, ${usersText(s.users_done)} in ${s.parts_done} part(s), ${Math.round((Date.now() - started) / 1000)} s`;
   if (process.stdout.isTTY) {
     return {
       show: (s) => process.stdout.write(`\r${describe(s)}\x1b[K`),
@@ -142,7 +144,7 @@ export async function runExportCommand(config: () => Config, opts: ExportOptions
       process.exitCode = 1;
       return;
     }
-    console.log(`ready: ${end.users_done.toLocaleString('en-US')} users in ${end.parts_done} part(s)`);
+    console.log(`ready: ${usersText(end.users_done)} in ${end.parts_done} part(s)`);
     console.log(`manifest: ${end.manifest_key}`);
     // The built-in store (an export with a download URL has no bucket): where its files are on this machine.
     if (end.url && end.manifest_key) {
