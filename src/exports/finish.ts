@@ -262,18 +262,21 @@ function callbackEndpoint(exp: ExportRow): string | null {
   return parsed.success ? parsed.data.callbackEndpoint : null;
 }
 
+/** What the callback of a finished export is made from (columns of `exports`). */
+export interface ExportCallbackRow {
+  id: string;
+  object_prefix: string;
+  destination: string;
+  request: unknown;
+  status: string;
+  error: string | null;
+  public_base_url: string | null;
+}
+
 /** The callback of a finished export: what it says, and where it goes (null when the request named no endpoint). */
 export function exportCallback(
   config: Config,
-  exp: {
-    id: string;
-    object_prefix: string;
-    destination: string;
-    request: unknown;
-    status: string;
-    error: string | null;
-    public_base_url: string | null;
-  },
+  exp: ExportCallbackRow,
 ): { endpoint: string; body: ExportCallbackBody } | null {
   const parsed = ExportSpecSchema.safeParse(exp.request);
   const endpoint = parsed.success ? parsed.data.callbackEndpoint : null;

@@ -82,5 +82,13 @@ export const canonicalBody = (names: NameTree) => async (req: FastifyRequest) =>
   req.body = canonicalNames(req.body, names);
 };
 
-/** `Prefer: return=minimal` (RFC 7240), which some identity providers send to skip the resource in the answer. */
-export const prefersMinimal = (req: FastifyRequest) => /\breturn=minimal\b/i.test(String(req.headers.prefer ?? ''));
+/**
+ * The answer to a PATCH: the resource, or 204 and no body when the request said `Prefer: return=minimal` (RFC 7240),
+ * which some identity providers send to skip the resource.
+ */
+export function sendPatched(req: FastifyRequest, reply: FastifyReply, resource: unknown) {
+  if (/\breturn=minimal\b/i.test(String(req.headers.prefer ?? ''))) {
+    return reply.code(204).header('Preference-Applied', 'return=minimal').send(null);
+  }
+  return scimReply(reply).send(resource);
+}

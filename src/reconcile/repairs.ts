@@ -3,7 +3,7 @@ import { rearmSchedules } from '../canvases/schedules.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import { exportLockKeys, releaseExportLock, renewExportLock } from '../exports/locks.js';
-import { exportCallback } from '../exports/finish.js';
+import { exportCallback, type ExportCallbackRow } from '../exports/finish.js';
 import { syncExportSchedules } from '../exports/schedules.js';
 import { syncCdiSchedules } from '../cdi/schedules.js';
 import { CDI_SYNC_QUEUE, enqueueSync, syncJobId } from '../queues/cdi-sync.js';
@@ -95,15 +95,7 @@ export async function repairExports(deps: RepairDeps): Promise<number> {
 /** Callbacks of exports that finished in the last day and were neither delivered nor given up. */
 export async function repairExportCallbacks(deps: RepairDeps): Promise<number> {
   const { pool, queues, config, log } = deps;
-  const { rows } = await pool.query<{
-    id: string;
-    object_prefix: string;
-    destination: string;
-    request: unknown;
-    status: string;
-    error: string | null;
-    public_base_url: string | null;
-  }>(
+  const { rows } = await pool.query<ExportCallbackRow>(
     `SELECT id, object_prefix, destination, request, status, error, public_base_url FROM exports
       WHERE callback_state = 'pending' AND finished_at BETWEEN now() - interval '1 day' AND $1`,
     [before(GRACE_MS)],

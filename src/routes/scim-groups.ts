@@ -8,7 +8,7 @@ import {
   actorOf,
   canonicalBody,
   listQuery,
-  prefersMinimal,
+  sendPatched,
   refuseInvalid,
   scimHeadersNote as headersNote,
   scimReply as scim,
@@ -149,8 +149,7 @@ const scimGroupRoutes: FastifyPluginAsync = async (base) => {
         actorOf(req),
         baseUrl,
       );
-      if (prefersMinimal(req)) return reply.code(204).header('Preference-Applied', 'return=minimal').send(null);
-      return scim(reply).send(group);
+      return sendPatched(req, reply, group);
     },
   );
 

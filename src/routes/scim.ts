@@ -9,7 +9,7 @@ import {
   actorOf,
   canonicalBody,
   listQuery,
-  prefersMinimal,
+  sendPatched,
   refuseInvalid,
   scimHeadersNote,
   scimReply as scim,
@@ -140,8 +140,7 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
         actorOf(req),
         baseUrl,
       );
-      if (prefersMinimal(req)) return reply.code(204).header('Preference-Applied', 'return=minimal').send(null);
-      return scim(reply).send(user);
+      return sendPatched(req, reply, user);
     },
   );
 

@@ -8,6 +8,7 @@ import { GROUP_COLUMNS, GROUP_URNS, renderGroups, renderGroupsProjected, type Gr
 import { SCIM_GROUP_EXTENSION_SCHEMA, type ScimGroup, type ScimGroupBody } from './group-schemas.js';
 import { auditedGroupChange, companyUsersAmong, displaysOf, memberIds, setMembers } from './memberships.js';
 import { SCIM_LIST_SCHEMA, type ScimPatchOperation } from './schemas.js';
+import { companyPage } from './page.js';
 import { resolveGrantedPermissions } from './user-fields.js';
 import { UUID, unique, type StoredPermissions } from './user-rows.js';
 
@@ -240,22 +241,8 @@ export async function findGroups(
   offset: number,
   limit: number,
 ) {
-  const { where, params } =
-    filter === undefined ? { where: 'true', params: [] } : groupFilterSql(parseGroupFilter(filter), 2);
-  const [counted, page] = await Promise.all([
-    pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM scim_groups WHERE company_id = $1 AND (${where})`, [
-      companyId,
-      ...params,
-    ]),
-    limit === 0
-      ? { rows: [] as GroupRow[] }
-      : pool.query<GroupRow>(
-          `SELECT ${GROUP_COLUMNS} FROM scim_groups WHERE company_id = $1 AND (${where})
-            ORDER BY created_at, id LIMIT $${params.length + 2} OFFSET $${params.length + 3}`,
-          [companyId, ...params, limit, offset],
-        ),
-  ]);
-  return { total: counted.rows[0]!.n, rows: page.rows };
+  const where = filter === undefined ? { where: 'true', params: [] } : groupFilterSql(parseGroupFilter(filter), 2);
+  return companyPage<GroupRow>(pool, { table: 'scim_groups', columns: GROUP_COLUMNS }, companyId, where, offset, limit);
 }
 
 export async function listGroups(pool: Pool, companyId: string, query: ListQuery, baseUrl: string) {

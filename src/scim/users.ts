@@ -3,6 +3,7 @@ import { badRequest, conflict, notFound } from '../errors.js';
 import { attributeProjection, type AttributeSelection, type Projected } from './attributes.js';
 import { auditView, diffViews, recordAudit, type AuditAction, type ScimActor } from './audit.js';
 import { filterSql, parseUserFilter } from './filter.js';
+import { companyPage } from './page.js';
 import { resolveUserFields } from './user-fields.js';
 import { applyPatch, editableDocument } from './user-patch.js';
 import { renderOne, renderUsers } from './user-render.js';
@@ -199,22 +200,15 @@ export async function findUsers(
   offset: number,
   limit: number,
 ) {
-  const { where, params } =
-    filter === undefined ? { where: 'true', params: [] } : filterSql(parseUserFilter(filter), 2);
-  const [counted, page] = await Promise.all([
-    pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM dashboard_users WHERE company_id = $1 AND (${where})`, [
-      companyId,
-      ...params,
-    ]),
-    limit === 0
-      ? { rows: [] as UserRow[] }
-      : pool.query<UserRow>(
-          `SELECT ${USER_COLUMNS} FROM dashboard_users WHERE company_id = $1 AND (${where})
-            ORDER BY created_at, id LIMIT $${params.length + 2} OFFSET $${params.length + 3}`,
-          [companyId, ...params, limit, offset],
-        ),
-  ]);
-  return { total: counted.rows[0]!.n, rows: page.rows };
+  const where = filter === undefined ? { where: 'true', params: [] } : filterSql(parseUserFilter(filter), 2);
+  return companyPage<UserRow>(
+    pool,
+    { table: 'dashboard_users', columns: USER_COLUMNS },
+    companyId,
+    where,
+    offset,
+    limit,
+  );
 }
 
 /** Users as a ListResponse returns them: narrowed to the selection, effectivePermissions computed only when named. */
