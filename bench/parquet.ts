@@ -23,6 +23,7 @@ import { createGzip } from 'node:zlib';
 import type { PoolClient } from '../src/db/pool.js';
 import { REMOVED_PARQUET_COLUMNS, usersParquetColumns, writeParquetFile } from '../src/exports/parquet.js';
 import { EXPORT_FIELDS, type ExportField } from '../src/exports/request.js';
+import { PROFILE_COLUMNS } from '../src/synthetic-users/copy-load.js';
 import { startOfUtcDay } from '../src/synthetic-users/generate.js';
 import { profileLine } from '../src/synthetic-users/profile-line.js';
 import { loadWorld } from '../src/synthetic-users/world.js';
@@ -32,46 +33,8 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const PART_LINES = Number(process.env.BENCH_PART_LINES ?? 5_000);
 const WORK_DIR = process.env.BENCH_DIR ?? '/tmp/ces-bench-parquet';
 
-/** The profiles columns of a generated COPY line, in copy-load.ts's order. */
-const COPY_COLUMNS = [
-  'id',
-  'workspace_id',
-  'service_id',
-  'external_id',
-  'random_bucket',
-  'created_at',
-  'updated_at',
-  'first_name',
-  'last_name',
-  'email',
-  'dob',
-  'home_city',
-  'country',
-  'phone',
-  'language',
-  'time_zone',
-  'last_coordinates',
-  'gender',
-  'total_revenue',
-  'attributed_campaign',
-  'attributed_source',
-  'attributed_adgroup',
-  'attributed_ad',
-  'push_subscribe',
-  'email_subscribe',
-  'push_opted_in_at',
-  'uninstalled_at',
-  'custom_attributes',
-  'user_aliases',
-  'devices',
-  'push_tokens',
-  'apps',
-  'custom_events',
-  'purchases',
-  'campaigns_received',
-  'canvases_received',
-  'cards_clicked',
-] as const;
+/** The profiles columns of a generated COPY line. */
+const COPY_COLUMNS = PROFILE_COLUMNS;
 
 const COPY_UNESCAPE: Record<string, string> = { n: '\n', r: '\r', t: '\t', '\\': '\\' };
 const copyValue = (v: string): string | null =>

@@ -8,7 +8,8 @@ import type { World } from './world.js';
 
 const COPY_CHUNK = 256 * 1024;
 
-const PROFILE_COLUMNS = [
+/** The profiles columns of a generated COPY line (profile-line.ts), in order. */
+export const PROFILE_COLUMNS = [
   'id',
   'workspace_id',
   'service_id',
