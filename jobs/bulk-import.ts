@@ -1,6 +1,6 @@
 import { UnrecoverableError } from 'bullmq';
-import { ImportFileError, runImport } from '../src/ingest/import-run.js';
-import { failImport } from '../src/ingest/imports.js';
+import { ImportFileError, runImport } from '../src/ingest/import/run-import.js';
+import { failImport } from '../src/ingest/import/imports.js';
 import { BULK_IMPORT_QUEUE, BulkImportPayload } from '../src/queues/bulk-import.js';
 import { defineJob } from '../src/queue-processors.js';
 

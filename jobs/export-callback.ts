@@ -1,7 +1,7 @@
 import { UnrecoverableError } from 'bullmq';
-import { CallbackRefusedError, postCallback } from '../src/exports/callback.js';
+import { CallbackRefusedError, postCallback } from '../src/exports/finish/callback.js';
 import { ExportCallbackPayload, EXPORT_CALLBACK_QUEUE } from '../src/queues/export-callback.js';
-import { callbackPolicy } from '../src/exports/request.js';
+import { callbackPolicy } from '../src/exports/request/request-body.js';
 import { defineJob } from '../src/queue-processors.js';
 
 /** POSTs the export-ready (or failed) callback; retried with exponential backoff, never to a refused address. */

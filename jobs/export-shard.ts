@@ -1,5 +1,5 @@
 import { ExportShardPayload, EXPORT_SHARD_QUEUE } from '../src/queues/export-shard.js';
-import { runShard } from '../src/exports/shard.js';
+import { runShard } from '../src/exports/shard/run-shard.js';
 import { defineJob } from '../src/queue-processors.js';
 
 /**

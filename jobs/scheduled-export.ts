@@ -3,7 +3,7 @@ import {
   ScheduledExportPayload,
   SCHEDULED_EXPORT_QUEUE,
 } from '../src/queues/scheduled-export.js';
-import { runScheduledExport, syncExportSchedules } from '../src/exports/schedules.js';
+import { runScheduledExport, syncExportSchedules } from '../src/exports/request/schedules.js';
 import { defineJob } from '../src/queue-processors.js';
 
 /**

@@ -1,4 +1,4 @@
-import { failExport, finishExport, ShardsNotEndedError } from '../src/exports/finish.js';
+import { failExport, finishExport, ShardsNotEndedError } from '../src/exports/finish/finish-export.js';
 import { SegmentExportPayload, SEGMENT_EXPORT_QUEUE } from '../src/queues/segment-export.js';
 import { defineJob } from '../src/queue-processors.js';
 

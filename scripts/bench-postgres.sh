@@ -11,6 +11,9 @@ set -euo pipefail
 DIR=${BENCH_PG_DIR:-/tmp/ces-bench-postgres}
 PORT=${BENCH_PG_PORT:-5433}
 SHARED_BUFFERS=${BENCH_PG_SHARED_BUFFERS:-2GB}
+# Room for a bulk rewrite's WAL between checkpoints: at the default 1GB a 1M-profile sync checkpoints every few
+# seconds and each checkpoint makes the next writes of every page carry a full-page image.
+MAX_WAL_SIZE=${BENCH_PG_MAX_WAL_SIZE:-8GB}
 BIN=${PG_BIN:-/usr/lib/postgresql/$(ls /usr/lib/postgresql | sort -V | tail -1)/bin}
 
 # initdb and postgres refuse to run as root: run them as the postgres user there.
@@ -29,6 +32,7 @@ port = $PORT
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$DIR'
 shared_buffers = $SHARED_BUFFERS
+max_wal_size = $MAX_WAL_SIZE
 EOF
     fi
     as_owner "$BIN/pg_ctl -D $DIR status" >/dev/null 2>&1 || as_owner "$BIN/pg_ctl -D $DIR -l $DIR/log -w start" >/dev/null

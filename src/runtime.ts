@@ -5,7 +5,7 @@ import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { closeContext, createContext, reachDependencies, type AppContext } from './context.js';
 import { migrate } from './db/migrate.js';
-import { removeOrphanSpoolDirs } from './exports/spool.js';
+import { removeOrphanSpoolDirs } from './exports/shard/spool.js';
 import { startReconciler, type Reconciler } from './reconcile/reconciler.js';
 import { startWorkers, type RunningWorkers } from './queue-processors.js';
 import { WorkerProcess, type ChildMessage, type ParentMessage } from './worker-child-process.js';

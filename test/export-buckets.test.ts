@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../jobs/export-callback.js';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
-import type { ExportManifest } from '../src/exports/manifest.js';
+import type { ExportManifest } from '../src/exports/finish/manifest.js';
 import { S3Store } from '../src/storage/s3-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';
 import {

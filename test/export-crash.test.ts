@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../jobs/export-callback.js';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
-import type { ExportManifest } from '../src/exports/manifest.js';
+import type { ExportManifest } from '../src/exports/finish/manifest.js';
 import type { RunningWorkers } from '../src/queue-processors.js';
 import { useTestEnv } from './helpers/context.js';
 import {
@@ -236,7 +236,7 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     await insertProfiles(db, ws, 600_001, 1_000);
     await insertProfiles(db, ws, 700_001, 200, false);
     // No ANALYZE here: the tables have no statistics (the test server runs without autovacuum), the case in which
-    // the users query once planned a nested loop quadratic in the shard (src/exports/shard.ts).
+    // the users query once planned a nested loop quadratic in the shard (src/exports/shard/run-shard.ts).
     const expectedUsers = [...range(1, 39_000), ...range(500_001, 501_000), ...range(600_001, 601_000)];
     const expectedRemoved = range(39_001, 41_500);
 

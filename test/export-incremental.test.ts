@@ -4,7 +4,7 @@ import { describe, expect, it, beforeAll } from 'vitest';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
 import { forgetExportBases } from '../src/exports/incremental.js';
-import type { ExportManifest } from '../src/exports/manifest.js';
+import type { ExportManifest } from '../src/exports/finish/manifest.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { useTestEnv } from './helpers/context.js';
 import {

@@ -6,7 +6,7 @@ import pl from 'nodejs-polars';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
-import type { ExportManifest } from '../src/exports/manifest.js';
+import type { ExportManifest } from '../src/exports/finish/manifest.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { generateUsers } from '../src/synthetic-users/generate.js';
 import { repoRoot } from './helpers/cli.js';

@@ -3,7 +3,7 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ExportManifest } from '../src/exports/manifest.js';
+import type { ExportManifest } from '../src/exports/finish/manifest.js';
 import { EXPORT_SHARD_QUEUE } from '../src/queues/export-shard.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { createTestEnv, type TestEnv } from './helpers/context.js';

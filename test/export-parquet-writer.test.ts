@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parquetSchema, type SchemaTree } from 'hyparquet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REMOVED_PARQUET_COLUMNS, usersParquetColumns, writeParquetFile } from '../src/exports/parquet.js';
-import { EXPORT_FIELDS, type ExportField } from '../src/exports/request.js';
+import { REMOVED_PARQUET_COLUMNS, usersParquetColumns, writeParquetFile } from '../src/exports/shard/parquet-writer.js';
+import { EXPORT_FIELDS, type ExportField } from '../src/exports/request/request-body.js';
 import { compareParquet, fromParquet, readParquet } from './helpers/parquet-values.js';
 
 let dir: string;

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { restageDeadLetters } from '../src/ingest/dead-letters.js';
-import { runImport } from '../src/ingest/import-run.js';
-import { createImport } from '../src/ingest/imports.js';
-import { drainThrough } from '../src/ingest/staging.js';
-import { stageObjects } from '../src/ingest/staging-writer.js';
+import { restageDeadLetters } from '../src/ingest/apply/dead-letters.js';
+import { runImport } from '../src/ingest/import/run-import.js';
+import { createImport } from '../src/ingest/import/imports.js';
+import { drainThrough } from '../src/ingest/apply/drain-staging.js';
+import { stageObjects } from '../src/ingest/accept/staging-writer.js';
 import type { TrackEvent } from '../src/ingest/types.js';
 import { LocalStore } from '../src/storage/local-store.js';
 import { captureLogs, useTestEnv } from './helpers/context.js';

@@ -5,7 +5,7 @@ import { exportCallbackJob } from '../jobs/export-callback.js';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
 import { startReconciler } from '../src/reconcile/reconciler.js';
-import type { ExportManifest } from '../src/exports/manifest.js';
+import type { ExportManifest } from '../src/exports/finish/manifest.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { startWorkers } from '../src/queue-processors.js';
 import { waitFor } from './helpers/cli.js';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { exportShardJob } from '../jobs/export-shard.js';
 import { segmentExportJob } from '../jobs/segment-export.js';
-import { drainThrough } from '../src/ingest/staging.js';
+import { drainThrough } from '../src/ingest/apply/drain-staging.js';
 import { localWorkspaceDir } from '../src/storage/local-store.js';
 import { entries } from './helpers/aggregates.js';
 import { useTestEnv } from './helpers/context.js';

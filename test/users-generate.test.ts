@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { generateUsers } from '../src/synthetic-users/generate.js';
 import { AWKWARD_NOTES } from '../src/synthetic-users/synthetic-data.js';
 import { STANDARD_ATTRIBUTES } from '../src/segments/filter.js';
-import { EXPORT_FIELDS } from '../src/exports/request.js';
+import { EXPORT_FIELDS } from '../src/exports/request/request-body.js';
 import { useTestEnv } from './helpers/context.js';
 import { entries, type AggregateEntry } from './helpers/aggregates.js';
 

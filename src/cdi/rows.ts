@@ -1,5 +1,5 @@
-import { isPlainObject } from '../ingest/validate-rules.js';
-import { validateAttributes } from '../ingest/validate.js';
+import { isPlainObject } from '../ingest/accept/validate-rules.js';
+import { validateAttributes } from '../ingest/accept/validate.js';
 import type { TrackAttributes } from '../ingest/types.js';
 import type { UserRef } from '../profiles/lookup.js';
 

@@ -1,8 +1,8 @@
 import { Readable } from 'node:stream';
 import type { Config } from '../config.js';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
-import { lockWorkspaces, retryOnDeadlock, tuneBatchTransaction } from '../ingest/apply-transaction.js';
-import { applyIsolating, reasonOf, type DataError } from '../ingest/dead-letters.js';
+import { lockWorkspaces, retryOnDeadlock, tuneBatchTransaction } from '../ingest/apply/apply-transaction.js';
+import { applyIsolating, reasonOf, type DataError } from '../ingest/apply/dead-letters.js';
 import type { TrackAttributes } from '../ingest/types.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';

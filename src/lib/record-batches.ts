@@ -50,7 +50,7 @@ export function refuseUnknown(field: string, values: (string | undefined)[], kno
 
 /**
  * Takes the workspace's ingestion lock before updating profiles: an ingestion batch updating the same profiles in
- * another order would otherwise deadlock with us. The key is `lockWorkspaces` in src/ingest/apply-transaction.ts
+ * another order would otherwise deadlock with us. The key is `lockWorkspaces` in src/ingest/apply/apply-transaction.ts
  * (kept inline here so this path does not depend on the ingestion module).
  */
 export async function lockWorkspaceProfiles(client: PoolClient, workspaceId: string): Promise<void> {

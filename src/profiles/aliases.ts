@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from '../db/pool.js';
 import { withTransaction } from '../db/pool.js';
-import { lockWorkspaces } from '../ingest/apply-transaction.js';
+import { lockWorkspaces } from '../ingest/apply/apply-transaction.js';
 import { resolveOne, type UserRef } from './lookup.js';
 import { mergeProfiles, refreshUserAliases } from './merge.js';
 

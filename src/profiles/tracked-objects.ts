@@ -1,6 +1,6 @@
 import type { PoolClient } from '../db/pool.js';
 import { writeProfilesLogged } from './change-log.js';
-import { yieldToEventLoop } from '../ingest/apply-transaction.js';
+import { yieldToEventLoop } from '../ingest/apply/apply-transaction.js';
 import { Identities, resolveIdentities, type CurrentRow, type Wanted } from './identities.js';
 import type { TrackAttributes, TrackObjects } from '../ingest/types.js';
 

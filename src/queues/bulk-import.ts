@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Queues } from './index.js';
 
-/** Runs bulk imports (src/ingest/imports.ts). */
+/** Runs bulk imports (src/ingest/import/imports.ts). */
 export const BULK_IMPORT_QUEUE = 'bulk-import' as const;
 
 /** A bulk-import job names its imports row; everything else (file, position) is read from there. */

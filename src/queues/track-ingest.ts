@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Queues } from './index.js';
 
-/** Applies staged /users/track rows (src/ingest/staging.ts). */
+/** Applies staged /users/track rows (src/ingest/apply/drain-staging.ts). */
 export const TRACK_INGEST_QUEUE = 'track-ingest' as const;
 
 /** A track-ingest job: everything staged when it starts; `stagedId` (jobs queued by older versions) through that row. */

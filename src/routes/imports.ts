@@ -3,7 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/principals.js';
-import { ImportRequest, readImport, startImport } from '../ingest/imports.js';
+import { ImportRequest, readImport, startImport } from '../ingest/import/imports.js';
 import { enqueueImport } from '../queues/bulk-import.js';
 
 export const ImportStatusResponse = z.object({

@@ -2,10 +2,10 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { createExport, type CreatedExport } from '../exports/create.js';
-import { exportDownload, readyDownload, verifyDownloadSignature } from '../exports/download.js';
-import { ExportRequestSchema } from '../exports/request.js';
-import { exportStatus } from '../exports/status.js';
+import { createExport, type CreatedExport } from '../exports/request/create-export.js';
+import { exportDownload, readyDownload, verifyDownloadSignature } from '../exports/finish/download.js';
+import { ExportRequestSchema } from '../exports/request/request-body.js';
+import { exportStatus } from '../exports/request/status.js';
 import { apiKeyOf } from '../http/principals.js';
 
 export const ExportResponse = z.object({ message: z.string(), object_prefix: z.string(), url: z.string().optional() });

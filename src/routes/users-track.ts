@@ -4,13 +4,13 @@ import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { documentedBody } from '../http/schemas.js';
 import { apiKeyOf } from '../http/principals.js';
-import { acceptTrack } from '../ingest/track.js';
+import { acceptTrack } from '../ingest/accept/track.js';
 import {
   MAX_NESTED_PROPERTIES_BYTES,
   MAX_OBJECTS_PER_ARRAY,
   MAX_STRING_CHARS,
   TrackBodyShape,
-} from '../ingest/validate.js';
+} from '../ingest/accept/validate.js';
 
 export const TrackResponse = z.object({
   message: z.string(),

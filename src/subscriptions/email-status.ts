@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { withTransaction, type Pool } from '../db/pool.js';
-import { lockWorkspaces } from '../ingest/apply-transaction.js';
+import { lockWorkspaces } from '../ingest/apply/apply-transaction.js';
 import { setEmailSubscribe } from '../profiles/states.js';
 
 export const SUBSCRIPTION_STATES = ['opted_in', 'unsubscribed', 'subscribed'] as const;

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import type { ClaimedKey } from '../idempotency/keys.js';
-import { stageCommands } from '../ingest/commands.js';
-import { kickApply, type TrackDeps } from '../ingest/track.js';
+import { stageCommands } from '../ingest/apply/commands.js';
+import { kickApply, type TrackDeps } from '../ingest/accept/track.js';
 import { planRemovals, planRenames } from '../profiles/external-ids.js';
 import type { UserDataCommand } from './commands.js';
 import {

@@ -7,7 +7,7 @@ import { mergeProfiles } from '../profiles/merge.js';
 
 /**
  * The user-data commands: what POST /users/delete, /users/merge, /users/identify, /users/alias/new and
- * /users/external_ids/rename and /remove stage (src/ingest/commands.ts), and how each is applied when its turn comes,
+ * /users/external_ids/rename and /remove stage (src/ingest/apply/commands.ts), and how each is applied when its turn comes,
  * through the profiles module. A request's commands are staged as one row, applied in one transaction, in order.
  */
 export type UserDataCommand =

@@ -1,6 +1,6 @@
 import type { Pool } from '../db/pool.js';
-import { exportLineText, windowStart } from '../exports/line-query.js';
-import { EXPORT_FIELDS, type ExportField } from '../exports/request.js';
+import { exportLineText, windowStart } from '../exports/shard/line-query.js';
+import { EXPORT_FIELDS, type ExportField } from '../exports/request/request-body.js';
 import { findCandidates, refText } from '../profiles/lookup.js';
 import { exportIdsRefs, type ExportIdsBody } from './requests.js';
 

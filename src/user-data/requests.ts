@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { EXPORT_FIELDS } from '../exports/request.js';
-import { identifierString, UserAlias } from '../ingest/validate-rules.js';
+import { EXPORT_FIELDS } from '../exports/request/request-body.js';
+import { identifierString, UserAlias } from '../ingest/accept/validate-rules.js';
 import { PRIORITIZATIONS, type UserRef } from '../profiles/lookup.js';
 import type { UserDataCommand } from './commands.js';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EXPORT_LAYOUTS, OUTPUT_FORMATS } from '../exports/names.js';
+import { EXPORT_LAYOUTS, OUTPUT_FORMATS } from '../exports/key-layout.js';
 import {
   EXPORT_FIELDS,
   hasIncrementalKey,
@@ -8,7 +8,7 @@ import {
   MIN_PART_TARGET_MB,
   MIN_ROWS_PER_PART,
   partSizingRefusal,
-} from '../exports/request.js';
+} from '../exports/request/request-body.js';
 import { isPermission, PERMISSIONS } from '../auth/permissions.js';
 import { allowedStrings } from '../scim/catalog.js';
 import { Permissions as ScimPermissionsBody } from '../scim/schemas.js';

@@ -1,6 +1,6 @@
 -- Objects PostgreSQL refused at apply time (a NUL or a lone surrogate in a string, a number out of range, a
 -- payload that is not JSON...): the apply isolates them from the rest of their batch and moves them here, so that
--- one bad object never stalls the other objects of its partition (src/ingest/dead-letters.ts). A row is never
+-- one bad object never stalls the other objects of its partition (src/ingest/apply/dead-letters.ts). A row is never
 -- retried automatically; docs/ingestion.md ("Dead letters") shows how to read one and stage it again once fixed.
 -- `payload` is in the staged form ({events, purchases, attributes}, src/ingest/types.ts), so a fixed row goes back
 -- into ingest_staging as it is. It holds personal data, and goes with its workspace.
@@ -27,6 +27,6 @@ CREATE INDEX ingest_dead_letters_workspace ON ingest_dead_letters (workspace_id,
 CREATE INDEX ingest_dead_letters_import ON ingest_dead_letters (import_id, line) WHERE import_id IS NOT NULL;
 
 -- A batch takes, for each workspace with rows staged in its partition, that workspace's oldest rows in turn
--- (src/ingest/staging.ts), so that one workspace's backlog delays another's rows by one batch at most. The lateral
+-- (src/ingest/apply/drain-staging.ts), so that one workspace's backlog delays another's rows by one batch at most. The lateral
 -- per workspace reads this index; ingest_staging_part (part, id) still serves the drain's other queries.
 CREATE INDEX ingest_staging_part_workspace ON ingest_staging (part, workspace_id, id);

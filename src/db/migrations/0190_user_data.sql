@@ -16,7 +16,7 @@ CREATE INDEX profile_external_ids_profile ON profile_external_ids (profile_id);
 
 -- User-data commands (delete, merge, identify, alias/new, renames) are staged in ingest_staging like tracked objects,
 -- as rows of their own with part = -1, and applied in acceptance order relative to the workspace's tracked objects
--- (src/ingest/commands.ts). The drain finds them, and the rows they hold back, through ingest_staging_part_workspace.
+-- (src/ingest/apply/commands.ts). The drain finds them, and the rows they hold back, through ingest_staging_part_workspace.
 COMMENT ON COLUMN ingest_staging.part IS 'ingestion partition of the tracked objects (0..INGEST_PARTITIONS-1), or -1 for a row of user-data commands';
 
 -- GET /email/unsubscribes lists the workspace's unsubscribed profiles by time: this index holds only those, and names

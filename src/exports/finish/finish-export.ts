@@ -1,0 +1,361 @@
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import { publicBaseUrl, type Config } from '../../config.js';
+import type { Pool } from '../../db/pool.js';
+import { enqueueExportCallback, type ExportCallbackBody } from '../../queues/export-callback.js';
+import { downloadUrl } from './download.js';
+import {
+  advisoryLock,
+  advisoryUnlock,
+  loadExport,
+  lockKeys,
+  markRunning,
+  openStore,
+  partWriterOptions,
+  removePartialFiles,
+  type ExportJobDeps,
+  type ExportRow,
+} from '../export-jobs.js';
+import { NdjsonLines, type LineBatch } from '../shard/line-batches.js';
+import { releaseExportLock, withLeaseRenewal } from '../holds.js';
+import { buildManifest, type ManifestReadFrom } from './manifest.js';
+import { exportJsonSchema } from './json-schema.js';
+import { MANIFEST_FILE, SCHEMA_FILE, SUCCESS_FILE, type PartKind } from '../key-layout.js';
+import { PART_LINES, writeParts } from '../shard/part-writer.js';
+import { ExportSpecSchema } from '../request/request-body.js';
+
+async function* tailBytes(pool: Pool, exportId: string, kind: PartKind): AsyncGenerator<Buffer> {
+  const { rows } = await pool.query<{ shard: number }>(
+    `SELECT shard FROM export_tails WHERE export_id = $1 AND kind = $2 ORDER BY shard`,
+    [exportId, kind],
+  );
+  for (const { shard } of rows) {
+    // One tail in memory at a time: each is under one part of compressed lines.
+    const res = await pool.query<{ data: Buffer }>(
+      `SELECT data FROM export_tails WHERE export_id = $1 AND kind = $2 AND shard = $3`,
+      [exportId, kind, shard],
+    );
+    const data = res.rows[0]?.data;
+    if (!data) continue;
+    yield* Readable.from([data]).pipe(createGunzip()) as AsyncIterable<Buffer>;
+    // Tails never end mid-line, but keep each one's last line separate from the next tail's first.
+    yield Buffer.from('\n');
+  }
+}
+
+/**
+ * Completes an export once its shards are done: cuts the shards' tails into full parts and at most one short last
+ * part, removes anything a killed attempt left under the prefix, writes schema.json, manifest.json and, last,
+ * _SUCCESS, marks the export ready, then calls back and releases the locks. Safe to run again after a crash at any
+ * point: once _SUCCESS is in the store, a rerun writes nothing more and only marks the export ready.
+ */
+export async function finishExport(deps: ExportJobDeps, exportId: string, shardFailures: string[]): Promise<void> {
+  // One finisher at a time: a finishing job queued again by the reconciler must not run beside one still working.
+  const client = await deps.pool.connect();
+  let broken: Error | undefined;
+  try {
+    await advisoryLock(client, `ces-export-finish:${exportId}`);
+    await finishLocked(deps, exportId, shardFailures);
+  } catch (err) {
+    broken = err as Error;
+    throw err;
+  } finally {
+    if (!broken)
+      await advisoryUnlock(client, `ces-export-finish:${exportId}`).catch((err: unknown) => (broken = err as Error));
+    client.release(broken);
+  }
+}
+
+/** Some shards of the export have not ended: its shard jobs were lost with Redis, and the reconciler queues them again. */
+export class ShardsNotEndedError extends Error {
+  constructor(exportId: string, missing: number, total: number) {
+    super(`${missing} of the ${total} shards of export ${exportId} have not ended`);
+    this.name = 'ShardsNotEndedError';
+  }
+}
+
+/** Where the shards read their members, for the manifest: the oldest replica state is what the export reflects. */
+async function readSourceSummary(pool: Pool, exp: ExportRow): Promise<ManifestReadFrom> {
+  const { rows } = await pool.query<{
+    replicas: number;
+    primaries: number;
+    replay_lsn: string | null;
+    replay_at: Date | null;
+  }>(
+    `SELECT count(*) FILTER (WHERE read_from = 'replica')::int AS replicas, count(*) FILTER (WHERE read_from = 'primary')::int AS primaries,
+            min(replay_lsn)::text AS replay_lsn, min(replay_at) AS replay_at
+       FROM export_shards_done WHERE export_id = $1`,
+    [exp.id],
+  );
+  const r = rows[0]!;
+  const source = r.replicas === 0 ? 'primary' : r.primaries === 0 ? 'replica' : 'mixed';
+  return {
+    source,
+    ...(exp.primary_lsn ? { primary_lsn_at_request: exp.primary_lsn } : {}),
+    ...(r.replay_lsn ? { replica_replay_lsn: r.replay_lsn } : {}),
+    ...(r.replay_at ? { replica_replay_time: r.replay_at.toISOString() } : {}),
+  };
+}
+
+async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures: string[]): Promise<void> {
+  const { pool, redis, config, log } = deps;
+  const exp = await loadExport(pool, exportId);
+  if (!exp) return;
+  if (exp.status === 'failed') return releaseExportLock(redis, lockKeys(config, exp), exp.id);
+  if (exp.status === 'ready') return afterReady(deps, exp);
+  if (shardFailures.length > 0) {
+    return failExport(
+      deps,
+      exportId,
+      `the export failed while reading or uploading users: ${shardFailures[0]!.slice(0, 300)}`,
+    );
+  }
+  // Exports recorded before shard ends were kept (shard_buckets null) cannot be checked, and finish as before.
+  if (exp.shard_buckets !== null) {
+    const ended = await pool.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM export_shards_done WHERE export_id = $1',
+      [exp.id],
+    );
+    if (ended.rows[0]!.n < exp.shard_count)
+      throw new ShardsNotEndedError(exp.id, exp.shard_count - ended.rows[0]!.n, exp.shard_count);
+  }
+  const spec = ExportSpecSchema.parse(exp.request);
+  const ws = await openStore(deps, exp);
+  try {
+    const keyPrefix = await markRunning(pool, exp, ws);
+    if (!keyPrefix) return;
+    const mergeShard = exp.shard_count;
+    const { users, removed, parts } = await withLeaseRenewal(
+      redis,
+      lockKeys(config, exp),
+      exp.id,
+      config.EXPORT_LOCK_LEASE_MS,
+      (err) => log.warn({ err, exportId }, 'export lock renewal failed'),
+      async () => {
+        const manifestKey = `${keyPrefix}/${MANIFEST_FILE}`;
+        const schemaKey = `${keyPrefix}/${SCHEMA_FILE}`;
+        const successKey = `${keyPrefix}/${SUCCESS_FILE}`;
+        // An attempt killed after writing _SUCCESS left a complete export: a loader may be reading it already, so
+        // nothing is rewritten (the merge shard's parts below would be).
+        if ((await ws.store.head(successKey)) !== null) return completedCounts(pool, exp.id);
+        await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard >= $2`, [exp.id, mergeShard]);
+        const earlier = await pool.query<{ object_key: string }>(
+          `SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`,
+          [exp.id, mergeShard],
+        );
+        if (earlier.rows.length > 0) await ws.store.delete(earlier.rows.map((r) => r.object_key));
+        await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exp.id, mergeShard]);
+
+        for (const kind of ['users', 'removed'] as const) {
+          await pipeline(
+            Readable.from(tailBytes(pool, exp.id, kind)),
+            new NdjsonLines(PART_LINES),
+            async (batches: AsyncIterable<LineBatch>) => {
+              await writeParts(batches, {
+                ...partWriterOptions(deps, exp, spec, ws, keyPrefix, mergeShard, kind),
+                rest: 'upload',
+              });
+            },
+          );
+        }
+
+        const { rows } = await pool.query<{
+          kind: PartKind;
+          object_key: string;
+          users: number;
+          bytes: number;
+          sha256: string;
+        }>(
+          `SELECT kind, object_key, users, bytes, sha256 FROM export_parts WHERE export_id = $1 ORDER BY kind DESC, shard, part_index`,
+          [exp.id],
+        );
+        const known = new Set([...rows.map((r) => r.object_key), manifestKey, schemaKey]);
+        const strays = (await ws.store.list(`${keyPrefix}/`)).filter((o) => !known.has(o.key)).map((o) => o.key);
+        if (strays.length > 0) {
+          log.info({ exportId, strays: strays.length }, 'removing files left by interrupted attempts');
+          await ws.store.delete(strays);
+        }
+        await removePartialFiles(ws, keyPrefix);
+        const total = rows.reduce((n, r) => n + (r.kind === 'users' ? r.users : 0), 0);
+        const removed = rows.reduce((n, r) => n + (r.kind === 'removed' ? r.users : 0), 0);
+        const readFrom = await readSourceSummary(pool, exp);
+        const manifest = buildManifest({
+          readFrom,
+          objectPrefix: exp.object_prefix,
+          segmentId: exp.segment_api_id,
+          spec,
+          createdAt: exp.created_at,
+          finishedAt: new Date(),
+          keyPrefix,
+          parts: rows.map((r) => ({
+            kind: r.kind,
+            key: r.object_key,
+            users: r.users,
+            bytes: r.bytes,
+            sha256: r.sha256,
+          })),
+        });
+        await ws.store.put(schemaKey, Buffer.from(exportJsonSchema(spec)), { contentType: 'application/schema+json' });
+        await ws.store.put(manifestKey, Buffer.from(JSON.stringify(manifest, null, 2)), {
+          contentType: 'application/json',
+        });
+        // Last: a loader that waits for _SUCCESS finds every part the manifest names, and nothing comes after it.
+        const success = {
+          export_id: exp.id,
+          object_prefix: exp.object_prefix,
+          users: total,
+          removed,
+          parts: rows.length,
+          manifest: MANIFEST_FILE,
+        };
+        await ws.store.put(successKey, Buffer.from(`${JSON.stringify(success)}\n`), {
+          contentType: 'application/json',
+        });
+        return { users: total, removed, parts: rows.length };
+      },
+    );
+    await pool.query(
+      `UPDATE exports SET status = 'ready', finished_at = now(), users_done = $2, parts_done = $3, removed_done = $5,
+              url_expires_at = CASE WHEN destination = 'local' THEN now() + make_interval(secs => $4) END
+        WHERE id = $1 AND status = 'running'`,
+      [exp.id, users, parts, config.DOWNLOAD_URL_TTL_SECONDS, removed],
+    );
+    await pool.query(`DELETE FROM export_tails WHERE export_id = $1`, [exp.id]);
+    log.info({ exportId, segmentId: exp.segment_api_id, users, removed, parts }, 'export ready');
+    await afterReady(deps, exp);
+  } finally {
+    ws.close();
+  }
+}
+
+async function hasSuccessMarker(deps: ExportJobDeps, exp: ExportRow): Promise<boolean> {
+  try {
+    const ws = await openStore(deps, exp);
+    try {
+      return (await ws.store.head(`${exp.key_prefix}/${SUCCESS_FILE}`)) !== null;
+    } finally {
+      ws.close();
+    }
+  } catch {
+    // The store cannot be asked: fail as before (nothing says the export completed).
+    return false;
+  }
+}
+
+/** What the parts of a completed export add up to, from their rows (the store is not touched). */
+async function completedCounts(
+  pool: Pool,
+  exportId: string,
+): Promise<{ users: number; removed: number; parts: number }> {
+  const { rows } = await pool.query<{ users: number; removed: number; parts: number }>(
+    `SELECT coalesce(sum(users) FILTER (WHERE kind = 'users'), 0)::int AS users, coalesce(sum(users) FILTER (WHERE kind = 'removed'), 0)::int AS removed,
+            count(*)::int AS parts
+       FROM export_parts WHERE export_id = $1`,
+    [exportId],
+  );
+  return rows[0]!;
+}
+
+function callbackEndpoint(exp: ExportRow): string | null {
+  const parsed = ExportSpecSchema.safeParse(exp.request);
+  return parsed.success ? parsed.data.callbackEndpoint : null;
+}
+
+/** What the callback of a finished export is made from (columns of `exports`). */
+export interface ExportCallbackRow {
+  id: string;
+  object_prefix: string;
+  destination: string;
+  request: unknown;
+  status: string;
+  error: string | null;
+  public_base_url: string | null;
+}
+
+/** The callback of a finished export: what it says, and where it goes (null when the request named no endpoint). */
+export function exportCallback(
+  config: Config,
+  exp: ExportCallbackRow,
+): { endpoint: string; body: ExportCallbackBody } | null {
+  const parsed = ExportSpecSchema.safeParse(exp.request);
+  const endpoint = parsed.success ? parsed.data.callbackEndpoint : null;
+  if (!endpoint) return null;
+  if (exp.status === 'failed') return { endpoint, body: { success: false, error: exp.error ?? 'the export failed' } };
+  // The address of the API that accepted the export: a worker process has no API port of its own to go by.
+  const base = exp.public_base_url ?? publicBaseUrl(config);
+  return {
+    endpoint,
+    body:
+      exp.destination === 'local'
+        ? { success: true, url: downloadUrl(config, base, exp.object_prefix) }
+        : { success: true },
+  };
+}
+
+/** Queues an export's callback (once: its job id is fixed), recorded as pending until delivered or given up. */
+async function enqueueCallback(deps: ExportJobDeps, exp: ExportRow, body: ExportCallbackBody): Promise<void> {
+  const endpoint = callbackEndpoint(exp);
+  if (!endpoint) return;
+  await deps.pool.query(`UPDATE exports SET callback_state = 'pending' WHERE id = $1 AND callback_state IS NULL`, [
+    exp.id,
+  ]);
+  await enqueueExportCallback(deps.queues, deps.config.CALLBACK_MAX_ATTEMPTS, exp.id, { endpoint, body });
+}
+
+async function afterReady(deps: ExportJobDeps, exp: ExportRow): Promise<void> {
+  const url =
+    exp.destination === 'local'
+      ? downloadUrl(deps.config, exp.public_base_url ?? publicBaseUrl(deps.config), exp.object_prefix)
+      : undefined;
+  await enqueueCallback(deps, exp, url ? { success: true, url } : { success: true });
+  await releaseExportLock(deps.redis, lockKeys(deps.config, exp), exp.id);
+}
+
+/**
+ * Ends an export as failed: removes the files it wrote (no manifest means loaders never trusted them), calls back
+ * with the reason and releases the locks. Does nothing to an export already ready or failed.
+ */
+export async function failExport(deps: ExportJobDeps, exportId: string, reason: string): Promise<void> {
+  const { pool, redis, config, log } = deps;
+  const exp = await loadExport(pool, exportId);
+  if (!exp) return;
+  if (exp.key_prefix && (exp.status === 'queued' || exp.status === 'running') && (await hasSuccessMarker(deps, exp))) {
+    // Complete in the store (a finisher wrote _SUCCESS, then could not mark it ready): a loader may be reading it,
+    // so it is not taken back; the next finishing run (the reconciler queues it) marks it ready.
+    log.warn({ exportId, reason }, 'not failing an export whose _SUCCESS is written');
+    return;
+  }
+  const { rowCount } = await pool.query(
+    `UPDATE exports SET status = 'failed', error = $2, finished_at = now() WHERE id = $1 AND status IN ('queued', 'running')`,
+    [exportId, reason],
+  );
+  if (rowCount === 0) return;
+  log.warn({ exportId, segmentId: exp.segment_api_id, reason }, 'export failed');
+  try {
+    const ws = await openStore(deps, exp);
+    try {
+      const keys = (
+        await pool.query<{ object_key: string }>(`SELECT object_key FROM export_parts WHERE export_id = $1`, [exportId])
+      ).rows.map((r) => r.object_key);
+      if (exp.key_prefix)
+        for (const o of await ws.store.list(`${exp.key_prefix}/`)) if (!keys.includes(o.key)) keys.push(o.key);
+      if (keys.length > 0) await ws.store.delete(keys);
+      if (exp.key_prefix) await removePartialFiles(ws, exp.key_prefix);
+    } finally {
+      ws.close();
+    }
+  } catch (err) {
+    log.warn({ err, exportId }, 'could not remove the files of a failed export');
+  }
+  await pool.query(`DELETE FROM export_parts WHERE export_id = $1`, [exportId]);
+  await pool.query(`DELETE FROM export_tails WHERE export_id = $1`, [exportId]);
+  // A failed export is never a base: its member list goes now.
+  await pool.query(
+    `WITH dropped AS (DELETE FROM export_members WHERE export_id = $1), dropped_changes AS (DELETE FROM export_member_changes WHERE export_id = $1)
+     UPDATE exports SET members_forgotten_at = now() WHERE id = $1`,
+    [exportId],
+  );
+  await enqueueCallback(deps, exp, { success: false, error: reason });
+  await releaseExportLock(redis, lockKeys(config, exp), exportId);
+}
