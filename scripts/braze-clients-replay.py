@@ -2,7 +2,7 @@
 """
 Replays, with the Python standard library only (urllib), the HTTP requests that two third-party Python Braze
 clients send to the user-data endpoints, so that this service can be checked against what those clients send and
-read. test/user-data-clients.test.ts runs it against a test app; it can also be pointed at a running service.
+read. test/user-data/user-data-clients.test.ts runs it against a test app; it can also be pointed at a running service.
 
 Where each request comes from (the clients' own source, read at these commits):
 

@@ -3,7 +3,7 @@
 
 Written for this repository from a reading of the provider's source (none of its code is copied), so that the
 service can be checked against what the provider sends and requires without installing Airflow: run by
-test/cdi-airflow.test.ts, and against the demo as docs/cdi.md shows.
+test/cdi/cdi-airflow.test.ts, and against the demo as docs/cdi.md shows.
 
 Mirrors: PyPI package `airflow-provider-braze` 1.0.4
          source repo github.com/eldar-elne/airflow-braze-provider

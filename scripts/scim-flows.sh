@@ -3,7 +3,7 @@
 # identity-provider flows by curl"): users (create, update, deactivate, reactivate, delete) and group push (create a
 # group, give it a role, add members, rename, remove a member, delete). Each request is the body the provider's
 # documentation shows, adapted only where the spec requires it (userName an email). Stops at the first unexpected
-# status or value; test/scim-flows-script.test.ts runs it.
+# status or value; test/scim/scim-flows-script.test.ts runs it.
 #
 #   npm run demo                       # in one terminal: the service with the demo company and its SCIM token
 #   bash scripts/scim-flows.sh         # in another

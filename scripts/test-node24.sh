@@ -7,12 +7,12 @@ cd "$(dirname "$0")/.."
 NODE24=$(bash scripts/node24.sh)
 echo "test:node24: $("$NODE24" --version)"
 FILES=(
-  test/auth-every-route.test.ts test/platform-http.test.ts test/ingest-track.test.ts test/ingest-import.test.ts
-  test/alias-update.test.ts test/email-status.test.ts test/export-local.test.ts test/segments-list.test.ts
-  test/catalog-item.test.ts test/catalog-batch.test.ts test/email-templates.test.ts test/live-activities.test.ts
-  test/canvas-schedules.test.ts test/canvas-list.test.ts test/feed-list.test.ts test/kpi.test.ts
-  test/deliverability.test.ts test/records.test.ts test/preference-centers.test.ts test/scim-users.test.ts
-  test/scim-patch.test.ts test/scim-discovery.test.ts test/cli-export.test.ts
+  test/http/auth-every-route.test.ts test/http/platform-http.test.ts test/ingest/ingest-track.test.ts test/ingest/ingest-import.test.ts
+  test/user-data/alias-update.test.ts test/endpoints/email-status.test.ts test/exports/export-local.test.ts test/endpoints/segments-list.test.ts
+  test/catalogs/catalog-item.test.ts test/catalogs/catalog-batch.test.ts test/endpoints/email-templates.test.ts test/endpoints/live-activities.test.ts
+  test/endpoints/canvas-schedules.test.ts test/endpoints/canvas-list.test.ts test/endpoints/feed-list.test.ts test/endpoints/kpi.test.ts
+  test/endpoints/deliverability.test.ts test/user-data/records.test.ts test/endpoints/preference-centers.test.ts test/scim/scim-users.test.ts
+  test/scim/scim-patch.test.ts test/scim/scim-discovery.test.ts test/exports/cli-export.test.ts
 )
 if [ $# -gt 0 ]; then FILES=("$@"); fi
 "$NODE24" node_modules/vitest/vitest.mjs run "${FILES[@]}"

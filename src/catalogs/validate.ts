@@ -13,7 +13,7 @@ import {
 
 /*
  * The rules the body schemas of item-bodies.ts cannot say, or that the spec wants reported entry by entry with its
- * error ids. A body this accepts always matches its schema (test/catalog-bodies.test.ts holds them to that).
+ * error ids. A body this accepts always matches its schema (test/catalogs/catalog-bodies.test.ts holds them to that).
  */
 
 /** An item that passed every check, its values converted to the catalog's field types. */

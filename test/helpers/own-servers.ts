@@ -176,7 +176,7 @@ export async function startOwnPostgres(
   const [uid, gid] = await postgresIds();
   await chown(base, uid, gid);
   await cp(await templateDir(), data, { recursive: true });
-  // Clients from other network namespaces (test/export-many-hosts.test.ts) connect over these networks.
+  // Clients from other network namespaces (test/exports/export-many-hosts.test.ts) connect over these networks.
   if (options.trustNetworks?.length)
     await appendFile(
       path.join(data, 'pg_hba.conf'),

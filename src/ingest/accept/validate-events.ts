@@ -65,7 +65,7 @@ type EventInput = z.output<typeof EventShape>;
  * whole object is walked by `unstorable`, which says where and why; checkProperties checks the properties). An
  * object this does not recognise (user_alias, a field the shape does not have, a wrong type, an empty or overlong
  * identifier) returns null and goes to EventShape, which stays the one definition of what is refused and why; this
- * may only say yes where EventShape does (test/ingest-validate.test.ts holds the two to that). Skipping zod for these
+ * may only say yes where EventShape does (test/ingest/ingest-validate.test.ts holds the two to that). Skipping zod for these
  * halves the validation of a 75-event request (BENCHMARKS.md), which runs for every request the API takes.
  */
 function commonEventShape(raw: Record<string, unknown>): EventInput | null {
