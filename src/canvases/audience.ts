@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { PoolClient, Pool } from '../db/pool.js';
 import { compileFilter, SegmentFilterSchema } from '../segments/filter.js';
+import { segmentByApiId } from '../segments/store.js';
 
 /**
  * Who a scheduled canvas trigger targets:
@@ -115,12 +116,9 @@ export async function audiencePredicate(
     const parsed = Audience.safeParse(audience);
     if (!parsed.success)
       return { unresolved: 'the audience is not {segment_id}; other audience objects are not supported' };
-    const { rows } = await db.query<{ filter: unknown }>(
-      `SELECT filter FROM segments WHERE workspace_id = $1 AND api_id = $2 AND NOT archived`,
-      [workspaceId, parsed.data.segment_id],
-    );
-    if (!rows[0]) return { unresolved: `segment ${parsed.data.segment_id} no longer exists` };
-    const filter = SegmentFilterSchema.safeParse(rows[0].filter);
+    const segment = await segmentByApiId(db, workspaceId, parsed.data.segment_id);
+    if (!segment || segment.archived) return { unresolved: `segment ${parsed.data.segment_id} no longer exists` };
+    const filter = SegmentFilterSchema.safeParse(segment.filter);
     if (!filter.success) return { unresolved: `segment ${parsed.data.segment_id} has an invalid filter` };
     const compiled = compileFilter(filter.data, firstParam + params.length);
     params.push(...compiled.params);

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { badRequest, notFound } from '../errors.js';
+import { segmentByApiId } from '../segments/store.js';
 import type { Logger } from '../logger.js';
 import { enqueueFires, removeFires } from '../queues/canvas-schedule.js';
 import type { Queues } from '../queues/index.js';
@@ -158,11 +159,8 @@ export async function createSchedule(
         `Canvas ${JSON.stringify(body.canvas_id)} is not active (${canvas.archived ? 'archived' : canvas.status})`,
       );
     if (body.audience) {
-      const { rowCount } = await client.query(
-        `SELECT 1 FROM segments WHERE workspace_id = $1 AND api_id = $2 AND NOT archived`,
-        [workspaceId, body.audience.segment_id],
-      );
-      if (!rowCount)
+      const segment = await segmentByApiId(client, workspaceId, body.audience.segment_id);
+      if (!segment || segment.archived)
         throw notFound(`Unknown audience.segment_id ${JSON.stringify(body.audience.segment_id.slice(0, 64))}`);
     }
     const ids = { schedule_id: randomUUID(), dispatch_id: randomUUID() };

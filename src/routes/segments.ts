@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/principals.js';
 import { LIST_PAGE_SIZE, PageParam, SortDirectionParam } from '../http/schemas.js';
-import { listSegments } from '../segments/list.js';
+import { listSegments } from '../segments/store.js';
 
 export const SegmentListQuery = z.object({ page: PageParam, sort_direction: SortDirectionParam });
 export const SegmentListResponse = z.object({
