@@ -14,6 +14,7 @@ import { getIntegration, type CdiIntegration } from './integrations.js';
 import { finishJob, readJob, type SyncJob } from './jobs.js';
 import { attributesItem, rowItem, type RowItem, type SourceRow } from './rows.js';
 import { SourceConfigError, TableSource, type TableRow } from './table-source.js';
+import { lockNames, tryLockSession, unlockSession } from '../db/advisory-locks.js';
 
 /**
  * Running a Cloud Data Ingestion sync (docs/cdi.md): the source's new rows, a batch at a time, each batch applied in
@@ -345,10 +346,8 @@ export async function runSync(deps: SyncDeps, jobId: string): Promise<SyncJob | 
   const lockClient = await deps.pool.connect();
   let opened: WorkspaceStore | undefined;
   try {
-    const got = await lockClient.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [
-      `ces-cdi:${first.integrationId}`,
-    ]);
-    if (!got.rows[0]!.ok) throw new Error(`integration ${first.integrationId} is being synced by another process`);
+    if (!(await tryLockSession(lockClient, lockNames.cdiSync(first.integrationId))))
+      throw new Error(`integration ${first.integrationId} is being synced by another process`);
     const job = (await readJob(deps.pool, jobId))!;
     if (job.status !== 'running') return job;
     await deps.pool.query(`UPDATE cdi_sync_jobs SET attempts = attempts + 1 WHERE id = $1`, [job.id]);
@@ -380,9 +379,7 @@ export async function runSync(deps: SyncDeps, jobId: string): Promise<SyncJob | 
     return finished;
   } finally {
     opened?.close();
-    await lockClient
-      .query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [`ces-cdi:${first.integrationId}`])
-      .catch(() => {});
+    await unlockSession(lockClient, lockNames.cdiSync(first.integrationId)).catch(() => {});
     lockClient.release();
   }
 }

@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Logger } from '../logger.js';
 import { packageRoot } from '../lib/package-root.js';
 import type { Pool } from './pool.js';
+import { lockNames, lockSession, unlockSession } from './advisory-locks.js';
 
 export const migrationsDir = () => path.join(packageRoot(), 'src', 'db', 'migrations');
 
@@ -16,7 +17,7 @@ export async function migrate(pool: Pool, schema: string, log?: Logger): Promise
   const applied: string[] = [];
   try {
     // Lock first: two processes creating the same schema at once would collide even with IF NOT EXISTS.
-    await client.query('SELECT pg_advisory_lock(hashtext($1))', [`ces-migrate:${schema}`]);
+    await lockSession(client, lockNames.migrate(schema));
     try {
       await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
       await client.query(`CREATE TABLE IF NOT EXISTS "${schema}".schema_migrations (
@@ -43,7 +44,7 @@ export async function migrate(pool: Pool, schema: string, log?: Logger): Promise
         log?.info({ migration: file, schema }, 'migration applied');
       }
     } finally {
-      await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`ces-migrate:${schema}`]);
+      await unlockSession(client, lockNames.migrate(schema));
     }
   } finally {
     client.release();

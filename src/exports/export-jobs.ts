@@ -1,7 +1,7 @@
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config.js';
-import type { Pool, PoolClient } from '../db/pool.js';
+import type { Pool } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { Queues } from '../queues/index.js';
@@ -14,6 +14,7 @@ import { REMOVED_PARQUET_COLUMNS, usersParquetColumns } from './shard/parquet-sc
 import type { PartWriterOptions, UploadedPart } from './shard/part-writer.js';
 import { ExportSpecSchema, type ExportSpec } from './request/request-body.js';
 import { liveUsersSql } from './request/status.js';
+import { lockSession, unlockSession } from '../db/advisory-locks.js';
 
 /**
  * An export as its jobs see it: its row, its store, its holds, and the steps the shard jobs (./shard/run-shard.ts) and the
@@ -139,10 +140,8 @@ export function partWriterOptions(
 }
 
 /** A session advisory lock on a client, released with it: one runner per shard, and one finisher per export. */
-export const advisoryLock = (client: PoolClient, what: string) =>
-  client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [what]);
-export const advisoryUnlock = (client: PoolClient, what: string) =>
-  client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [what]);
+export const advisoryLock = lockSession;
+export const advisoryUnlock = unlockSession;
 
 /**
  * The local store writes through `<key>.<random>.partial` files that it renames into place; a worker killed during a

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { PoolClient } from '../db/pool.js';
 import { badRequest } from '../errors.js';
 import { parseIsoTime } from '../lib/iso-time.js';
+import { lockForTransaction, lockNames } from '../db/advisory-locks.js';
 
 /** Records one internal request may carry; each kind is written in one statement per batch. */
 export const MAX_RECORDS_PER_REQUEST = 5_000;
@@ -50,9 +51,9 @@ export function refuseUnknown(field: string, values: (string | undefined)[], kno
 
 /**
  * Takes the workspace's ingestion lock before updating profiles: an ingestion batch updating the same profiles in
- * another order would otherwise deadlock with us. The key is `lockWorkspaces` in src/ingest/apply/apply-transaction.ts
- * (kept inline here so this path does not depend on the ingestion module).
+ * another order would otherwise deadlock with us. The lock is `lockWorkspaces`'s in src/ingest/apply/apply-transaction.ts,
+ * taken here without depending on the ingestion module.
  */
 export async function lockWorkspaceProfiles(client: PoolClient, workspaceId: string): Promise<void> {
-  await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-ingest:${workspaceId}`]);
+  await lockForTransaction(client, lockNames.ingest(workspaceId));
 }

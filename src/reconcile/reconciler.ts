@@ -17,6 +17,7 @@ import {
   type RepairDeps,
   type Repaired,
 } from './repairs.js';
+import { lockNames, tryLockForTransaction } from '../db/advisory-locks.js';
 
 /**
  * The reconciler: PostgreSQL is the record of every piece of work, and whatever Redis holds of it (jobs, export holds,
@@ -113,11 +114,7 @@ export class Reconciler {
   private async pass(forced: boolean): Promise<PassResult> {
     const { pool, config } = this.deps;
     return withTransaction(pool, async (client) => {
-      const lock = await client.query<{ ok: boolean }>(
-        'SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok',
-        [`ces-reconciler:${config.DATABASE_SCHEMA}`],
-      );
-      if (!lock.rows[0]!.ok) return { ran: false };
+      if (!(await tryLockForTransaction(client, lockNames.reconciler(config.DATABASE_SCHEMA)))) return { ran: false };
       const last = await client.query<{ due: boolean }>(
         `SELECT last_pass_at < now() - make_interval(secs => $1) AS due FROM reconciler_state`,
         [Math.max(0, this.options.intervalMs / 1000 - 1)],

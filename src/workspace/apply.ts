@@ -7,6 +7,7 @@ import { applySecrets, applyTenancy } from './apply-tenancy.js';
 import { WorkspaceFileError } from './parse.js';
 import type { WorkspaceFile } from './schema.js';
 import type { UpsertCounts } from './upsert.js';
+import { lockForTransaction, lockNames } from '../db/advisory-locks.js';
 
 export { KINDS, type GeneratedSecret, type Kind };
 
@@ -55,7 +56,7 @@ export async function applyWorkspaceFile(
 
 async function applyIn(client: PoolClient, file: WorkspaceFile, now: Date): Promise<ApplySummary> {
   // Two applies of one company at once would race between their checks and writes.
-  await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`ces-workspace-apply:${file.company.name}`]);
+  await lockForTransaction(client, lockNames.workspaceApply(file.company.name));
   const counts = Object.fromEntries(KINDS.map((k) => [k, { created: 0, updated: 0, unchanged: 0 }])) as Record<
     Kind,
     UpsertCounts

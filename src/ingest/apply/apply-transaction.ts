@@ -1,5 +1,6 @@
 import type { PoolClient } from '../../db/pool.js';
 import type { Logger } from '../../logger.js';
+import { lockForTransaction, lockNames } from '../../db/advisory-locks.js';
 
 /**
  * The transactions that apply batches of profile changes, and the locks that order them: a workspace's ingestion as a
@@ -17,7 +18,7 @@ export const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediat
 export async function lockWorkspaces(client: PoolClient, workspaceIds: string[]): Promise<void> {
   // One statement per workspace, in a fixed order: the order of lock calls inside one statement is not guaranteed.
   for (const ws of [...new Set(workspaceIds)].sort()) {
-    await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-ingest:${ws}`]);
+    await lockForTransaction(client, lockNames.ingest(ws));
   }
 }
 
@@ -28,8 +29,8 @@ export async function lockWorkspaces(client: PoolClient, workspaceIds: string[])
  */
 export async function lockIngestPartition(client: PoolClient, workspaceIds: string[], part: number): Promise<void> {
   for (const ws of [...new Set(workspaceIds)].sort()) {
-    await client.query('SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))', [`ces-ingest:${ws}`]);
-    await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-ingest:${ws}:${part}`]);
+    await lockForTransaction(client, lockNames.ingest(ws), 'shared');
+    await lockForTransaction(client, lockNames.ingestPartition(ws, part));
   }
 }
 
