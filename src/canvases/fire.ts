@@ -1,4 +1,4 @@
-import { withTransaction, type Pool } from '../db/pool.js';
+import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { enterUsers } from '../profiles/canvas-entries.js';
 import type { Logger } from '../logger.js';
 import { audiencePredicate } from './audience.js';
@@ -88,6 +88,10 @@ export async function fireSchedule(
   return { outcome: 'done', usersEntered };
 }
 
+/**
+ * Claims the firing in one transaction, the schedule's row locked: its dispatch row inserted (or found running, after
+ * a crash), skipped when late or its canvas is not active, else marked with the zones it enters.
+ */
 async function claim(
   pool: Pool,
   job: CanvasFirePayload,
@@ -96,52 +100,15 @@ async function claim(
   maxLatenessMs: number,
 ): Promise<Claimed | FireOutcome | 'invisible'> {
   return withTransaction(pool, async (client) => {
-    const { rows } = await client.query<Row>(
-      `SELECT s.id, s.canvas_id, s.dispatch_id, s.version, s.state, s.schedule, s.recipients, s.audience, s.trigger_properties,
-              s.canvas_entry_properties, c.workspace_id, c.api_id AS canvas_api_id, c.name AS canvas_name, c.status AS canvas_status,
-              c.archived AS canvas_archived
-         FROM canvas_schedules s JOIN canvases c ON c.id = s.canvas_id
-        WHERE s.id = $1 FOR UPDATE OF s`,
-      [job.scheduleRowId],
-    );
-    const row = rows[0];
+    const row = await lockSchedule(client, job.scheduleRowId);
     // A job armed by an update that has not committed yet sees the older version: wait for it like a missing row.
     if (!row || row.version < job.version) return 'invisible';
     if (row.state === 'cancelled') return 'gone';
     if (row.version > job.version) return 'stale';
 
-    const inserted = await client.query<{ id: number }>(
-      `INSERT INTO canvas_dispatches (schedule_row_id, canvas_id, dispatch_id, version, fire_at, trigger_properties, canvas_entry_properties)
-       VALUES ($1, $2, $3, $4, $5, $6, $7)
-       ON CONFLICT (schedule_row_id, version, fire_at) DO NOTHING RETURNING id`,
-      [
-        row.id,
-        row.canvas_id,
-        row.dispatch_id,
-        row.version,
-        fireAt,
-        row.trigger_properties,
-        row.canvas_entry_properties,
-      ],
-    );
-    let dispatchRowId = inserted.rows[0]?.id;
-    if (dispatchRowId === undefined) {
-      const existing = await client.query<{ id: number; status: string }>(
-        `SELECT id, status FROM canvas_dispatches WHERE schedule_row_id = $1 AND version = $2 AND fire_at = $3`,
-        [row.id, row.version, fireAt],
-      );
-      if (existing.rows[0]!.status !== 'running') return 'already';
-      dispatchRowId = existing.rows[0]!.id; // resuming after a crash
-    }
-
-    const skip = async (note: string) => {
-      await client.query(
-        `UPDATE canvas_dispatches SET status = 'skipped', note = $2, finished_at = now() WHERE id = $1`,
-        [dispatchRowId, note],
-      );
-      await markSentIfComplete(client, row.id);
-      return 'skipped' as const;
-    };
+    const dispatchRowId = await claimDispatch(client, row, fireAt);
+    if (dispatchRowId === 'already') return 'already';
+    const skip = (note: string) => skipDispatch(client, dispatchRowId, row.id, note);
     const lateMs = now.getTime() - fireAt.getTime();
     if (lateMs > maxLatenessMs) return skip(`missed: the firing ran ${Math.round(lateMs / 1000)} s after its time`);
     if (row.canvas_archived || row.canvas_status !== 'active')
@@ -151,42 +118,100 @@ async function claim(
     if (row.schedule.in_local_time === true) {
       const t = parseScheduleTime(row.schedule.time, true);
       if (!t) return skip('schedule.time is not a valid time');
-      const z = await client.query<{ zones: string[] }>(
-        `SELECT COALESCE(array_agg(name ORDER BY name), '{}') AS zones FROM pg_timezone_names WHERE ($1::timestamp AT TIME ZONE name) = $2`,
-        [t.wallClock, fireAt],
-      );
-      zones = z.rows[0]!.zones;
+      zones = await zonesAtWallClock(client, t.wallClock, fireAt);
     }
-    const cov = await client.query<{ all_covered: boolean | null; zones: string[] }>(
-      `SELECT bool_or(d.time_zones IS NULL) AS all_covered,
-              COALESCE(array_agg(DISTINCT z) FILTER (WHERE z IS NOT NULL), '{}') AS zones
-         FROM canvas_dispatches d LEFT JOIN LATERAL unnest(d.time_zones) z ON TRUE
-        WHERE d.schedule_row_id = $1 AND d.id <> $2 AND d.status <> 'skipped'`,
-      [row.id, dispatchRowId],
-    );
-    await client.query(`UPDATE canvas_dispatches SET time_zones = $2 WHERE id = $1`, [dispatchRowId, zones]);
-    const known =
-      zones !== null || cov.rows[0]!.zones.length > 0
-        ? (await client.query<{ names: string[] }>(`SELECT array_agg(name) AS names FROM pg_timezone_names`)).rows[0]!
-            .names
-        : [];
-    await client.query(
-      `UPDATE canvas_schedules SET state = 'sending', updated_at = now() WHERE id = $1 AND state = 'scheduled'`,
-      [row.id],
-    );
-    return {
-      dispatchRowId,
-      workspaceId: row.workspace_id,
-      canvasApiId: row.canvas_api_id,
-      canvasName: row.canvas_name,
-      recipients: row.recipients,
-      audience: row.audience,
-      // Everyone was entered by an earlier firing (a UTC send before an update): nothing left to enter.
-      zones: cov.rows[0]!.all_covered ? [] : zones,
-      covered: cov.rows[0]!.zones,
-      knownZones: known,
-    };
+    return startDispatch(client, row, dispatchRowId, zones);
   });
+}
+
+/** The schedule's row with its canvas, locked for the claim. */
+async function lockSchedule(client: PoolClient, scheduleRowId: string): Promise<Row | undefined> {
+  const { rows } = await client.query<Row>(
+    `SELECT s.id, s.canvas_id, s.dispatch_id, s.version, s.state, s.schedule, s.recipients, s.audience, s.trigger_properties,
+            s.canvas_entry_properties, c.workspace_id, c.api_id AS canvas_api_id, c.name AS canvas_name, c.status AS canvas_status,
+            c.archived AS canvas_archived
+       FROM canvas_schedules s JOIN canvases c ON c.id = s.canvas_id
+      WHERE s.id = $1 FOR UPDATE OF s`,
+    [scheduleRowId],
+  );
+  return rows[0];
+}
+
+/** The id of this instant's dispatch row, inserted now or still running from a crashed run; 'already' once finished. */
+async function claimDispatch(client: PoolClient, row: Row, fireAt: Date): Promise<number | 'already'> {
+  const inserted = await client.query<{ id: number }>(
+    `INSERT INTO canvas_dispatches (schedule_row_id, canvas_id, dispatch_id, version, fire_at, trigger_properties, canvas_entry_properties)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
+     ON CONFLICT (schedule_row_id, version, fire_at) DO NOTHING RETURNING id`,
+    [row.id, row.canvas_id, row.dispatch_id, row.version, fireAt, row.trigger_properties, row.canvas_entry_properties],
+  );
+  const dispatchRowId = inserted.rows[0]?.id;
+  if (dispatchRowId !== undefined) return dispatchRowId;
+  const existing = await client.query<{ id: number; status: string }>(
+    `SELECT id, status FROM canvas_dispatches WHERE schedule_row_id = $1 AND version = $2 AND fire_at = $3`,
+    [row.id, row.version, fireAt],
+  );
+  if (existing.rows[0]!.status !== 'running') return 'already';
+  return existing.rows[0]!.id; // resuming after a crash
+}
+
+async function skipDispatch(client: PoolClient, dispatchRowId: number, scheduleRowId: string, note: string) {
+  await client.query(`UPDATE canvas_dispatches SET status = 'skipped', note = $2, finished_at = now() WHERE id = $1`, [
+    dispatchRowId,
+    note,
+  ]);
+  await markSentIfComplete(client, scheduleRowId);
+  return 'skipped' as const;
+}
+
+/** The zones whose wall clock reads `wallClock` at `fireAt`: those a local-time firing enters. */
+async function zonesAtWallClock(client: PoolClient, wallClock: string, fireAt: Date): Promise<string[]> {
+  const z = await client.query<{ zones: string[] }>(
+    `SELECT COALESCE(array_agg(name ORDER BY name), '{}') AS zones FROM pg_timezone_names WHERE ($1::timestamp AT TIME ZONE name) = $2`,
+    [wallClock, fireAt],
+  );
+  return z.rows[0]!.zones;
+}
+
+/**
+ * Records the zones the dispatch enters, marks the schedule as sending, and returns what entering the users needs:
+ * the zones earlier firings of the schedule already covered, and every zone name when zones matter.
+ */
+async function startDispatch(
+  client: PoolClient,
+  row: Row,
+  dispatchRowId: number,
+  zones: string[] | null,
+): Promise<Claimed> {
+  const cov = await client.query<{ all_covered: boolean | null; zones: string[] }>(
+    `SELECT bool_or(d.time_zones IS NULL) AS all_covered,
+            COALESCE(array_agg(DISTINCT z) FILTER (WHERE z IS NOT NULL), '{}') AS zones
+       FROM canvas_dispatches d LEFT JOIN LATERAL unnest(d.time_zones) z ON TRUE
+      WHERE d.schedule_row_id = $1 AND d.id <> $2 AND d.status <> 'skipped'`,
+    [row.id, dispatchRowId],
+  );
+  await client.query(`UPDATE canvas_dispatches SET time_zones = $2 WHERE id = $1`, [dispatchRowId, zones]);
+  const known =
+    zones !== null || cov.rows[0]!.zones.length > 0
+      ? (await client.query<{ names: string[] }>(`SELECT array_agg(name) AS names FROM pg_timezone_names`)).rows[0]!
+          .names
+      : [];
+  await client.query(
+    `UPDATE canvas_schedules SET state = 'sending', updated_at = now() WHERE id = $1 AND state = 'scheduled'`,
+    [row.id],
+  );
+  return {
+    dispatchRowId,
+    workspaceId: row.workspace_id,
+    canvasApiId: row.canvas_api_id,
+    canvasName: row.canvas_name,
+    recipients: row.recipients,
+    audience: row.audience,
+    // Everyone was entered by an earlier firing (a UTC send before an update): nothing left to enter.
+    zones: cov.rows[0]!.all_covered ? [] : zones,
+    covered: cov.rows[0]!.zones,
+    knownZones: known,
+  };
 }
 
 async function finish(

@@ -146,6 +146,17 @@ function checkIdText(id: string, index: number, errors: CatalogErrors, param: 'i
   return { valid: valid ? id : undefined, at, missing: false };
 }
 
+/** What the field checks found in an item, each problem by field (or key); `data` holds the values converted. */
+interface FieldFindings {
+  unknownFields: string[];
+  badKeys: string[];
+  tooDeep: string[];
+  unconvertible: string[];
+  /** Why each of `unconvertible` could not be converted. */
+  reasons: string[];
+  data: ItemObject;
+}
+
 /**
  * The field checks shared by every write: keys, nesting, field names, conversion and size. Returns the converted
  * data when the item passed them all. `id` keys are left to the caller.
@@ -156,13 +167,27 @@ function checkFields(
   at: ItemLocator,
   errors: CatalogErrors,
 ): ItemObject | undefined {
-  const unknownFields: string[] = [];
-  const badKeys: string[] = [];
-  const tooDeep: string[] = [];
-  const unconvertible: string[] = [];
-  const reasons: string[] = [];
-  const data: ItemObject = {};
+  const found = inspectFields(item, catalog);
+  reportFields(item, found, at, errors);
+  const clean =
+    found.unknownFields.length === 0 &&
+    found.badKeys.length === 0 &&
+    found.tooDeep.length === 0 &&
+    found.unconvertible.length === 0;
+  return clean ? found.data : undefined;
+}
 
+/** Inspects every field but `id`: its name, its value's keys and depth, and (given a catalog) its conversion. */
+function inspectFields(item: ItemObject, catalog: CatalogDefinition | undefined): FieldFindings {
+  const found: FieldFindings = {
+    unknownFields: [],
+    badKeys: [],
+    tooDeep: [],
+    unconvertible: [],
+    reasons: [],
+    data: {},
+  };
+  const { badKeys } = found;
   for (const [key, value] of Object.entries(item)) {
     if (key === 'id') continue;
     if (isBadKey(key)) {
@@ -172,11 +197,11 @@ function checkFields(
     }
     const report = inspectValue(value);
     for (const k of report.badKeys) if (!badKeys.includes(k)) badKeys.push(k);
-    if (report.tooDeep) tooDeep.push(key);
+    if (report.tooDeep) found.tooDeep.push(key);
     if (!catalog) continue;
     const type = catalog.fields.get(key);
     if (!type) {
-      unknownFields.push(key);
+      found.unknownFields.push(key);
       continue;
     }
     // A value already refused for its keys or depth is not also reported as unconvertible.
@@ -184,13 +209,18 @@ function checkFields(
     const converted = report.unstorable
       ? ({ ok: false, reason: 'text contains NUL or an unpaired surrogate' } as const)
       : coerceValue(type, value);
-    if (converted.ok) data[key] = converted.value;
+    if (converted.ok) found.data[key] = converted.value;
     else {
-      unconvertible.push(key);
-      reasons.push(`${key} (${type}): ${converted.reason}`);
+      found.unconvertible.push(key);
+      found.reasons.push(`${key} (${type}): ${converted.reason}`);
     }
   }
+  return found;
+}
 
+/** Adds an entry for each kind of problem found, in the order docs/catalogs.md gives; the size is checked here. */
+function reportFields(item: ItemObject, found: FieldFindings, at: ItemLocator, errors: CatalogErrors): void {
+  const { unknownFields, badKeys, tooDeep, unconvertible } = found;
   if (unknownFields.length > 0) {
     errors.addForItem(
       'invalid-fields',
@@ -227,14 +257,11 @@ function checkFields(
   if (unconvertible.length > 0) {
     errors.addForItem(
       'unable-to-coerce-value',
-      `Some values cannot be converted to their field's type: ${reasons.join('; ')}`,
+      `Some values cannot be converted to their field's type: ${found.reasons.join('; ')}`,
       at,
       { fields: unconvertible },
     );
   }
-  const clean =
-    unknownFields.length === 0 && badKeys.length === 0 && tooDeep.length === 0 && unconvertible.length === 0;
-  return clean ? data : undefined;
 }
 
 function checkUnique(ids: string[], errors: CatalogErrors): void {

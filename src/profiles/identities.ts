@@ -72,47 +72,64 @@ export async function resolveIdentities(
     if (list) list.push(w);
     else byWorkspace.set(w.ws, [w]);
   }
-  for (const [ws, list] of byWorkspace) {
-    const values = (type: Identity['type']) =>
-      list.filter((w) => w.identity.type === type).map((w) => (w.identity as { value: string }).value);
-    const aliases = list.flatMap((w) => (w.identity.type === 'user_alias' ? [w.identity] : []));
-    // An email may be on several profiles: the most recently updated one is the user (as the public API does).
-    const cols = 'p.id, p.email, p.attribute_times AS times';
-    const { rows } = await client.query<CurrentRow & { t: string; k: string; l: string | null }>(
-      `SELECT 'e' AS t, p.external_id AS k, NULL AS l, ${cols} FROM profiles p WHERE p.workspace_id = $1 AND p.external_id = ANY($2::text[])
-       UNION ALL
-       SELECT 'e', x.external_id, NULL, ${cols} FROM profile_external_ids x JOIN profiles p ON p.id = x.profile_id
-        WHERE x.workspace_id = $1 AND x.external_id = ANY($2::text[])
-       UNION ALL
-       SELECT 's', p.service_id, NULL, ${cols} FROM profiles p WHERE p.workspace_id = $1 AND p.service_id = ANY($3::text[])
-       UNION ALL
-       (SELECT DISTINCT ON (lower(p.email)) 'm', lower(p.email), NULL, ${cols} FROM profiles p
-         WHERE p.workspace_id = $1 AND lower(p.email) = ANY($4::text[]) ORDER BY lower(p.email), p.updated_at DESC, p.id DESC)
-       UNION ALL
-       SELECT 'a', a.alias_name, a.alias_label, ${cols}
-         FROM unnest($5::text[], $6::text[]) AS i(label, name)
-         JOIN profile_aliases a ON a.workspace_id = $1 AND a.alias_label = i.label AND a.alias_name = i.name
-         JOIN profiles p ON p.id = a.profile_id`,
-      [
-        ws,
-        values('external_id'),
-        values('service_id'),
-        values('email'),
-        aliases.map((a) => a.label),
-        aliases.map((a) => a.name),
-      ],
-    );
-    for (const r of rows) {
-      const identity: Identity =
-        r.t === 'a'
-          ? { type: 'user_alias', label: r.l!, name: r.k }
-          : { type: r.t === 'e' ? 'external_id' : r.t === 's' ? 'service_id' : 'email', value: r.k };
-      const w = wanted.find(ws, identity);
-      if (w) w.profileId = r.id;
-      current.set(r.id, { id: r.id, email: r.email, times: r.times });
-    }
-  }
+  for (const [ws, list] of byWorkspace) await resolveInWorkspace(client, wanted, ws, list, current);
+  return createProfiles(client, wanted, current);
+}
 
+/** Finds the profiles a workspace's identities name, in one statement, and reads what the merge needs of them. */
+async function resolveInWorkspace(
+  client: PoolClient,
+  wanted: Identities,
+  ws: string,
+  list: Wanted[],
+  current: Map<number, CurrentRow>,
+): Promise<void> {
+  const values = (type: Identity['type']) =>
+    list.filter((w) => w.identity.type === type).map((w) => (w.identity as { value: string }).value);
+  const aliases = list.flatMap((w) => (w.identity.type === 'user_alias' ? [w.identity] : []));
+  // An email may be on several profiles: the most recently updated one is the user (as the public API does).
+  const cols = 'p.id, p.email, p.attribute_times AS times';
+  const { rows } = await client.query<CurrentRow & { t: string; k: string; l: string | null }>(
+    `SELECT 'e' AS t, p.external_id AS k, NULL AS l, ${cols} FROM profiles p WHERE p.workspace_id = $1 AND p.external_id = ANY($2::text[])
+     UNION ALL
+     SELECT 'e', x.external_id, NULL, ${cols} FROM profile_external_ids x JOIN profiles p ON p.id = x.profile_id
+      WHERE x.workspace_id = $1 AND x.external_id = ANY($2::text[])
+     UNION ALL
+     SELECT 's', p.service_id, NULL, ${cols} FROM profiles p WHERE p.workspace_id = $1 AND p.service_id = ANY($3::text[])
+     UNION ALL
+     (SELECT DISTINCT ON (lower(p.email)) 'm', lower(p.email), NULL, ${cols} FROM profiles p
+       WHERE p.workspace_id = $1 AND lower(p.email) = ANY($4::text[]) ORDER BY lower(p.email), p.updated_at DESC, p.id DESC)
+     UNION ALL
+     SELECT 'a', a.alias_name, a.alias_label, ${cols}
+       FROM unnest($5::text[], $6::text[]) AS i(label, name)
+       JOIN profile_aliases a ON a.workspace_id = $1 AND a.alias_label = i.label AND a.alias_name = i.name
+       JOIN profiles p ON p.id = a.profile_id`,
+    [
+      ws,
+      values('external_id'),
+      values('service_id'),
+      values('email'),
+      aliases.map((a) => a.label),
+      aliases.map((a) => a.name),
+    ],
+  );
+  for (const r of rows) {
+    const identity: Identity =
+      r.t === 'a'
+        ? { type: 'user_alias', label: r.l!, name: r.k }
+        : { type: r.t === 'e' ? 'external_id' : r.t === 's' ? 'service_id' : 'email', value: r.k };
+    const w = wanted.find(ws, identity);
+    if (w) w.profileId = r.id;
+    current.set(r.id, { id: r.id, email: r.email, times: r.times });
+  }
+}
+
+/** Creates the profiles of unresolved external_ids that may be created; returns how many this statement created. */
+async function createProfiles(
+  client: PoolClient,
+  wanted: Identities,
+  current: Map<number, CurrentRow>,
+): Promise<number> {
   const toCreate = wanted.all.filter((w) => w.profileId === undefined && w.create);
   if (toCreate.length === 0) return 0;
   const ext = (w: Wanted) => (w.identity as { value: string }).value;

@@ -221,18 +221,38 @@ function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: Upda
  */
 export async function applyObjects(client: PoolClient, batches: WorkspaceObjects[]): Promise<ApplyResult> {
   const result: ApplyResult = { events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0 };
+  const { wanted, targets } = wantIdentities(batches);
+  if (wanted.all.length === 0) return result;
+  const current = new Map<number, CurrentRow>();
+  result.profilesCreated = await resolveIdentities(client, wanted, current);
+
+  const changes = aggregateChanges(batches, targets, result);
+  if (changes.size === 0) return result;
+  const { rows, shape, tied } = await updateRows(changes, current);
+  if (rows.length > 0)
+    await writeProfilesLogged(client, updateSql(shape), [`[${rows.join(',')}]`], 'SELECT count(*) FROM written');
+  if (tied.ids.length > 0) await applyTiedEmailStates(client, tied);
+  return result;
+}
+
+/** The identities the objects name, and each object's entry among them (in the order `aggregateChanges` walks). */
+function wantIdentities(batches: WorkspaceObjects[]): { wanted: Identities; targets: Wanted[] } {
   const wanted = new Identities();
-  // The entry of each object's identity, in the order the loop below walks the objects.
   const targets: Wanted[] = [];
   for (const { workspaceId: ws, objects } of batches) {
     for (const o of objects.events) targets.push(wanted.want(ws, o.identity, o.create));
     for (const o of objects.purchases) targets.push(wanted.want(ws, o.identity, o.create));
     for (const o of objects.attributes) targets.push(wanted.want(ws, o.identity, o.create));
   }
-  if (wanted.all.length === 0) return result;
-  const current = new Map<number, CurrentRow>();
-  result.profilesCreated = await resolveIdentities(client, wanted, current);
+  return { wanted, targets };
+}
 
+/** The objects aggregated per profile, counted in `result` (those whose identifier matched no profile as unmatched). */
+function aggregateChanges(
+  batches: WorkspaceObjects[],
+  targets: Wanted[],
+  result: ApplyResult,
+): Map<number, ProfileChange> {
   const changes = new Map<number, ProfileChange>();
   let next = 0;
   const changeOfNext = (): ProfileChange | undefined => {
@@ -267,14 +287,28 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
       result.attributes++;
     }
   }
-  if (changes.size === 0) return result;
+  return changes;
+}
 
-  // The merge runs in the process that also answers /users/track (`ces start`): it yields every few hundred
-  // profiles so that acknowledgements are not held behind a whole batch, and serializes row by row for the same reason.
-  const parts: string[] = [];
+/** Profiles whose attributes tied a new email address to them, and that address (lower case). */
+interface TiedEmails {
+  ids: number[];
+  emails: string[];
+}
+
+/**
+ * The UPDATE's rows (serialized) and shape, and the email addresses the winning attributes tie to their users. The
+ * merge runs in the process that also answers /users/track (`ces start`): it yields every few hundred profiles so that
+ * acknowledgements are not held behind a whole batch, and serializes row by row for the same reason.
+ */
+async function updateRows(
+  changes: Map<number, ProfileChange>,
+  current: Map<number, CurrentRow>,
+): Promise<{ rows: string[]; shape: UpdateShape; tied: TiedEmails }> {
+  const rows: string[] = [];
   const shape: UpdateShape = { events: false, purchases: false, standard: [], custom: false, times: false };
   const standardSeen = new Set<string>();
-  const tied = { ids: [] as number[], emails: [] as string[] };
+  const tied: TiedEmails = { ids: [], emails: [] };
   let sinceYield = 0;
   // In id order, the UPDATE walks the table (and its pages in the buffer cache) forward instead of at random.
   for (const id of [...changes.keys()].sort((a, b) => a - b)) {
@@ -296,7 +330,7 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
       tied.emails.push(tiedEmail);
     }
     // Attributes that all lost to newer stored values leave nothing to write.
-    if (row.ev || row.pu || row.times) parts.push(JSON.stringify(row));
+    if (row.ev || row.pu || row.times) rows.push(JSON.stringify(row));
     if (row.ev) shape.events = true;
     if (row.pu) shape.purchases = true;
     if (row.cset || row.cdel) shape.custom = true;
@@ -304,16 +338,16 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
     if (row.std) for (const col of Object.keys(row.std)) standardSeen.add(col);
   }
   shape.standard = Object.keys(STANDARD_COLUMNS).filter((col) => standardSeen.has(col));
-  if (parts.length > 0)
-    await writeProfilesLogged(client, updateSql(shape), [`[${parts.join(',')}]`], 'SELECT count(*) FROM written');
-  if (tied.ids.length > 0) {
-    // Only where the address was written: a newer address from another partition's batch keeps its own state.
-    await client.query(
-      `UPDATE profiles p SET email_subscribe = s.state
-         FROM unnest($1::bigint[], $2::text[]) AS t(id, email), email_subscriptions s
-        WHERE p.id = t.id AND lower(p.email) = t.email AND s.workspace_id = p.workspace_id AND s.email = t.email`,
-      [tied.ids, tied.emails],
-    );
-  }
-  return result;
+  return { rows, shape, tied };
+}
+
+/** A subscription state stored for an address applies to the user the address was just tied to. */
+async function applyTiedEmailStates(client: PoolClient, tied: TiedEmails): Promise<void> {
+  // Only where the address was written: a newer address from another partition's batch keeps its own state.
+  await client.query(
+    `UPDATE profiles p SET email_subscribe = s.state
+       FROM unnest($1::bigint[], $2::text[]) AS t(id, email), email_subscriptions s
+      WHERE p.id = t.id AND lower(p.email) = t.email AND s.workspace_id = p.workspace_id AND s.email = t.email`,
+    [tied.ids, tied.emails],
+  );
 }

@@ -108,10 +108,17 @@ export function filterMovesWithTime(f: SegmentFilter): boolean {
 const SQL_OPS = { eq: '=', neq: '<>', gt: '>', gte: '>=', lt: '<', lte: '<=' } as const;
 const PATH_OPS = { eq: '==', neq: '!=', gt: '>', gte: '>=', lt: '<', lte: '<=' } as const;
 
+/** Adds a parameter and returns its placeholder ($n). */
+type Param = (value: unknown) => string;
+
+type ComparisonFilter = z.infer<typeof Comparison>;
+type CountFilter = Extract<SegmentFilter, { custom_event: string }> | Extract<SegmentFilter, { purchase: string }>;
+type CustomAttributeFilter = Extract<SegmentFilter, { custom_attribute: string }>;
+
 /** Compiles a filter to a parameterised predicate; `firstParam` is the number of the first placeholder. */
 export function compileFilter(filter: SegmentFilter, firstParam = 1): CompiledFilter {
   const params: unknown[] = [];
-  const p = (value: unknown) => {
+  const p: Param = (value) => {
     params.push(value);
     return `$${firstParam + params.length - 1}`;
   };
@@ -120,83 +127,90 @@ export function compileFilter(filter: SegmentFilter, firstParam = 1): CompiledFi
     if ('all' in f) return f.all.length === 0 ? 'TRUE' : `(${f.all.map(walk).join(' AND ')})`;
     if ('any' in f) return `(${f.any.map(walk).join(' OR ')})`;
     if ('not' in f) return `(NOT COALESCE(${walk(f.not)}, FALSE))`;
-    if ('random_bucket' in f) {
-      const parts: string[] = [];
-      if (f.random_bucket.gte !== undefined) parts.push(`p.random_bucket >= ${p(f.random_bucket.gte)}::int`);
-      if (f.random_bucket.lt !== undefined) parts.push(`p.random_bucket < ${p(f.random_bucket.lt)}::int`);
-      return parts.length === 0 ? 'TRUE' : `(${parts.join(' AND ')})`;
-    }
-    if ('custom_event' in f || 'purchase' in f) {
-      const column = 'custom_event' in f ? 'p.custom_events' : 'p.purchases';
-      const name = 'custom_event' in f ? f.custom_event : f.purchase;
-      const conds = ['@.name == $name'];
-      const vars = [`'name', ${p(name)}::text`];
-      if (f.count?.gte !== undefined) {
-        conds.push('@.count >= $gte');
-        vars.push(`'gte', ${p(f.count.gte)}::int`);
-      }
-      if (f.count?.lte !== undefined) {
-        conds.push('@.count <= $lte');
-        vars.push(`'lte', ${p(f.count.lte)}::int`);
-      }
-      if (f.within_days !== undefined) {
-        // Stored times are 'YYYY-MM-DDTHH:MM:SS.mmmZ', so string order is time order.
-        conds.push('@.last >= $since');
-        vars.push(
-          `'since', to_char(now() - make_interval(days => ${p(f.within_days)}::int), 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
-        );
-      }
-      // Entries are stored keyed by name (migration 0100); each value still holds its name.
-      const exists = `jsonb_path_exists(${column}, '$.* ? (${conds.join(' && ')})', jsonb_build_object(${vars.join(', ')}))`;
-      // "count <= n" includes users who never did it (count 0).
-      if (f.count?.lte !== undefined && (f.count.gte ?? 0) === 0 && f.within_days === undefined) {
-        return `(${exists} OR NOT jsonb_path_exists(${column}, '$.* ? (@.name == $name)', jsonb_build_object('name', ${p(name)}::text)))`;
-      }
-      return exists;
-    }
-    if ('attribute' in f) {
-      const column = `p.${f.attribute}`;
-      const type = STANDARD_ATTRIBUTES[f.attribute];
-      return comparison(column, type, f);
-    }
-    const value = `(p.custom_attributes -> ${p(f.custom_attribute)}::text)`;
-    switch (f.op) {
-      case 'exists':
-        return `(${value} IS NOT NULL AND ${value} <> 'null'::jsonb)`;
-      case 'not_exists':
-        return `(${value} IS NULL OR ${value} = 'null'::jsonb)`;
-      case 'in':
-        return `(${value} IN (SELECT jsonb_array_elements(${p(JSON.stringify(f.value))}::jsonb)))`;
-      case 'contains': {
-        // A string attribute contains a substring; an array attribute contains an element.
-        const needle = p(String(f.value));
-        const element = p(JSON.stringify([f.value]));
-        return `COALESCE(CASE jsonb_typeof(${value}) WHEN 'string' THEN strpos(${value} #>> '{}', ${needle}::text) > 0 WHEN 'array' THEN ${value} @> ${element}::jsonb ELSE FALSE END, FALSE)`;
-      }
-      case 'starts_with':
-        return `COALESCE(jsonb_typeof(${value}) = 'string' AND starts_with(${value} #>> '{}', ${p(String(f.value))}::text), FALSE)`;
-      default:
-        // jsonpath compares like with like and is false (never an error) across types.
-        return `COALESCE(jsonb_path_exists(${value}, '$ ? (@ ${PATH_OPS[f.op]} $v)', jsonb_build_object('v', ${p(JSON.stringify(f.value))}::jsonb)), FALSE)`;
-    }
-  };
-
-  const comparison = (column: string, type: string, f: z.infer<typeof Comparison>): string => {
-    switch (f.op) {
-      case 'exists':
-        return `(${column} IS NOT NULL)`;
-      case 'not_exists':
-        return `(${column} IS NULL)`;
-      case 'in':
-        return `(${column} = ANY(${p(f.value.map(String))}::${type}[]))`;
-      case 'contains':
-        return `COALESCE(strpos(${column}::text, ${p(String(f.value))}::text) > 0, FALSE)`;
-      case 'starts_with':
-        return `COALESCE(starts_with(${column}::text, ${p(String(f.value))}::text), FALSE)`;
-      default:
-        return `COALESCE(${column} ${SQL_OPS[f.op]} ${p(String(f.value))}::${type}, FALSE)`;
-    }
+    if ('random_bucket' in f) return randomBucketSql(f.random_bucket, p);
+    if ('custom_event' in f || 'purchase' in f) return countSql(f, p);
+    if ('attribute' in f) return standardComparison(`p.${f.attribute}`, STANDARD_ATTRIBUTES[f.attribute], f, p);
+    return customComparison(f, p);
   };
 
   return { sql: walk(filter), params };
+}
+
+function randomBucketSql(range: { gte?: number; lt?: number }, p: Param): string {
+  const parts: string[] = [];
+  if (range.gte !== undefined) parts.push(`p.random_bucket >= ${p(range.gte)}::int`);
+  if (range.lt !== undefined) parts.push(`p.random_bucket < ${p(range.lt)}::int`);
+  return parts.length === 0 ? 'TRUE' : `(${parts.join(' AND ')})`;
+}
+
+/** A custom event's or a product's count and recency, looked up in the profile's aggregates. */
+function countSql(f: CountFilter, p: Param): string {
+  const column = 'custom_event' in f ? 'p.custom_events' : 'p.purchases';
+  const name = 'custom_event' in f ? f.custom_event : f.purchase;
+  const conds = ['@.name == $name'];
+  const vars = [`'name', ${p(name)}::text`];
+  if (f.count?.gte !== undefined) {
+    conds.push('@.count >= $gte');
+    vars.push(`'gte', ${p(f.count.gte)}::int`);
+  }
+  if (f.count?.lte !== undefined) {
+    conds.push('@.count <= $lte');
+    vars.push(`'lte', ${p(f.count.lte)}::int`);
+  }
+  if (f.within_days !== undefined) {
+    // Stored times are 'YYYY-MM-DDTHH:MM:SS.mmmZ', so string order is time order.
+    conds.push('@.last >= $since');
+    vars.push(
+      `'since', to_char(now() - make_interval(days => ${p(f.within_days)}::int), 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
+    );
+  }
+  // Entries are stored keyed by name (migration 0100); each value still holds its name.
+  const exists = `jsonb_path_exists(${column}, '$.* ? (${conds.join(' && ')})', jsonb_build_object(${vars.join(', ')}))`;
+  // "count <= n" includes users who never did it (count 0).
+  if (f.count?.lte !== undefined && (f.count.gte ?? 0) === 0 && f.within_days === undefined) {
+    return `(${exists} OR NOT jsonb_path_exists(${column}, '$.* ? (@.name == $name)', jsonb_build_object('name', ${p(name)}::text)))`;
+  }
+  return exists;
+}
+
+/** A comparison of a standard attribute's column, of its SQL type. */
+function standardComparison(column: string, type: string, f: ComparisonFilter, p: Param): string {
+  switch (f.op) {
+    case 'exists':
+      return `(${column} IS NOT NULL)`;
+    case 'not_exists':
+      return `(${column} IS NULL)`;
+    case 'in':
+      return `(${column} = ANY(${p(f.value.map(String))}::${type}[]))`;
+    case 'contains':
+      return `COALESCE(strpos(${column}::text, ${p(String(f.value))}::text) > 0, FALSE)`;
+    case 'starts_with':
+      return `COALESCE(starts_with(${column}::text, ${p(String(f.value))}::text), FALSE)`;
+    default:
+      return `COALESCE(${column} ${SQL_OPS[f.op]} ${p(String(f.value))}::${type}, FALSE)`;
+  }
+}
+
+/** A comparison of a custom attribute, a JSON value of any type (a JSON null counts as absent). */
+function customComparison(f: CustomAttributeFilter, p: Param): string {
+  const value = `(p.custom_attributes -> ${p(f.custom_attribute)}::text)`;
+  switch (f.op) {
+    case 'exists':
+      return `(${value} IS NOT NULL AND ${value} <> 'null'::jsonb)`;
+    case 'not_exists':
+      return `(${value} IS NULL OR ${value} = 'null'::jsonb)`;
+    case 'in':
+      return `(${value} IN (SELECT jsonb_array_elements(${p(JSON.stringify(f.value))}::jsonb)))`;
+    case 'contains': {
+      // A string attribute contains a substring; an array attribute contains an element.
+      const needle = p(String(f.value));
+      const element = p(JSON.stringify([f.value]));
+      return `COALESCE(CASE jsonb_typeof(${value}) WHEN 'string' THEN strpos(${value} #>> '{}', ${needle}::text) > 0 WHEN 'array' THEN ${value} @> ${element}::jsonb ELSE FALSE END, FALSE)`;
+    }
+    case 'starts_with':
+      return `COALESCE(jsonb_typeof(${value}) = 'string' AND starts_with(${value} #>> '{}', ${p(String(f.value))}::text), FALSE)`;
+    default:
+      // jsonpath compares like with like and is false (never an error) across types.
+      return `COALESCE(jsonb_path_exists(${value}, '$ ? (@ ${PATH_OPS[f.op]} $v)', jsonb_build_object('v', ${p(JSON.stringify(f.value))}::jsonb)), FALSE)`;
+  }
 }
