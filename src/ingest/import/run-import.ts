@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
+import { lockNames, tryLockSession, unlockSession } from '../../db/advisory-locks.js';
 import type { Config } from '../../config.js';
 import { withTransaction, type Pool, type PoolClient } from '../../db/pool.js';
 import { settleAll } from '../../lib/settle.js';
@@ -58,10 +59,8 @@ export async function runImport(
   let opened: WorkspaceStore | undefined;
   const metrics = ingestMetrics(deps.metrics);
   try {
-    const got = await lockClient.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [
-      `ces-import:${importId}`,
-    ]);
-    if (!got.rows[0]!.ok) throw new Error(`import ${importId} is being run by another process`);
+    if (!(await tryLockSession(lockClient, lockNames.importRun(importId))))
+      throw new Error(`import ${importId} is being run by another process`);
     const { rowCount } = await deps.pool.query(
       `UPDATE imports SET status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1, error = NULL, updated_at = now(),
               partitions = coalesce(partitions, $2)
@@ -82,9 +81,7 @@ export async function runImport(
     throw err;
   } finally {
     opened?.close();
-    await lockClient
-      .query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [`ces-import:${importId}`])
-      .catch(() => {});
+    await unlockSession(lockClient, lockNames.importRun(importId)).catch(() => {});
     lockClient.release();
   }
 }
