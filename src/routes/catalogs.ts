@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { PoolClient } from '../db/pool.js';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -56,11 +56,12 @@ const async = { rateLimit: RATE_LIMITS.catalogAsync, errorFormat: 'catalog', ide
 const accepted = async (req: FastifyRequest, db: PoolClient) =>
   req.idempotency?.answer(db, 202, { message: 'success' });
 
-const catalogsRoutes: FastifyPluginAsync = async (base) => {
-  const app = base.withTypeProvider<ZodTypeProvider>();
-  // The batch is recorded in PostgreSQL before this runs: when Redis is away the 202 still holds, and the
-  // reconciler queues the batch once Redis is back.
-  const enqueue: EnqueueBatch = async (payload) => {
+/**
+ * Queues a batch that is already recorded in PostgreSQL: when Redis is away the 202 still holds, and the reconciler
+ * queues the batch once Redis is back.
+ */
+function batchEnqueuer(app: FastifyInstance): EnqueueBatch {
+  return async (payload) => {
     await enqueueCatalogBatch(app.ctx.queues, payload).catch((err: unknown) => {
       // A Redis outage is logged once by the health module, not with a stack per request.
       if (!app.ctx.health.report(err))
@@ -70,7 +71,22 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
         );
     });
   };
+}
 
+const catalogsRoutes: FastifyPluginAsync = async (base) => {
+  const enqueue = batchEnqueuer(base);
+  replaceItemsRoute(base, enqueue);
+  deleteItemsRoute(base, enqueue);
+  listItemsRoute(base);
+  replaceItemRoute(base);
+  createItemRoute(base);
+  getItemRoute(base);
+  deleteItemRoute(base);
+};
+
+/** PUT /catalogs/:catalog_name/items: a batch of creates and replaces, applied by a worker. */
+function replaceItemsRoute(base: FastifyInstance, enqueue: EnqueueBatch): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.put(
     '/catalogs/:catalog_name/items',
     {
@@ -96,7 +112,11 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
       return reply.code(202).send({ message: 'success' });
     },
   );
+}
 
+/** DELETE /catalogs/:catalog_name/items: a batch of deletes, applied by a worker. */
+function deleteItemsRoute(base: FastifyInstance, enqueue: EnqueueBatch): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.delete(
     '/catalogs/:catalog_name/items',
     {
@@ -122,7 +142,11 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
       return reply.code(202).send({ message: 'success' });
     },
   );
+}
 
+/** GET /catalogs/:catalog_name/items: one page of items, with a Link to the next. */
+function listItemsRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.get(
     '/catalogs/:catalog_name/items',
     {
@@ -144,7 +168,11 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
       return { items: page.items, message: 'success' };
     },
   );
+}
 
+/** PUT /catalogs/:catalog_name/items/:item_id */
+function replaceItemRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.put(
     '/catalogs/:catalog_name/items/:item_id',
     {
@@ -163,7 +191,11 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
       return { message: 'success' };
     },
   );
+}
 
+/** POST /catalogs/:catalog_name/items/:item_id */
+function createItemRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
     '/catalogs/:catalog_name/items/:item_id',
     {
@@ -182,7 +214,11 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
       return reply.code(201).send({ message: 'success' });
     },
   );
+}
 
+/** GET /catalogs/:catalog_name/items/:item_id */
+function getItemRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.get(
     '/catalogs/:catalog_name/items/:item_id',
     {
@@ -199,7 +235,11 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
       return { items: [item], message: 'success' };
     },
   );
+}
 
+/** DELETE /catalogs/:catalog_name/items/:item_id */
+function deleteItemRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.delete(
     '/catalogs/:catalog_name/items/:item_id',
     {
@@ -217,6 +257,6 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
       return reply.code(202).send({ message: 'success' });
     },
   );
-};
+}
 
 export default catalogsRoutes;

@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
@@ -66,8 +66,15 @@ export const EmailTemplateListResponse = z.object({
 });
 
 const emailTemplatesRoutes: FastifyPluginAsync = async (base) => {
-  const app = base.withTypeProvider<ZodTypeProvider>();
+  createRoute(base);
+  updateRoute(base);
+  infoRoute(base);
+  listRoute(base);
+};
 
+/** POST /templates/email/create */
+function createRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
     '/templates/email/create',
     {
@@ -86,7 +93,11 @@ const emailTemplatesRoutes: FastifyPluginAsync = async (base) => {
       return reply.code(201).send({ message: 'success' as const, ...saved });
     },
   );
+}
 
+/** POST /templates/email/update */
+function updateRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
     '/templates/email/update',
     {
@@ -104,7 +115,11 @@ const emailTemplatesRoutes: FastifyPluginAsync = async (base) => {
       return { message: 'success' as const, ...saved };
     },
   );
+}
 
+/** GET /templates/email/info */
+function infoRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.get(
     '/templates/email/info',
     {
@@ -121,7 +136,11 @@ const emailTemplatesRoutes: FastifyPluginAsync = async (base) => {
       return { ...template, message: 'success' as const };
     },
   );
+}
 
+/** GET /templates/email/list */
+function listRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.get(
     '/templates/email/list',
     {
@@ -148,6 +167,6 @@ const emailTemplatesRoutes: FastifyPluginAsync = async (base) => {
       return { count: templates.length, templates, message: 'success' as const };
     },
   );
-};
+}
 
 export default emailTemplatesRoutes;

@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { publicBaseUrl } from '../config.js';
@@ -42,11 +42,20 @@ const rolesNote =
 
 /** RFC 7644 /Groups: what Okta Group Push and Entra ID group provisioning call (docs/scim.md "Groups"). */
 const scimGroupRoutes: FastifyPluginAsync = async (base) => {
-  const app = base.withTypeProvider<ZodTypeProvider>();
-  const baseUrl = publicBaseUrl(app.ctx.config);
-  const { pool } = app.ctx;
-  app.addHook('preHandler', async (req) => refuseInvalid(req));
+  const baseUrl = publicBaseUrl(base.ctx.config);
+  base.addHook('preHandler', async (req) => refuseInvalid(req));
+  createGroupRoute(base, baseUrl);
+  listGroupsRoute(base, baseUrl);
+  getGroupRoute(base, baseUrl);
+  replaceGroupRoute(base, baseUrl);
+  patchGroupRoute(base, baseUrl);
+  deleteGroupRoute(base, baseUrl);
+};
 
+/** POST /scim/v2/Groups */
+function createGroupRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.post(
     '/scim/v2/Groups',
     {
@@ -66,7 +75,12 @@ const scimGroupRoutes: FastifyPluginAsync = async (base) => {
       return scim(reply).code(201).header('Location', group.meta.location).send(group);
     },
   );
+}
 
+/** GET /scim/v2/Groups */
+function listGroupsRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.get(
     '/scim/v2/Groups',
     {
@@ -82,7 +96,12 @@ const scimGroupRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req, reply) => scim(reply).send(await listGroups(pool, scimTokenOf(req).companyId, req.query, baseUrl)),
   );
+}
 
+/** GET /scim/v2/Groups/:id */
+function getGroupRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.get(
     '/scim/v2/Groups/:id',
     {
@@ -100,7 +119,12 @@ const scimGroupRoutes: FastifyPluginAsync = async (base) => {
     async (req, reply) =>
       scim(reply).send(await getGroup(pool, scimTokenOf(req).companyId, req.params.id, baseUrl, req.query)),
   );
+}
 
+/** PUT /scim/v2/Groups/:id */
+function replaceGroupRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.put(
     '/scim/v2/Groups/:id',
     {
@@ -121,7 +145,12 @@ const scimGroupRoutes: FastifyPluginAsync = async (base) => {
         await replaceGroup(pool, scimTokenOf(req).companyId, req.params.id, req.body, actorOf(req), baseUrl),
       ),
   );
+}
 
+/** PATCH /scim/v2/Groups/:id */
+function patchGroupRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.patch(
     '/scim/v2/Groups/:id',
     {
@@ -152,7 +181,12 @@ const scimGroupRoutes: FastifyPluginAsync = async (base) => {
       return sendPatched(req, reply, group);
     },
   );
+}
 
+/** DELETE /scim/v2/Groups/:id */
+function deleteGroupRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.delete(
     '/scim/v2/Groups/:id',
     {
@@ -171,6 +205,6 @@ const scimGroupRoutes: FastifyPluginAsync = async (base) => {
       return reply.code(204).send(null);
     },
   );
-};
+}
 
 export default scimGroupRoutes;

@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { publicBaseUrl } from '../config.js';
@@ -36,11 +36,20 @@ const ListQuery = listQuery(
 );
 
 const scimRoutes: FastifyPluginAsync = async (base) => {
-  const app = base.withTypeProvider<ZodTypeProvider>();
-  const baseUrl = publicBaseUrl(app.ctx.config);
-  const { pool } = app.ctx;
-  app.addHook('preHandler', async (req) => refuseInvalid(req));
+  const baseUrl = publicBaseUrl(base.ctx.config);
+  base.addHook('preHandler', async (req) => refuseInvalid(req));
+  createUserRoute(base, baseUrl);
+  listUsersRoute(base, baseUrl);
+  getUserRoute(base, baseUrl);
+  replaceUserRoute(base, baseUrl);
+  patchUserRoute(base, baseUrl);
+  deleteUserRoute(base, baseUrl);
+};
 
+/** POST /scim/v2/Users */
+function createUserRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.post(
     '/scim/v2/Users',
     {
@@ -60,7 +69,12 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
       return scim(reply).code(201).header('Location', user.meta.location).send(user);
     },
   );
+}
 
+/** GET /scim/v2/Users */
+function listUsersRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.get(
     '/scim/v2/Users',
     {
@@ -76,7 +90,12 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req, reply) => scim(reply).send(await listUsers(pool, scimTokenOf(req).companyId, req.query, baseUrl)),
   );
+}
 
+/** GET /scim/v2/Users/:id */
+function getUserRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.get(
     '/scim/v2/Users/:id',
     {
@@ -94,7 +113,12 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
     async (req, reply) =>
       scim(reply).send(await getUser(pool, scimTokenOf(req).companyId, req.params.id, baseUrl, req.query)),
   );
+}
 
+/** PUT /scim/v2/Users/:id */
+function replaceUserRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.put(
     '/scim/v2/Users/:id',
     {
@@ -115,7 +139,12 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
       return scim(reply).send(user);
     },
   );
+}
 
+/** PATCH /scim/v2/Users/:id */
+function patchUserRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.patch(
     '/scim/v2/Users/:id',
     {
@@ -143,7 +172,12 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
       return sendPatched(req, reply, user);
     },
   );
+}
 
+/** DELETE /scim/v2/Users/:id */
+function deleteUserRoute(base: FastifyInstance, baseUrl: string): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  const { pool } = app.ctx;
   app.delete(
     '/scim/v2/Users/:id',
     {
@@ -162,6 +196,6 @@ const scimRoutes: FastifyPluginAsync = async (base) => {
       return reply.code(204).send(null);
     },
   );
-};
+}
 
 export default scimRoutes;

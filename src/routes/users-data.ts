@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
@@ -36,9 +36,17 @@ const queued =
   "Accepted means committed: the commands are applied by the ingestion workers within moments, in the order they were accepted relative to the workspace's tracked objects.";
 
 const usersDataRoutes: FastifyPluginAsync = async (base) => {
-  const app = base.withTypeProvider<ZodTypeProvider>();
-  const deps = app.ctx;
+  exportIdsRoute(base);
+  deleteRoute(base);
+  identifyRoute(base);
+  mergeRoute(base);
+  renameRoute(base);
+  removeRoute(base);
+};
 
+/** POST /users/export/ids: the users named, rendered as segment export lines. */
+function exportIdsRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
     '/users/export/ids',
     {
@@ -63,7 +71,11 @@ const usersDataRoutes: FastifyPluginAsync = async (base) => {
         .send(text as unknown as z.infer<typeof ExportIdsResponse>);
     },
   );
+}
 
+/** POST /users/delete */
+function deleteRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
     '/users/delete',
     {
@@ -81,11 +93,15 @@ const usersDataRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      const { status, body } = await acceptDelete(deps, apiKeyOf(req).workspaceId, req.body, req.idempotency);
+      const { status, body } = await acceptDelete(app.ctx, apiKeyOf(req).workspaceId, req.body, req.idempotency);
       return reply.code(status).send(body);
     },
   );
+}
 
+/** POST /users/identify */
+function identifyRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
     '/users/identify',
     {
@@ -102,11 +118,15 @@ const usersDataRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      const { status, body } = await acceptIdentify(deps, apiKeyOf(req).workspaceId, req.body, req.idempotency);
+      const { status, body } = await acceptIdentify(app.ctx, apiKeyOf(req).workspaceId, req.body, req.idempotency);
       return reply.code(status).send(body);
     },
   );
+}
 
+/** POST /users/merge */
+function mergeRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
     '/users/merge',
     {
@@ -123,11 +143,15 @@ const usersDataRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      const { status, body } = await acceptMerge(deps, apiKeyOf(req).workspaceId, req.body, req.idempotency);
+      const { status, body } = await acceptMerge(app.ctx, apiKeyOf(req).workspaceId, req.body, req.idempotency);
       return reply.code(status).send(body);
     },
   );
+}
 
+/** POST /users/external_ids/rename */
+function renameRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
     '/users/external_ids/rename',
     {
@@ -146,11 +170,15 @@ const usersDataRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      const { status, body } = await acceptRename(deps, apiKeyOf(req).workspaceId, req.body, req.idempotency);
+      const { status, body } = await acceptRename(app.ctx, apiKeyOf(req).workspaceId, req.body, req.idempotency);
       return reply.code(status).send(body);
     },
   );
+}
 
+/** POST /users/external_ids/remove */
+function removeRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
     '/users/external_ids/remove',
     {
@@ -166,10 +194,10 @@ const usersDataRoutes: FastifyPluginAsync = async (base) => {
       },
     },
     async (req, reply) => {
-      const { status, body } = await acceptRemove(deps, apiKeyOf(req).workspaceId, req.body, req.idempotency);
+      const { status, body } = await acceptRemove(app.ctx, apiKeyOf(req).workspaceId, req.body, req.idempotency);
       return reply.code(status).send(body);
     },
   );
-};
+}
 
 export default usersDataRoutes;

@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
@@ -39,8 +39,14 @@ const DownloadParams = z.object({ file: z.string().max(120) });
 const DownloadQuery = z.object({ signature: z.string().max(200).optional() });
 
 const usersExportRoutes: FastifyPluginAsync = async (base) => {
-  const app = base.withTypeProvider<ZodTypeProvider>();
+  exportSegmentRoute(base);
+  exportStatusRoute(base);
+  downloadRoute(base);
+};
 
+/** POST /users/export/segment: records and queues an export, answering before any user is read. */
+function exportSegmentRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
     '/users/export/segment',
     {
@@ -75,7 +81,11 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
       return answer(created);
     },
   );
+}
 
+/** GET /users/export/status */
+function exportStatusRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.get(
     '/users/export/status',
     {
@@ -95,7 +105,11 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
       return { message: 'success', ...status };
     },
   );
+}
 
+/** GET /downloads/segment-export/:file: the signed ZIP of a ready export to the built-in store. */
+function downloadRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
   app.get(
     '/downloads/segment-export/:file',
     {
@@ -121,6 +135,6 @@ const usersExportRoutes: FastifyPluginAsync = async (base) => {
       return reply.send(exportDownload(app.ctx.config, ready));
     },
   );
-};
+}
 
 export default usersExportRoutes;

@@ -179,6 +179,39 @@ export interface DiscoveryDocuments {
 
 export function discoveryDocuments(baseUrl: string): DiscoveryDocuments {
   const scimBase = `${baseUrl}/scim/v2`;
+  return {
+    serviceProviderConfig: serviceProviderConfig(baseUrl, scimBase),
+    schemas: schemaResources(scimBase),
+    resourceTypes: resourceTypes(scimBase),
+  };
+}
+
+/** RFC 7643 5: what this service supports of the protocol, and how a client authenticates. */
+function serviceProviderConfig(baseUrl: string, scimBase: string): ScimServiceProviderConfig {
+  return {
+    schemas: [SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA],
+    documentationUri: `${baseUrl}/docs`,
+    patch: { supported: true },
+    bulk: { supported: false, maxOperations: 0, maxPayloadSize: 0 },
+    filter: { supported: true, maxResults: SCIM_LIMITS.maxCount },
+    changePassword: { supported: false },
+    sort: { supported: false },
+    etag: { supported: false },
+    authenticationSchemes: [
+      {
+        type: 'oauthbearertoken',
+        name: 'OAuth Bearer Token',
+        description: 'A SCIM token of the company in Authorization: Bearer, with an X-Request-Origin header',
+        specUri: 'https://www.rfc-editor.org/info/rfc6750',
+        primary: true,
+      },
+    ],
+    meta: { resourceType: 'ServiceProviderConfig', location: `${scimBase}/ServiceProviderConfig` },
+  };
+}
+
+/** RFC 7643 7: every schema this service serves, each with its attributes. */
+function schemaResources(scimBase: string): ScimSchemaResource[] {
   const schema = (id: string, name: string, description: string, attributes: ScimAttribute[]): ScimSchemaResource => ({
     schemas: [SCIM_SCHEMA_SCHEMA],
     id,
@@ -187,83 +220,65 @@ export function discoveryDocuments(baseUrl: string): DiscoveryDocuments {
     attributes,
     meta: { resourceType: 'Schema', location: `${scimBase}/Schemas/${id}` },
   });
-  return {
-    serviceProviderConfig: {
-      schemas: [SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA],
-      documentationUri: `${baseUrl}/docs`,
-      patch: { supported: true },
-      bulk: { supported: false, maxOperations: 0, maxPayloadSize: 0 },
-      filter: { supported: true, maxResults: SCIM_LIMITS.maxCount },
-      changePassword: { supported: false },
-      sort: { supported: false },
-      etag: { supported: false },
-      authenticationSchemes: [
-        {
-          type: 'oauthbearertoken',
-          name: 'OAuth Bearer Token',
-          description: 'A SCIM token of the company in Authorization: Bearer, with an X-Request-Origin header',
-          specUri: 'https://www.rfc-editor.org/info/rfc6750',
-          primary: true,
-        },
-      ],
-      meta: { resourceType: 'ServiceProviderConfig', location: `${scimBase}/ServiceProviderConfig` },
+  return [
+    schema(SCIM_USER_SCHEMA, 'User', 'A dashboard user of the company', userAttributes),
+    schema(
+      SCIM_EXTENSION_SCHEMA,
+      'DashboardUser',
+      'The dashboard access of a user: department, permissions and last sign-in. Responses carry it and the same attributes at the root; a request may give them in either place (the root wins).',
+      [...dashboardAttributes('Also at the root of the User, with the same value.'), effectivePermissionsAttribute],
+    ),
+    schema(
+      SCIM_GROUP_SCHEMA,
+      'Group',
+      'A group of dashboard users, as an identity provider pushes it',
+      groupAttributes,
+    ),
+    schema(
+      SCIM_GROUP_EXTENSION_SCHEMA,
+      'DashboardGroup',
+      "The group's role: the permissions it grants each member. A user's effective permissions are its own plus its groups'.",
+      groupExtensionAttributes,
+    ),
+    schema(
+      SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA,
+      'Service Provider Configuration',
+      "Schema for representing the service provider's configuration",
+      serviceProviderConfigAttributes,
+    ),
+    schema(
+      SCIM_RESOURCE_TYPE_SCHEMA,
+      'ResourceType',
+      'Specifies the schema that describes a SCIM resource type',
+      resourceTypeAttributes,
+    ),
+  ];
+}
+
+/** RFC 7643 6: the resource types, Users and Groups, each with its extension. */
+function resourceTypes(scimBase: string): ScimResourceType[] {
+  return [
+    {
+      schemas: [SCIM_RESOURCE_TYPE_SCHEMA],
+      id: 'User',
+      name: 'User',
+      description: 'Dashboard users of the company',
+      endpoint: '/Users',
+      schema: SCIM_USER_SCHEMA,
+      schemaExtensions: [{ schema: SCIM_EXTENSION_SCHEMA, required: false }],
+      meta: { resourceType: 'ResourceType', location: `${scimBase}/ResourceTypes/User` },
     },
-    schemas: [
-      schema(SCIM_USER_SCHEMA, 'User', 'A dashboard user of the company', userAttributes),
-      schema(
-        SCIM_EXTENSION_SCHEMA,
-        'DashboardUser',
-        'The dashboard access of a user: department, permissions and last sign-in. Responses carry it and the same attributes at the root; a request may give them in either place (the root wins).',
-        [...dashboardAttributes('Also at the root of the User, with the same value.'), effectivePermissionsAttribute],
-      ),
-      schema(
-        SCIM_GROUP_SCHEMA,
-        'Group',
-        'A group of dashboard users, as an identity provider pushes it',
-        groupAttributes,
-      ),
-      schema(
-        SCIM_GROUP_EXTENSION_SCHEMA,
-        'DashboardGroup',
-        "The group's role: the permissions it grants each member. A user's effective permissions are its own plus its groups'.",
-        groupExtensionAttributes,
-      ),
-      schema(
-        SCIM_SERVICE_PROVIDER_CONFIG_SCHEMA,
-        'Service Provider Configuration',
-        "Schema for representing the service provider's configuration",
-        serviceProviderConfigAttributes,
-      ),
-      schema(
-        SCIM_RESOURCE_TYPE_SCHEMA,
-        'ResourceType',
-        'Specifies the schema that describes a SCIM resource type',
-        resourceTypeAttributes,
-      ),
-    ],
-    resourceTypes: [
-      {
-        schemas: [SCIM_RESOURCE_TYPE_SCHEMA],
-        id: 'User',
-        name: 'User',
-        description: 'Dashboard users of the company',
-        endpoint: '/Users',
-        schema: SCIM_USER_SCHEMA,
-        schemaExtensions: [{ schema: SCIM_EXTENSION_SCHEMA, required: false }],
-        meta: { resourceType: 'ResourceType', location: `${scimBase}/ResourceTypes/User` },
-      },
-      {
-        schemas: [SCIM_RESOURCE_TYPE_SCHEMA],
-        id: 'Group',
-        name: 'Group',
-        description: 'Groups of dashboard users; a group carries a role (the permissions it grants)',
-        endpoint: '/Groups',
-        schema: SCIM_GROUP_SCHEMA,
-        schemaExtensions: [{ schema: SCIM_GROUP_EXTENSION_SCHEMA, required: false }],
-        meta: { resourceType: 'ResourceType', location: `${scimBase}/ResourceTypes/Group` },
-      },
-    ],
-  };
+    {
+      schemas: [SCIM_RESOURCE_TYPE_SCHEMA],
+      id: 'Group',
+      name: 'Group',
+      description: 'Groups of dashboard users; a group carries a role (the permissions it grants)',
+      endpoint: '/Groups',
+      schema: SCIM_GROUP_SCHEMA,
+      schemaExtensions: [{ schema: SCIM_GROUP_EXTENSION_SCHEMA, required: false }],
+      meta: { resourceType: 'ResourceType', location: `${scimBase}/ResourceTypes/Group` },
+    },
+  ];
 }
 
 /** RFC 7644 4: a list of schemas or resource types is a ListResponse holding all of them (no paging, no filter). */

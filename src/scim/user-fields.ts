@@ -84,6 +84,24 @@ export async function resolveGrantedPermissions(
   return stored;
 }
 
+type AppGroupInput = NonNullable<ScimPermissionsInput['appGroup']>[number];
+type TeamInput = NonNullable<AppGroupInput['team']>[number];
+interface Named {
+  id: string;
+  name: string;
+}
+interface TeamRow extends Named {
+  workspace_id: string;
+}
+
+/** What the entries of one body are checked and resolved against. */
+interface Lookups {
+  allowed: AllowedStrings;
+  setByName: ReadonlyMap<string, Named>;
+  teams: readonly TeamRow[];
+  problems: Problems;
+}
+
 async function resolveReferences(
   db: Db,
   companyId: string,
@@ -99,7 +117,24 @@ async function resolveReferences(
     problems,
   );
   const groups = input.appGroup ?? [];
+  const { workspaces, sets } = await loadWorkspacesAndSets(db, companyId, groups);
+  // Workspace of each entry (undefined where refused), then the teams of those workspaces in one query.
+  const entryWs = workspaceOfEachEntry(groups, workspaces, problems);
+  const teams = await loadTeams(db, groups, entryWs);
+  const lookups: Lookups = { allowed, setByName: new Map(sets.map((s) => [s.name, s])), teams, problems };
+  const appGroup = groups.flatMap((g, i) => {
+    const stored = storeEntry(g, `permissions.appGroup[${i}]`, entryWs[i], lookups);
+    return stored ? [stored] : [];
+  });
+  return { companyPermissions, appGroup };
+}
 
+/** The workspaces the entries name (by name or id) and the permission sets they name, in two queries. */
+async function loadWorkspacesAndSets(
+  db: Db,
+  companyId: string,
+  groups: readonly AppGroupInput[],
+): Promise<{ workspaces: Named[]; sets: Named[] }> {
   const wsNames = unique(groups.flatMap((g) => (g.appGroupName != null ? [g.appGroupName] : [])));
   const wsIds = unique(
     groups.flatMap((g) => (g.appGroupId != null && UUID.test(g.appGroupId) ? [g.appGroupId.toLowerCase()] : [])),
@@ -112,7 +147,7 @@ async function resolveReferences(
     wsNames.length + wsIds.length === 0
       ? []
       : (
-          await db.query<{ id: string; name: string }>(
+          await db.query<Named>(
             `SELECT id::text, name FROM workspaces WHERE company_id = $1 AND (name = ANY($2::text[]) OR id = ANY($3::uuid[]))`,
             [companyId, wsNames, wsIds],
           )
@@ -121,20 +156,29 @@ async function resolveReferences(
     setNames.length === 0
       ? []
       : (
-          await db.query<{ id: string; name: string }>(
+          await db.query<Named>(
             `SELECT id::text, name FROM permission_sets WHERE company_id = $1 AND name = ANY($2::text[])`,
             [companyId, setNames],
           )
         ).rows;
+  return { workspaces, sets };
+}
+
+/**
+ * The workspace of each entry, by name (an id given beside it must agree) or by id; undefined where it names none,
+ * disagrees, or repeats a workspace of an earlier entry.
+ */
+function workspaceOfEachEntry(
+  groups: readonly AppGroupInput[],
+  workspaces: readonly Named[],
+  problems: Problems,
+): (Named | undefined)[] {
   const wsByName = new Map(workspaces.map((w) => [w.name, w]));
   const wsById = new Map(workspaces.map((w) => [w.id, w]));
-  const setByName = new Map(sets.map((s) => [s.name, s]));
-
-  // Workspace of each entry (undefined where refused), then the teams of those workspaces in one query.
   const seen = new Set<string>();
-  const entryWs = groups.map((g, i) => {
+  return groups.map((g, i) => {
     const path = `permissions.appGroup[${i}]`;
-    let ws: { id: string; name: string } | undefined;
+    let ws: Named | undefined;
     if (g.appGroupName != null) {
       ws = wsByName.get(g.appGroupName);
       if (!ws) problems.add(`${path}.appGroupName`, `no workspace named "${g.appGroupName}" in this company`);
@@ -153,7 +197,14 @@ async function resolveReferences(
     if (ws) seen.add(ws.id);
     return ws;
   });
+}
 
+/** The teams (by name or id) of the resolved workspaces of entries that list teams, in one query. */
+async function loadTeams(
+  db: Db,
+  groups: readonly AppGroupInput[],
+  entryWs: readonly (Named | undefined)[],
+): Promise<TeamRow[]> {
   const teamRefs = groups.flatMap((g) => g.team ?? []);
   const teamNames = unique(teamRefs.flatMap((t) => (t.teamName != null ? [t.teamName] : [])));
   const teamIds = unique(
@@ -162,77 +213,104 @@ async function resolveReferences(
   const wsWithTeams = unique(
     groups.flatMap((g, i) => ((g.team ?? []).length > 0 && entryWs[i] ? [entryWs[i]!.id] : [])),
   );
-  const teams =
-    wsWithTeams.length === 0
-      ? []
-      : (
-          await db.query<{ id: string; name: string; workspace_id: string }>(
-            `SELECT id::text, name, workspace_id::text FROM teams
+  return wsWithTeams.length === 0
+    ? []
+    : (
+        await db.query<TeamRow>(
+          `SELECT id::text, name, workspace_id::text FROM teams
               WHERE workspace_id = ANY($1::uuid[]) AND (name = ANY($2::text[]) OR id = ANY($3::uuid[]))`,
-            [wsWithTeams, teamNames, teamIds],
-          )
-        ).rows;
+          [wsWithTeams, teamNames, teamIds],
+        )
+      ).rows;
+}
 
-  const appGroup: StoredAppGroup[] = [];
-  groups.forEach((g, i) => {
-    const path = `permissions.appGroup[${i}]`;
-    const ws = entryWs[i];
-    if (g.appGroupPermissionSets != null) {
-      const setIds = g.appGroupPermissionSets.flatMap((s, j) => {
-        const set = setByName.get(s.appGroupPermissionSetName);
-        if (!set)
-          problems.add(
-            `${path}.appGroupPermissionSets[${j}].appGroupPermissionSetName`,
-            `no permission set named "${s.appGroupPermissionSetName}" in this company`,
-          );
-        return set ? [set.id] : [];
-      });
-      if (ws) appGroup.push({ workspaceId: ws.id, permissionSetIds: setIds });
-      return;
-    }
-    const permissions = checkStrings(
-      g.appGroupPermissions,
-      allowed.workspace,
-      `${path}.appGroupPermissions`,
-      'workspace',
-      problems,
-    );
-    const seenTeams = new Set<string>();
-    const stored = (g.team ?? []).flatMap((t, j) => {
-      const tpath = `${path}.team[${j}]`;
-      const teamPermissions = checkStrings(
-        t.teamPermissions,
-        allowed.team,
-        `${tpath}.teamPermissions`,
-        'team',
-        problems,
-      );
-      if (!ws) return [];
-      const inWs = teams.filter((row) => row.workspace_id === ws.id);
-      let team =
-        t.teamName != null
-          ? inWs.find((row) => row.name === t.teamName)
-          : inWs.find((row) => row.id === t.teamId?.toLowerCase());
-      if (!team) {
+/**
+ * One entry as stored: its permission sets, or its workspace permissions and teams. Every reference is checked (and
+ * its problems reported) even when the entry's workspace was refused; such an entry is not stored.
+ */
+function storeEntry(
+  g: AppGroupInput,
+  path: string,
+  ws: Named | undefined,
+  { allowed, setByName, teams, problems }: Lookups,
+): StoredAppGroup | undefined {
+  if (g.appGroupPermissionSets != null) {
+    const setIds = g.appGroupPermissionSets.flatMap((s, j) => {
+      const set = setByName.get(s.appGroupPermissionSetName);
+      if (!set)
         problems.add(
-          t.teamName != null ? `${tpath}.teamName` : `${tpath}.teamId`,
-          t.teamName != null
-            ? `no team named "${t.teamName}" in workspace "${ws.name}"`
-            : `no team with this id in workspace "${ws.name}"`,
+          `${path}.appGroupPermissionSets[${j}].appGroupPermissionSetName`,
+          `no permission set named "${s.appGroupPermissionSetName}" in this company`,
         );
-      } else if (t.teamName != null && t.teamId != null && t.teamId.toLowerCase() !== team.id) {
-        problems.add(`${tpath}.teamId`, `does not match the team named "${t.teamName}"`);
-        team = undefined;
-      } else if (seenTeams.has(team.id)) {
-        problems.add(tpath, `team "${team.name}" is listed more than once`);
-        team = undefined;
-      }
-      if (!team) return [];
-      seenTeams.add(team.id);
-      return [{ teamId: team.id, permissions: teamPermissions }];
+      return set ? [set.id] : [];
     });
-    if (ws) appGroup.push({ workspaceId: ws.id, permissions, teams: stored });
-  });
+    return ws ? { workspaceId: ws.id, permissionSetIds: setIds } : undefined;
+  }
+  const permissions = checkStrings(
+    g.appGroupPermissions,
+    allowed.workspace,
+    `${path}.appGroupPermissions`,
+    'workspace',
+    problems,
+  );
+  const stored = resolveTeams(g.team ?? [], path, ws, teams, allowed, problems);
+  return ws ? { workspaceId: ws.id, permissions, teams: stored } : undefined;
+}
 
-  return { companyPermissions, appGroup };
+/** The teams of one entry with their checked permissions; those not found in its workspace are left out. */
+function resolveTeams(
+  refs: readonly TeamInput[],
+  path: string,
+  ws: Named | undefined,
+  teams: readonly TeamRow[],
+  allowed: AllowedStrings,
+  problems: Problems,
+): { teamId: string; permissions: string[] }[] {
+  const seenTeams = new Set<string>();
+  return refs.flatMap((t, j) => {
+    const tpath = `${path}.team[${j}]`;
+    const teamPermissions = checkStrings(t.teamPermissions, allowed.team, `${tpath}.teamPermissions`, 'team', problems);
+    if (!ws) return [];
+    const inWs = teams.filter((row) => row.workspace_id === ws.id);
+    const team = findTeam(t, tpath, ws, inWs, seenTeams, problems);
+    if (!team) return [];
+    seenTeams.add(team.id);
+    return [{ teamId: team.id, permissions: teamPermissions }];
+  });
+}
+
+/**
+ * The team a reference names (by name, an id beside it must agree; or by id) among its workspace's teams; undefined,
+ * with the problem, when it names none, disagrees, or repeats a team of the same entry.
+ */
+function findTeam(
+  t: TeamInput,
+  tpath: string,
+  ws: Named,
+  inWs: readonly TeamRow[],
+  seenTeams: ReadonlySet<string>,
+  problems: Problems,
+): TeamRow | undefined {
+  const team =
+    t.teamName != null
+      ? inWs.find((row) => row.name === t.teamName)
+      : inWs.find((row) => row.id === t.teamId?.toLowerCase());
+  if (!team) {
+    problems.add(
+      t.teamName != null ? `${tpath}.teamName` : `${tpath}.teamId`,
+      t.teamName != null
+        ? `no team named "${t.teamName}" in workspace "${ws.name}"`
+        : `no team with this id in workspace "${ws.name}"`,
+    );
+    return undefined;
+  }
+  if (t.teamName != null && t.teamId != null && t.teamId.toLowerCase() !== team.id) {
+    problems.add(`${tpath}.teamId`, `does not match the team named "${t.teamName}"`);
+    return undefined;
+  }
+  if (seenTeams.has(team.id)) {
+    problems.add(tpath, `team "${team.name}" is listed more than once`);
+    return undefined;
+  }
+  return team;
 }

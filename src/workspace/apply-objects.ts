@@ -1,6 +1,8 @@
-import { SPECS, type ApplyRun } from './apply-specs.js';
-import type { WorkspaceFile } from './schema.js';
+import { SPECS, type ApplyRun, type DeclaredWorkspace } from './apply-specs.js';
+import type { WorkspaceDecl } from './schema.js';
 import { upsert } from './upsert.js';
+
+type Row = Record<string, unknown>;
 
 /**
  * The objects a workspace declares, each kind upserted by its natural key in one statement: teams, apps, tags (those
@@ -9,10 +11,8 @@ import { upsert } from './upsert.js';
  */
 export async function applyObjects(run: ApplyRun): Promise<void> {
   const { client, file, companyId, workspaces, counts } = run;
-  const perWorkspace = <T, R>(
-    pick: (w: WorkspaceFile['workspaces'][number]) => T[],
-    map: (item: T, workspaceId: string) => R,
-  ) => workspaces.flatMap((w) => pick(w.decl).map((item) => map(item, w.id)));
+  const perWorkspace = <T>(pick: (w: WorkspaceDecl) => T[], map: (item: T, workspaceId: string) => Row) =>
+    workspaces.flatMap((w) => pick(w.decl).map((item) => map(item, w.id)));
 
   counts.teams = await upsert(
     client,
@@ -30,21 +30,7 @@ export async function applyObjects(run: ApplyRun): Promise<void> {
       (a, id) => ({ workspace_id: id, name: a.name, platform: a.platform, api_id: a.api_id }),
     ),
   );
-  // Tags the file's objects carry exist as tags too, so that features requiring existing tags accept them.
-  counts.tags = await upsert(
-    client,
-    SPECS.tags,
-    workspaces.flatMap((w) => {
-      const d = w.decl;
-      const all = new Set([
-        ...d.tags,
-        ...d.segments.flatMap((s) => s.tags),
-        ...d.canvases.flatMap((c) => c.tags),
-        ...d.feed_cards.flatMap((c) => c.tags),
-      ]);
-      return [...all].map((name) => ({ workspace_id: w.id, name }));
-    }),
-  );
+  counts.tags = await upsert(client, SPECS.tags, tagRows(workspaces));
   counts.content_blocks = await upsert(
     client,
     SPECS.content_blocks,
@@ -56,19 +42,7 @@ export async function applyObjects(run: ApplyRun): Promise<void> {
   counts.segments = await upsert(
     client,
     SPECS.segments,
-    perWorkspace(
-      (w) => w.segments,
-      (s, id) => ({
-        workspace_id: id,
-        api_id: s.id,
-        name: s.name,
-        tags: s.tags,
-        analytics_tracking_enabled: s.analytics_tracking_enabled,
-        archived: s.archived,
-        filter: s.filter,
-        created_at: s.created_at,
-      }),
-    ),
+    perWorkspace((w) => w.segments, segmentRow),
   );
   counts.catalogs = await upsert(
     client,
@@ -81,58 +55,88 @@ export async function applyObjects(run: ApplyRun): Promise<void> {
   counts.canvases = await upsert(
     client,
     SPECS.canvases,
-    perWorkspace(
-      (w) => w.canvases,
-      (c, id) => ({
-        workspace_id: id,
-        api_id: c.id,
-        name: c.name,
-        tags: c.tags,
-        status: c.status,
-        archived: c.archived,
-        created_at: c.created_at,
-        last_edited: c.last_edited,
-      }),
-    ),
+    perWorkspace((w) => w.canvases, canvasRow),
   );
   counts.feed_cards = await upsert(
     client,
     SPECS.feed_cards,
-    perWorkspace(
-      (w) => w.feed_cards,
-      (c, id) => ({
-        workspace_id: id,
-        api_id: c.id,
-        type: c.type,
-        title: c.title,
-        tags: c.tags,
-        archived: c.archived,
-        created_at: c.created_at,
-      }),
-    ),
+    perWorkspace((w) => w.feed_cards, feedCardRow),
   );
   counts.preference_centers = await upsert(
     client,
     SPECS.preference_centers,
-    perWorkspace(
-      (w) => w.preference_centers,
-      (p, id) => ({
-        workspace_id: id,
-        api_id: p.id,
-        name: p.name,
-        title: p.title,
-        page_html: p.page_html,
-        confirmation_page_html: p.confirmation_page_html,
-        redirect_page_html: p.redirect_page_html,
-        options: p.options,
-        state: p.state,
-        created_at: p.created_at,
-      }),
-    ),
+    perWorkspace((w) => w.preference_centers, preferenceCenterRow),
   );
   counts.permission_sets = await upsert(
     client,
     SPECS.permission_sets,
     file.permission_sets.map((p) => ({ company_id: companyId, name: p.name, permissions: p.permissions })),
   );
+}
+
+/** Tags the file's objects carry exist as tags too, so that features requiring existing tags accept them. */
+function tagRows(workspaces: DeclaredWorkspace[]): Row[] {
+  return workspaces.flatMap((w) => {
+    const d = w.decl;
+    const all = new Set([
+      ...d.tags,
+      ...d.segments.flatMap((s) => s.tags),
+      ...d.canvases.flatMap((c) => c.tags),
+      ...d.feed_cards.flatMap((c) => c.tags),
+    ]);
+    return [...all].map((name) => ({ workspace_id: w.id, name }));
+  });
+}
+
+function segmentRow(s: WorkspaceDecl['segments'][number], workspaceId: string): Row {
+  return {
+    workspace_id: workspaceId,
+    api_id: s.id,
+    name: s.name,
+    tags: s.tags,
+    analytics_tracking_enabled: s.analytics_tracking_enabled,
+    archived: s.archived,
+    filter: s.filter,
+    created_at: s.created_at,
+  };
+}
+
+function canvasRow(c: WorkspaceDecl['canvases'][number], workspaceId: string): Row {
+  return {
+    workspace_id: workspaceId,
+    api_id: c.id,
+    name: c.name,
+    tags: c.tags,
+    status: c.status,
+    archived: c.archived,
+    created_at: c.created_at,
+    last_edited: c.last_edited,
+  };
+}
+
+function feedCardRow(c: WorkspaceDecl['feed_cards'][number], workspaceId: string): Row {
+  return {
+    workspace_id: workspaceId,
+    api_id: c.id,
+    type: c.type,
+    title: c.title,
+    tags: c.tags,
+    archived: c.archived,
+    created_at: c.created_at,
+  };
+}
+
+function preferenceCenterRow(p: WorkspaceDecl['preference_centers'][number], workspaceId: string): Row {
+  return {
+    workspace_id: workspaceId,
+    api_id: p.id,
+    name: p.name,
+    title: p.title,
+    page_html: p.page_html,
+    confirmation_page_html: p.confirmation_page_html,
+    redirect_page_html: p.redirect_page_html,
+    options: p.options,
+    state: p.state,
+    created_at: p.created_at,
+  };
 }

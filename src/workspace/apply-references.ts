@@ -16,10 +16,28 @@ import { upsert, type UpsertCounts } from './upsert.js';
  * Every unresolved reference is an issue; all of them are reported at once, before anything of this step is written.
  */
 export async function applyReferences(run: ApplyRun): Promise<void> {
-  const { client, workspaces, issues, counts, now } = run;
+  const { client, workspaces, counts } = run;
   // References, resolved against the file's objects just written and whatever was stored before.
   const refs = await loadReferences(client, workspaces);
-  const scheduleRows = workspaces.flatMap((w) =>
+  // Rows in the order their issues are reported: live activities, scheduled exports, uninstalls, integrations.
+  const scheduleRows = canvasScheduleRows(workspaces, refs);
+  const liveRows = liveActivityRows(run, refs);
+  const exportRows = scheduledExportRows(run, refs);
+  const uninstallRows = uninstallRecordRows(run, refs);
+  const integrationRows = cdiIntegrationRows(workspaces);
+  await checkIntegrationOwners(run, integrationRows);
+  failOnIssues(run);
+
+  counts.canvas_schedules = await upsert(client, SPECS.canvas_schedules, scheduleRows);
+  counts.live_activities = await upsert(client, SPECS.live_activities, liveRows);
+  counts.scheduled_exports = await upsert(client, SPECS.scheduled_exports, exportRows);
+  counts.cdi_integrations = await upsert(client, SPECS.cdi_integrations, integrationRows);
+  await applyRecords(run, uninstallRows);
+}
+
+/** Each canvas schedule, with its canvas's id and, when the file gives none, ids derived from where it is declared. */
+function canvasScheduleRows(workspaces: DeclaredWorkspace[], refs: References) {
+  return workspaces.flatMap((w) =>
     w.decl.canvases.flatMap((c) =>
       c.schedules.map((s, si) => {
         const scheduleId = s.schedule_id ?? derivedId(`schedule/${w.id}/${c.id}/${si}`);
@@ -37,27 +55,36 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
       }),
     ),
   );
-  const appOf = (w: (typeof workspaces)[number], ref: string, path: Path): string | undefined => {
-    const id = refs.apps.get(`${w.id}/name/${ref}`) ?? refs.apps.get(`${w.id}/api_id/${ref}`);
-    if (!id)
-      issues.push({
-        path: formatPath(path),
-        message: `no app named (or with api_id) "${ref}" in workspace "${w.decl.name}"`,
-      });
-    return id;
-  };
-  const liveRows = workspaces.flatMap((w) =>
+}
+
+/** The id of the app a declaration names (by name or api_id) in its workspace; an issue when there is none. */
+function appOf(run: ApplyRun, refs: References, w: DeclaredWorkspace, ref: string, path: Path): string | undefined {
+  const id = refs.apps.get(`${w.id}/name/${ref}`) ?? refs.apps.get(`${w.id}/api_id/${ref}`);
+  if (!id)
+    run.issues.push({
+      path: formatPath(path),
+      message: `no app named (or with api_id) "${ref}" in workspace "${w.decl.name}"`,
+    });
+  return id;
+}
+
+function liveActivityRows(run: ApplyRun, refs: References) {
+  return run.workspaces.flatMap((w) =>
     w.decl.live_activities.map((l, li) => ({
-      app_id: appOf(w, l.app, [...w.path, 'live_activities', li, 'app']),
+      app_id: appOf(run, refs, w, l.app, [...w.path, 'live_activities', li, 'app']),
       activity_id: l.activity_id,
       content_state_shape: l.content_state_shape,
     })),
   );
-  const exportRows = workspaces.flatMap((w) =>
+}
+
+/** Each scheduled export with its segment's id; an issue for a segment the workspace does not have. */
+function scheduledExportRows(run: ApplyRun, refs: References) {
+  return run.workspaces.flatMap((w) =>
     w.decl.scheduled_exports.map((e, ei) => {
       const segmentId = refs.segments.get(`${w.id}/${e.segment}`);
       if (!segmentId)
-        issues.push({
+        run.issues.push({
           path: formatPath([...w.path, 'scheduled_exports', ei, 'segment']),
           message: `no segment with id "${e.segment}" in workspace "${w.decl.name}"`,
         });
@@ -79,15 +106,21 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
       };
     }),
   );
-  const uninstallRows = workspaces.flatMap((w) =>
+}
+
+function uninstallRecordRows(run: ApplyRun, refs: References) {
+  return run.workspaces.flatMap((w) =>
     (w.decl.records?.uninstalls ?? []).map((u, ui) => ({
       workspace_id: w.id,
-      app_id: appOf(w, u.app, [...w.path, 'records', 'uninstalls', ui, 'app']),
-      occurred_at: resolveRecordTime(u.at, now),
+      app_id: appOf(run, refs, w, u.app, [...w.path, 'records', 'uninstalls', ui, 'app']),
+      occurred_at: resolveRecordTime(u.at, run.now),
       count: u.count,
     })),
   );
-  const integrationRows = workspaces.flatMap((w) =>
+}
+
+function cdiIntegrationRows(workspaces: DeclaredWorkspace[]) {
+  return workspaces.flatMap((w) =>
     w.decl.cdi_integrations.map((c) => ({
       workspace_id: w.id,
       id: c.id,
@@ -96,32 +129,36 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
       schedule: c.schedule ?? null,
     })),
   );
-  // An integration id is global: one declared by another workspace (of this or another company) is not taken over.
-  if (integrationRows.length > 0) {
-    const { rows } = await client.query<{ id: string; workspace_id: string }>(
-      'SELECT id, workspace_id FROM cdi_integrations WHERE id = ANY($1::uuid[])',
-      [integrationRows.map((r) => r.id)],
-    );
-    for (const r of rows) {
-      const mine = integrationRows.find((i) => i.id === r.id)!;
-      if (mine.workspace_id === r.workspace_id) continue;
-      const w = workspaces.find((x) => x.id === mine.workspace_id)!;
-      const ci = w.decl.cdi_integrations.findIndex((c) => c.id === r.id);
-      issues.push({
-        path: formatPath([...w.path, 'cdi_integrations', ci, 'id']),
-        message: `integration id "${r.id}" belongs to another workspace`,
-      });
-    }
+}
+
+/** An integration id is global: one declared by another workspace (of this or another company) is not taken over. */
+async function checkIntegrationOwners(
+  run: ApplyRun,
+  integrationRows: { workspace_id: string; id: string }[],
+): Promise<void> {
+  if (integrationRows.length === 0) return;
+  const { rows } = await run.client.query<{ id: string; workspace_id: string }>(
+    'SELECT id, workspace_id FROM cdi_integrations WHERE id = ANY($1::uuid[])',
+    [integrationRows.map((r) => r.id)],
+  );
+  for (const r of rows) {
+    const mine = integrationRows.find((i) => i.id === r.id)!;
+    if (mine.workspace_id === r.workspace_id) continue;
+    const w = run.workspaces.find((x) => x.id === mine.workspace_id)!;
+    const ci = w.decl.cdi_integrations.findIndex((c) => c.id === r.id);
+    run.issues.push({
+      path: formatPath([...w.path, 'cdi_integrations', ci, 'id']),
+      message: `integration id "${r.id}" belongs to another workspace`,
+    });
   }
-  failOnIssues(run);
+}
 
-  counts.canvas_schedules = await upsert(client, SPECS.canvas_schedules, scheduleRows);
-  counts.live_activities = await upsert(client, SPECS.live_activities, liveRows);
-  counts.scheduled_exports = await upsert(client, SPECS.scheduled_exports, exportRows);
-  counts.cdi_integrations = await upsert(client, SPECS.cdi_integrations, integrationRows);
-
-  // Records go through the same writers as the internal API's, so that both do the same (a hard bounce unsubscribes
-  // the address's profiles whichever way it arrives); an exact repeat of a stored record counts as unchanged.
+/**
+ * Records go through the same writers as the internal API's, so that both do the same (a hard bounce unsubscribes
+ * the address's profiles whichever way it arrives); an exact repeat of a stored record counts as unchanged.
+ */
+async function applyRecords(run: ApplyRun, uninstallRows: ReturnType<typeof uninstallRecordRows>): Promise<void> {
+  const { client, workspaces, counts, now } = run;
   counts.uninstalls = await topUpUninstalls(client, uninstallRows);
   counts.hard_bounces = { created: 0, updated: 0, unchanged: 0 };
   counts.invalid_phone_numbers = { created: 0, updated: 0, unchanged: 0 };

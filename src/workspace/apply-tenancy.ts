@@ -103,13 +103,39 @@ function hashed(secret: string | undefined, column: string): Record<string, stri
   return { [column]: hashSecret(secret).toString('hex'), key_prefix: secretPrefix(secret) };
 }
 
+type SecretRow = { row: Record<string, unknown>; path: Path };
+
 /** App ids, key secrets and schedule ids are unique across the store: refuse to take one from someone else. */
 async function checkGlobalClashes(
   client: PoolClient,
   companyId: string,
   workspaces: DeclaredWorkspace[],
-  apiKeys: { row: Record<string, unknown>; path: Path }[],
-  tokens: { row: Record<string, unknown>; path: Path }[],
+  apiKeys: SecretRow[],
+  tokens: SecretRow[],
+  issues: FileIssue[],
+): Promise<void> {
+  await checkAppIdClashes(client, workspaces, issues);
+  await checkSecretClashes(
+    client,
+    { table: 'api_keys', column: 'key_hash', ownerSql: `workspace_id || '/' || name` },
+    apiKeys,
+    (r) => `${r.workspace_id}/${r.name}`,
+    issues,
+  );
+  await checkSecretClashes(
+    client,
+    { table: 'scim_tokens', column: 'token_hash', ownerSql: `company_id || '/' || name` },
+    tokens,
+    (r) => `${companyId}/${r.name}`,
+    issues,
+  );
+  await checkScheduleIdClashes(client, workspaces, issues);
+}
+
+/** An app api_id stored for another app (another workspace's, or another name's) is refused. */
+async function checkAppIdClashes(
+  client: PoolClient,
+  workspaces: DeclaredWorkspace[],
   issues: FileIssue[],
 ): Promise<void> {
   const apps = workspaces.flatMap((w) =>
@@ -117,50 +143,50 @@ async function checkGlobalClashes(
       a.api_id ? [{ apiId: a.api_id, owner: `${w.id}/${a.name}`, path: [...w.path, 'apps', ai, 'api_id'] }] : [],
     ),
   );
-  if (apps.length > 0) {
-    const { rows } = await client.query<{ api_id: string; owner: string }>(
-      `SELECT api_id, workspace_id || '/' || name AS owner FROM apps WHERE api_id = ANY($1)`,
-      [apps.map((a) => a.apiId)],
-    );
-    const owner = new Map(rows.map((r) => [r.api_id, r.owner]));
-    for (const a of apps) {
-      const o = owner.get(a.apiId);
-      if (o !== undefined && o !== a.owner)
-        issues.push({ path: formatPath(a.path), message: `api_id "${a.apiId}" already belongs to another app` });
-    }
-  }
-  const checkSecrets = async (
-    table: string,
-    column: string,
-    ownerSql: string,
-    items: { row: Record<string, unknown>; path: Path }[],
-    ownerOf: (row: Record<string, unknown>) => string,
-  ) => {
-    const given = items.filter((i) => typeof i.row[column] === 'string');
-    if (given.length === 0) return;
-    const { rows } = await client.query<{ hash: string; owner: string }>(
-      `SELECT encode(${column}, 'hex') AS hash, ${ownerSql} AS owner FROM ${table} WHERE ${column} = ANY($1::bytea[])`,
-      [given.map((i) => Buffer.from(i.row[column] as string, 'hex'))],
-    );
-    const owner = new Map(rows.map((r) => [r.hash, r.owner]));
-    for (const i of given) {
-      const o = owner.get(i.row[column] as string);
-      if (o !== undefined && o !== ownerOf(i.row))
-        issues.push({
-          path: formatPath(i.path),
-          message: 'this secret is already used by another key; choose another',
-        });
-    }
-  };
-  await checkSecrets(
-    'api_keys',
-    'key_hash',
-    `workspace_id || '/' || name`,
-    apiKeys,
-    (r) => `${r.workspace_id}/${r.name}`,
+  if (apps.length === 0) return;
+  const { rows } = await client.query<{ api_id: string; owner: string }>(
+    `SELECT api_id, workspace_id || '/' || name AS owner FROM apps WHERE api_id = ANY($1)`,
+    [apps.map((a) => a.apiId)],
   );
-  await checkSecrets('scim_tokens', 'token_hash', `company_id || '/' || name`, tokens, (r) => `${companyId}/${r.name}`);
+  const owner = new Map(rows.map((r) => [r.api_id, r.owner]));
+  for (const a of apps) {
+    const o = owner.get(a.apiId);
+    if (o !== undefined && o !== a.owner)
+      issues.push({ path: formatPath(a.path), message: `api_id "${a.apiId}" already belongs to another app` });
+  }
+}
 
+/** A given secret whose hash is stored in `table` for another owner (`ownerSql`, `ownerOf`) is refused. */
+async function checkSecretClashes(
+  client: PoolClient,
+  { table, column, ownerSql }: { table: string; column: string; ownerSql: string },
+  items: SecretRow[],
+  ownerOf: (row: Record<string, unknown>) => string,
+  issues: FileIssue[],
+): Promise<void> {
+  const given = items.filter((i) => typeof i.row[column] === 'string');
+  if (given.length === 0) return;
+  const { rows } = await client.query<{ hash: string; owner: string }>(
+    `SELECT encode(${column}, 'hex') AS hash, ${ownerSql} AS owner FROM ${table} WHERE ${column} = ANY($1::bytea[])`,
+    [given.map((i) => Buffer.from(i.row[column] as string, 'hex'))],
+  );
+  const owner = new Map(rows.map((r) => [r.hash, r.owner]));
+  for (const i of given) {
+    const o = owner.get(i.row[column] as string);
+    if (o !== undefined && o !== ownerOf(i.row))
+      issues.push({
+        path: formatPath(i.path),
+        message: 'this secret is already used by another key; choose another',
+      });
+  }
+}
+
+/** A schedule_id stored for another canvas is refused. */
+async function checkScheduleIdClashes(
+  client: PoolClient,
+  workspaces: DeclaredWorkspace[],
+  issues: FileIssue[],
+): Promise<void> {
   const schedules = workspaces.flatMap((w) =>
     w.decl.canvases.flatMap((c, ci) =>
       c.schedules.flatMap((s, si) =>
@@ -176,16 +202,15 @@ async function checkGlobalClashes(
       ),
     ),
   );
-  if (schedules.length > 0) {
-    const { rows } = await client.query<{ schedule_id: string; owner: string }>(
-      `SELECT s.schedule_id, c.workspace_id || '/' || c.api_id AS owner FROM canvas_schedules s JOIN canvases c ON c.id = s.canvas_id WHERE s.schedule_id = ANY($1)`,
-      [schedules.map((s) => s.id)],
-    );
-    const owner = new Map(rows.map((r) => [r.schedule_id, r.owner]));
-    for (const s of schedules) {
-      const o = owner.get(s.id);
-      if (o !== undefined && o !== s.owner)
-        issues.push({ path: formatPath(s.path), message: `schedule_id "${s.id}" already belongs to another canvas` });
-    }
+  if (schedules.length === 0) return;
+  const { rows } = await client.query<{ schedule_id: string; owner: string }>(
+    `SELECT s.schedule_id, c.workspace_id || '/' || c.api_id AS owner FROM canvas_schedules s JOIN canvases c ON c.id = s.canvas_id WHERE s.schedule_id = ANY($1)`,
+    [schedules.map((s) => s.id)],
+  );
+  const owner = new Map(rows.map((r) => [r.schedule_id, r.owner]));
+  for (const s of schedules) {
+    const o = owner.get(s.id);
+    if (o !== undefined && o !== s.owner)
+      issues.push({ path: formatPath(s.path), message: `schedule_id "${s.id}" already belongs to another canvas` });
   }
 }

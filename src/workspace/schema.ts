@@ -365,239 +365,220 @@ export const WorkspaceSchema = z.strictObject({
   records: RecordsSchema.optional(),
 });
 
-export const WorkspaceFileSchema = z
-  .strictObject({
-    company: z.strictObject({
-      name: Name,
-      settings: z
-        .strictObject({
-          /** Extend the built-in SCIM department and permission lists. */
-          scim: z
-            .strictObject({
-              departments: z.array(Name).max(1000).optional(),
-              // A plain list extends every level; an object extends each level (company, workspace, team) apart.
-              permissions: z
-                .union([
-                  z.array(Name).max(1000),
-                  z.strictObject({
-                    company: z.array(Name).max(1000).optional(),
-                    workspace: z.array(Name).max(1000).optional(),
-                    team: z.array(Name).max(1000).optional(),
-                  }),
-                ])
-                .optional(),
-            })
-            .optional(),
-        })
-        .default({}),
-    }),
-    scim_tokens: z.array(ScimTokenSchema).max(100).default([]),
-    permission_sets: z
-      .array(z.strictObject({ name: Name, permissions: z.array(Name).max(500).default([]) }))
-      .max(1000)
-      .default([]),
-    /**
-     * SCIM groups and the roles they carry (docs/scim.md "Groups"): Okta's Group Push and Entra ID send a group's
-     * displayName and members only, so the role of a group the identity provider will push is declared here. The
-     * group is created when absent (the provider then finds it by displayName and links it); its members stay the
-     * provider's.
-     */
-    scim_groups: z
-      .array(z.strictObject({ display_name: Name, permissions: ScimPermissionsBody }))
-      .max(1000)
-      .default([]),
-    workspaces: z.array(WorkspaceSchema).max(100).default([]),
-  })
-  .superRefine((file, ctx) => {
-    const unique = <T>(
-      items: T[],
-      key: (t: T) => string | undefined,
-      path: (i: number) => (string | number)[],
-      what: string,
-    ) => {
-      const seen = new Map<string, number>();
-      items.forEach((item, i) => {
-        const k = key(item);
-        if (k === undefined) return;
-        const first = seen.get(k);
-        if (first === undefined) seen.set(k, i);
-        else
-          ctx.addIssue({
-            code: 'custom',
-            path: path(i),
-            message: `duplicate ${what} "${k}" (first at index ${first})`,
-          });
-      });
-    };
-    unique(
-      file.scim_tokens,
-      (t) => t.name,
-      (i) => ['scim_tokens', i, 'name'],
-      'SCIM token name',
-    );
-    unique(
-      file.permission_sets,
-      (p) => p.name,
-      (i) => ['permission_sets', i, 'name'],
-      'permission set name',
-    );
-    // displayName is unique ignoring letter case, as the SCIM endpoints compare it.
-    unique(
-      file.scim_groups,
-      (g) => g.display_name.toLowerCase(),
-      (i) => ['scim_groups', i, 'display_name'],
-      'SCIM group display_name',
-    );
-    // Permission sets stand for workspace-level SCIM permissions: the built-in ones plus this file's extensions.
-    const scimAllowed = allowedStrings({ scim: file.company.settings.scim }).workspace;
-    file.permission_sets.forEach((set, si) =>
-      set.permissions.forEach((perm, pi) => {
-        if (!scimAllowed.has(perm)) {
-          ctx.addIssue({
-            code: 'custom',
-            path: ['permission_sets', si, 'permissions', pi],
-            message: `unknown workspace permission "${perm}" (neither built in nor listed in company.settings.scim.permissions)`,
-          });
-        }
-      }),
-    );
-    unique(
-      file.workspaces,
-      (w) => w.name,
-      (i) => ['workspaces', i, 'name'],
-      'workspace name',
-    );
+const WorkspaceFileFields = z.strictObject({
+  company: z.strictObject({
+    name: Name,
+    settings: z
+      .strictObject({
+        /** Extend the built-in SCIM department and permission lists. */
+        scim: z
+          .strictObject({
+            departments: z.array(Name).max(1000).optional(),
+            // A plain list extends every level; an object extends each level (company, workspace, team) apart.
+            permissions: z
+              .union([
+                z.array(Name).max(1000),
+                z.strictObject({
+                  company: z.array(Name).max(1000).optional(),
+                  workspace: z.array(Name).max(1000).optional(),
+                  team: z.array(Name).max(1000).optional(),
+                }),
+              ])
+              .optional(),
+          })
+          .optional(),
+      })
+      .default({}),
+  }),
+  scim_tokens: z.array(ScimTokenSchema).max(100).default([]),
+  permission_sets: z
+    .array(z.strictObject({ name: Name, permissions: z.array(Name).max(500).default([]) }))
+    .max(1000)
+    .default([]),
+  /**
+   * SCIM groups and the roles they carry (docs/scim.md "Groups"): Okta's Group Push and Entra ID send a group's
+   * displayName and members only, so the role of a group the identity provider will push is declared here. The
+   * group is created when absent (the provider then finds it by displayName and links it); its members stay the
+   * provider's.
+   */
+  scim_groups: z
+    .array(z.strictObject({ display_name: Name, permissions: ScimPermissionsBody }))
+    .max(1000)
+    .default([]),
+  workspaces: z.array(WorkspaceSchema).max(100).default([]),
+});
 
-    // Secrets and app ids are unique across the whole store, so across the whole file too.
-    const secrets = [
-      ...file.scim_tokens.map((t, i) => ({ v: t.secret, path: ['scim_tokens', i, 'secret'] })),
-      ...file.workspaces.flatMap((w, wi) =>
-        w.api_keys.map((k, ki) => ({ v: k.secret, path: ['workspaces', wi, 'api_keys', ki, 'secret'] })),
-      ),
-    ];
-    const seenSecret = new Set<string>();
-    for (const s of secrets) {
-      if (s.v === undefined) continue;
-      if (seenSecret.has(s.v))
+type ParsedFile = z.output<typeof WorkspaceFileFields>;
+type Path = (string | number)[];
+
+/**
+ * Names, ids and secrets that must be unique: within their list, within their workspace, or across the whole file
+ * (and so across the store). Every duplicate is reported, against the index of its first occurrence.
+ */
+export const WorkspaceFileSchema = WorkspaceFileFields.superRefine((file, ctx) => {
+  checkCompanyNames(file, ctx);
+  checkPermissionSets(file, ctx);
+  reportDuplicateField(ctx, file.workspaces, 'name', ['workspaces'], 'workspace name');
+  checkSecretsAcrossFile(file, ctx);
+  checkIdsAcrossWorkspaces(file, ctx);
+  file.workspaces.forEach((w, wi) => checkWorkspaceNames(w, wi, ctx));
+});
+
+/** Adds an issue for every item whose key an earlier item already had; items without a key are skipped. */
+function reportDuplicates<T>(
+  ctx: z.RefinementCtx,
+  items: T[],
+  key: (t: T) => string | undefined,
+  path: (i: number) => Path,
+  what: string,
+): void {
+  const seen = new Map<string, number>();
+  items.forEach((item, i) => {
+    const k = key(item);
+    if (k === undefined) return;
+    const first = seen.get(k);
+    if (first === undefined) seen.set(k, i);
+    else
+      ctx.addIssue({
+        code: 'custom',
+        path: path(i),
+        message: `duplicate ${what} "${k}" (first at index ${first})`,
+      });
+  });
+}
+
+/** reportDuplicates over one string field of the items, with the issue at `[...listPath, index, field]`. */
+function reportDuplicateField<F extends string, T extends Record<F, string>>(
+  ctx: z.RefinementCtx,
+  items: T[],
+  field: F,
+  listPath: Path,
+  what: string,
+): void {
+  reportDuplicates(
+    ctx,
+    items,
+    (item) => item[field],
+    (i) => [...listPath, i, field],
+    what,
+  );
+}
+
+/** SCIM token names, permission set names and SCIM group display names, each unique in its list. */
+function checkCompanyNames(file: ParsedFile, ctx: z.RefinementCtx): void {
+  reportDuplicateField(ctx, file.scim_tokens, 'name', ['scim_tokens'], 'SCIM token name');
+  reportDuplicateField(ctx, file.permission_sets, 'name', ['permission_sets'], 'permission set name');
+  // displayName is unique ignoring letter case, as the SCIM endpoints compare it.
+  reportDuplicates(
+    ctx,
+    file.scim_groups,
+    (g) => g.display_name.toLowerCase(),
+    (i) => ['scim_groups', i, 'display_name'],
+    'SCIM group display_name',
+  );
+}
+
+/** Permission sets stand for workspace-level SCIM permissions: the built-in ones plus this file's extensions. */
+function checkPermissionSets(file: ParsedFile, ctx: z.RefinementCtx): void {
+  const scimAllowed = allowedStrings({ scim: file.company.settings.scim }).workspace;
+  file.permission_sets.forEach((set, si) =>
+    set.permissions.forEach((perm, pi) => {
+      if (!scimAllowed.has(perm)) {
         ctx.addIssue({
           code: 'custom',
-          path: s.path,
-          message: 'this secret is already used by another key or token in the file',
+          path: ['permission_sets', si, 'permissions', pi],
+          message: `unknown workspace permission "${perm}" (neither built in nor listed in company.settings.scim.permissions)`,
         });
-      seenSecret.add(s.v);
-    }
-    const appIds = file.workspaces.flatMap((w, wi) =>
-      w.apps.map((a, ai) => ({ id: a.api_id, path: ['workspaces', wi, 'apps', ai, 'api_id'] })),
-    );
-    unique(
-      appIds,
-      (a) => a.id,
-      (i) => appIds[i]!.path,
-      'app api_id',
-    );
-    const scheduleIds = file.workspaces.flatMap((w, wi) =>
-      w.canvases.flatMap((c, ci) =>
-        c.schedules.map((s, si) => ({
-          id: s.schedule_id,
-          path: ['workspaces', wi, 'canvases', ci, 'schedules', si, 'schedule_id'],
-        })),
-      ),
-    );
-    unique(
-      scheduleIds,
-      (s) => s.id,
-      (i) => scheduleIds[i]!.path,
-      'schedule_id',
-    );
-    const integrationIds = file.workspaces.flatMap((w, wi) =>
-      w.cdi_integrations.map((c, ci) => ({ id: c.id, path: ['workspaces', wi, 'cdi_integrations', ci, 'id'] })),
-    );
-    unique(
-      integrationIds,
-      (c) => c.id,
-      (i) => integrationIds[i]!.path,
-      'CDI integration id',
-    );
+      }
+    }),
+  );
+}
 
-    file.workspaces.forEach((w, wi) => {
-      const at = (list: string) => (i: number) => ['workspaces', wi, list, i];
-      unique(
-        w.apps,
-        (a) => a.name,
-        (i) => [...at('apps')(i), 'name'],
-        'app name',
-      );
-      unique(
-        w.teams,
-        (t) => t.name,
-        (i) => [...at('teams')(i), 'name'],
-        'team name',
-      );
-      unique(
-        w.api_keys,
-        (k) => k.name,
-        (i) => [...at('api_keys')(i), 'name'],
-        'API key name',
-      );
-      unique(
-        w.content_blocks,
-        (c) => c.name,
-        (i) => [...at('content_blocks')(i), 'name'],
-        'content block name',
-      );
-      unique(
-        w.segments,
-        (s) => s.id,
-        (i) => [...at('segments')(i), 'id'],
-        'segment id',
-      );
-      unique(
-        w.catalogs,
-        (c) => c.name,
-        (i) => [...at('catalogs')(i), 'name'],
-        'catalog name',
-      );
-      unique(
-        w.canvases,
-        (c) => c.id,
-        (i) => [...at('canvases')(i), 'id'],
-        'canvas id',
-      );
-      unique(
-        w.feed_cards,
-        (c) => c.id,
-        (i) => [...at('feed_cards')(i), 'id'],
-        'feed card id',
-      );
-      unique(
-        w.preference_centers,
-        (p) => p.id,
-        (i) => [...at('preference_centers')(i), 'id'],
-        'preference center id',
-      );
-      unique(
-        w.scheduled_exports,
-        (s) => s.name,
-        (i) => [...at('scheduled_exports')(i), 'name'],
-        'scheduled export name',
-      );
-      w.catalogs.forEach((c, ci) =>
-        unique(
-          c.fields,
-          (f) => f.name,
-          (i) => ['workspaces', wi, 'catalogs', ci, 'fields', i, 'name'],
-          'field name',
-        ),
-      );
-      // Two declarations of one live activity would fight over its shape.
-      unique(
-        w.live_activities,
-        (l) => `${l.app}/${l.activity_id}`,
-        (i) => [...at('live_activities')(i), 'activity_id'],
-        'live activity (app/activity_id)',
-      );
-    });
-  });
+/** Secrets are unique across the whole store, so across the whole file too. */
+function checkSecretsAcrossFile(file: ParsedFile, ctx: z.RefinementCtx): void {
+  const secrets = [
+    ...file.scim_tokens.map((t, i) => ({ v: t.secret, path: ['scim_tokens', i, 'secret'] })),
+    ...file.workspaces.flatMap((w, wi) =>
+      w.api_keys.map((k, ki) => ({ v: k.secret, path: ['workspaces', wi, 'api_keys', ki, 'secret'] })),
+    ),
+  ];
+  const seenSecret = new Set<string>();
+  for (const s of secrets) {
+    if (s.v === undefined) continue;
+    if (seenSecret.has(s.v))
+      ctx.addIssue({
+        code: 'custom',
+        path: s.path,
+        message: 'this secret is already used by another key or token in the file',
+      });
+    seenSecret.add(s.v);
+  }
+}
+
+/** App ids, canvas schedule ids and CDI integration ids are unique across the store, so across the workspaces. */
+function checkIdsAcrossWorkspaces(file: ParsedFile, ctx: z.RefinementCtx): void {
+  const appIds = file.workspaces.flatMap((w, wi) =>
+    w.apps.map((a, ai) => ({ id: a.api_id, path: ['workspaces', wi, 'apps', ai, 'api_id'] })),
+  );
+  reportDuplicates(
+    ctx,
+    appIds,
+    (a) => a.id,
+    (i) => appIds[i]!.path,
+    'app api_id',
+  );
+  const scheduleIds = file.workspaces.flatMap((w, wi) =>
+    w.canvases.flatMap((c, ci) =>
+      c.schedules.map((s, si) => ({
+        id: s.schedule_id,
+        path: ['workspaces', wi, 'canvases', ci, 'schedules', si, 'schedule_id'],
+      })),
+    ),
+  );
+  reportDuplicates(
+    ctx,
+    scheduleIds,
+    (s) => s.id,
+    (i) => scheduleIds[i]!.path,
+    'schedule_id',
+  );
+  const integrationIds = file.workspaces.flatMap((w, wi) =>
+    w.cdi_integrations.map((c, ci) => ({ id: c.id, path: ['workspaces', wi, 'cdi_integrations', ci, 'id'] })),
+  );
+  reportDuplicates(
+    ctx,
+    integrationIds,
+    (c) => c.id,
+    (i) => integrationIds[i]!.path,
+    'CDI integration id',
+  );
+}
+
+/** The names and ids unique within one workspace, and the field names within each of its catalogs. */
+function checkWorkspaceNames(w: ParsedFile['workspaces'][number], wi: number, ctx: z.RefinementCtx): void {
+  const at = (list: string): Path => ['workspaces', wi, list];
+  reportDuplicateField(ctx, w.apps, 'name', at('apps'), 'app name');
+  reportDuplicateField(ctx, w.teams, 'name', at('teams'), 'team name');
+  reportDuplicateField(ctx, w.api_keys, 'name', at('api_keys'), 'API key name');
+  reportDuplicateField(ctx, w.content_blocks, 'name', at('content_blocks'), 'content block name');
+  reportDuplicateField(ctx, w.segments, 'id', at('segments'), 'segment id');
+  reportDuplicateField(ctx, w.catalogs, 'name', at('catalogs'), 'catalog name');
+  reportDuplicateField(ctx, w.canvases, 'id', at('canvases'), 'canvas id');
+  reportDuplicateField(ctx, w.feed_cards, 'id', at('feed_cards'), 'feed card id');
+  reportDuplicateField(ctx, w.preference_centers, 'id', at('preference_centers'), 'preference center id');
+  reportDuplicateField(ctx, w.scheduled_exports, 'name', at('scheduled_exports'), 'scheduled export name');
+  w.catalogs.forEach((c, ci) =>
+    reportDuplicateField(ctx, c.fields, 'name', ['workspaces', wi, 'catalogs', ci, 'fields'], 'field name'),
+  );
+  // Two declarations of one live activity would fight over its shape.
+  reportDuplicates(
+    ctx,
+    w.live_activities,
+    (l) => `${l.app}/${l.activity_id}`,
+    (i) => [...at('live_activities'), i, 'activity_id'],
+    'live activity (app/activity_id)',
+  );
+}
 
 export type WorkspaceFile = z.infer<typeof WorkspaceFileSchema>;
 export type WorkspaceDecl = WorkspaceFile['workspaces'][number];
