@@ -19,8 +19,8 @@ import {
 
 /**
  * Accepting a user-data request: its commands are committed to the staging log (with the answer of its
- * Idempotency-Key, in the same statement) before the answer, then a worker is asked to apply them (src/ingest/
- * commands.ts). The answer says what was accepted; the commands take effect in their turn, within moments.
+ * Idempotency-Key, in the same statement) before the answer, then a worker is asked to apply them
+ * (src/ingest/apply/commands.ts). The answer says what was accepted; the commands take effect in their turn, within moments.
  */
 
 export type UserDataDeps = Pick<TrackDeps, 'pool' | 'queues' | 'log' | 'health'>;

@@ -7,7 +7,7 @@ import type { Identity, TrackObjects } from '../types.js';
  * so concurrent batches of one workspace touch disjoint profiles, except for a user named by two identifier types
  * (external_id in one object, email in another). For that case the apply is safe, not merely rare: counts and
  * aggregates merge in SQL from the row as it stands when the update takes its lock, and attributes carry their
- * time into the UPDATE, which keeps a newer stored value (src/ingest/apply.ts).
+ * time into the UPDATE, which keeps a newer stored value (src/profiles/tracked-objects.ts).
  */
 
 /** FNV-1a (32 bits) over the identifier's UTF-16 code units: cheap, and stable across processes and versions. */

@@ -1,0 +1,202 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { repoRoot } from '../helpers/cli.js';
+
+const DOC = 'docs/architecture.md';
+const doc = readFileSync(path.join(repoRoot, DOC), 'utf8');
+
+/** Folders whose paths the doc names in backticks (`src/exports/holds.ts`), and the top-level files it may name. */
+const PATH_PREFIX = /^(?:src|jobs|test|docs|scripts|bench|tools|workspace)\//;
+const TOP_LEVEL_FILES = new Set([
+  'README.md',
+  'BENCHMARKS.md',
+  'package.json',
+  'package-lock.json',
+  'eslint.config.js',
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'vitest.config.ts',
+  'docker-compose.yml',
+  '.prettierrc.json',
+]);
+/** A pattern rather than a path (`src/queues/<queue>.ts`): only the folder before its first placeholder must exist. */
+const PLACEHOLDER = /[<>*{}[\]]/;
+/** A function, as the doc writes one: `runShard()`. */
+const FUNCTION = /^([A-Za-z_$][\w$]*)\(\)$/;
+/** The walks, and functions each must name: the entry points a newcomer follows (they stay when helpers are cut). */
+const WALKS = [
+  { heading: /^## Walk 1\b.*segment export/i, entries: ['createExport', 'runShard', 'writeParts', 'finishExport'] },
+  {
+    heading: /^## Walk 2\b.*track/i,
+    entries: ['acceptTrack', 'stageObjects', 'drainThrough', 'applyObjects', 'writeProfilesLogged'],
+  },
+  {
+    heading: /^## Walk 3\b.*changes_since/i,
+    entries: ['resolveExportBase', 'chooseIncrementalMethod', 'forgetExportBases'],
+  },
+];
+
+/** A paragraph, list item, heading or table row of the doc (fenced code left out), with its first line's number. */
+interface Block {
+  line: number;
+  text: string;
+}
+
+function blocksOf(markdown: string): Block[] {
+  const blocks: Block[] = [];
+  let current: Block | null = null;
+  let fenced = false;
+  markdown.split('\n').forEach((text, i) => {
+    if (/^\s*```/.test(text)) {
+      fenced = !fenced;
+      current = null;
+      return;
+    }
+    if (fenced || text.trim() === '') {
+      current = null;
+      return;
+    }
+    const starts = current === null || /^(?:#|\|)/.test(text) || /^\s*(?:[-*+]|\d+[.)])\s/.test(text);
+    if (starts) blocks.push((current = { line: i + 1, text }));
+    else current!.text += `\n${text}`;
+    if (text.startsWith('#') || text.startsWith('|')) current = null;
+  });
+  return blocks;
+}
+
+const codeSpans = (text: string) => [...text.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
+
+/** A block's code spans, each with the number of the line it is on. */
+const codeSpansOf = (block: Block) =>
+  [...block.text.matchAll(/`([^`]+)`/g)].map((m) => ({
+    span: m[1]!,
+    line: block.line + (block.text.slice(0, m.index).match(/\n/g)?.length ?? 0),
+  }));
+
+/** The repo path a code span names (without its `#anchor`), or null when it names none. */
+function repoPathOf(span: string): { path: string; anchor?: string } | null {
+  const [p, anchor] = span.split('#', 2) as [string, string | undefined];
+  if (!PATH_PREFIX.test(p) && !TOP_LEVEL_FILES.has(p)) return null;
+  return anchor === undefined ? { path: p } : { path: p, anchor };
+}
+
+const onDisk = (p: string) => path.join(repoRoot, p);
+const isFile = (p: string) => existsSync(onDisk(p)) && statSync(onDisk(p)).isFile();
+
+/** Why a named path is wrong, or null: it must exist (a folder when it ends in '/'), and an anchor must be a heading. */
+function pathProblem(p: string, anchor: string | undefined): string | null {
+  const at = p.search(PLACEHOLDER);
+  if (at >= 0) {
+    const folder = p.slice(0, p.lastIndexOf('/', at) + 1);
+    return existsSync(onDisk(folder)) ? null : `the folder ${folder} of the pattern ${p} does not exist`;
+  }
+  if (!existsSync(onDisk(p))) return `${p} does not exist`;
+  if (p.endsWith('/') && !statSync(onDisk(p)).isDirectory()) return `${p} is not a folder`;
+  if (anchor !== undefined && !headingSlugs(readFileSync(onDisk(p), 'utf8')).has(anchor))
+    return `${p} has no heading #${anchor}`;
+  return null;
+}
+
+/** GitHub's anchors of a Markdown file's headings: lower case, punctuation dropped, each space a hyphen. */
+function headingSlugs(markdown: string): Set<string> {
+  return new Set(
+    [...markdown.matchAll(/^#{1,6} +(.+?) *$/gm)].map((m) =>
+      m[1]!
+        .replace(/`/g, '')
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N} _-]/gu, '')
+        .replace(/ /g, '-'),
+    ),
+  );
+}
+
+/** Whether TypeScript source declares `name` as a function, a const/let/var (a plugin, a job) or a class. */
+function declares(source: string, name: string): boolean {
+  const n = name.replace(/\$/g, '\\$');
+  return new RegExp(`\\bfunction\\*?\\s+${n}\\s*[<(]|\\b(?:const|let|var)\\s+${n}\\s*[:=]|\\bclass\\s+${n}\\b`).test(
+    source,
+  );
+}
+
+/** The text of the level-2 section whose heading matches, up to the next level-2 heading. */
+function section(heading: RegExp): string | undefined {
+  const lines = doc.split('\n');
+  const start = lines.findIndex((l) => heading.test(l));
+  if (start < 0) return undefined;
+  const end = lines.findIndex((l, i) => i > start && l.startsWith('## '));
+  return lines.slice(start, end < 0 ? undefined : end).join('\n');
+}
+
+const blocks = blocksOf(doc);
+const named = blocks.flatMap((b) =>
+  codeSpansOf(b).flatMap(({ span, line }) => {
+    const p = repoPathOf(span);
+    return p ? [{ ...p, line }] : [];
+  }),
+);
+
+describe(`${DOC} stays true`, () => {
+  it('names only paths that exist', () => {
+    const problems = named.flatMap(({ path: p, anchor, line }) => {
+      const problem = pathProblem(p, anchor);
+      return problem ? [`${DOC}:${line}: ${problem}`] : [];
+    });
+    expect(problems).toEqual([]);
+  });
+
+  it('names enough paths for that to mean something', () => {
+    expect(new Set(named.map((n) => n.path)).size).toBeGreaterThanOrEqual(25);
+    for (const walk of WALKS) {
+      const files = new Set(
+        codeSpans(section(walk.heading) ?? '').flatMap((s) => {
+          const p = repoPathOf(s);
+          return p && !p.path.endsWith('/') ? [p.path] : [];
+        }),
+      );
+      expect(files.size, `files named by the section ${walk.heading}`).toBeGreaterThanOrEqual(8);
+    }
+  });
+
+  it('has the layers, the three walks and where to look next', () => {
+    expect(doc).toMatch(/^## Layers\b/m);
+    for (const walk of WALKS) expect(section(walk.heading), `a section headed ${walk.heading}`).toBeDefined();
+    expect(doc).toMatch(/^## Where to look next/m);
+    expect(doc).toMatch(/^## How the tests are organised/m);
+  });
+
+  it('follows each walk through its entry functions', () => {
+    for (const walk of WALKS) {
+      const spans = new Set(codeSpans(section(walk.heading) ?? ''));
+      for (const name of walk.entries) expect(spans.has(`${name}()`), `${name}() in ${walk.heading}`).toBe(true);
+    }
+  });
+
+  it('names each function beside a file that declares it', () => {
+    const problems: string[] = [];
+    let checked = 0;
+    for (const block of blocks) {
+      const spans = codeSpansOf(block);
+      const files = spans.flatMap(({ span }) => {
+        const p = repoPathOf(span);
+        return p && /\.[cm]?[jt]s$/.test(p.path) && isFile(p.path) ? [p.path] : [];
+      });
+      for (const { span, line } of spans) {
+        const name = FUNCTION.exec(span)?.[1];
+        if (!name) continue;
+        checked++;
+        if (!files.some((f) => declares(readFileSync(onDisk(f), 'utf8'), name)))
+          problems.push(
+            `${DOC}:${line}: ${name}() is declared in none of the files its paragraph names: ${files.join(', ') || 'none'}`,
+          );
+      }
+    }
+    expect(problems).toEqual([]);
+    expect(checked).toBeGreaterThanOrEqual(25);
+  });
+
+  it('is wrapped at 120 columns', () => {
+    const long = doc.split('\n').flatMap((l, i) => (l.length > 120 ? [`${DOC}:${i + 1}: ${l.length} columns`] : []));
+    expect(long).toEqual([]);
+  });
+});
