@@ -23,7 +23,8 @@ import { buildManifest, type ManifestReadFrom } from './manifest.js';
 import { exportJsonSchema } from './json-schema.js';
 import { MANIFEST_FILE, SCHEMA_FILE, SUCCESS_FILE, type PartKind } from '../key-layout.js';
 import { PART_LINES, writeParts } from '../shard/part-writer.js';
-import { ExportSpecSchema } from '../request/request-body.js';
+import { ExportSpecSchema, type ExportSpec } from '../request/request-body.js';
+import type { WorkspaceStore } from '../../storage/stores.js';
 
 async function* tailBytes(pool: Pool, exportId: string, kind: PartKind): AsyncGenerator<Buffer> {
   const { rows } = await pool.query<{ shard: number }>(
@@ -98,6 +99,17 @@ async function readSourceSummary(pool: Pool, exp: ExportRow): Promise<ManifestRe
   };
 }
 
+/** Exports recorded before shard ends were kept (shard_buckets null) cannot be checked, and finish as before. */
+async function assertShardsEnded(pool: Pool, exp: ExportRow): Promise<void> {
+  if (exp.shard_buckets === null) return;
+  const ended = await pool.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM export_shards_done WHERE export_id = $1',
+    [exp.id],
+  );
+  if (ended.rows[0]!.n < exp.shard_count)
+    throw new ShardsNotEndedError(exp.id, exp.shard_count - ended.rows[0]!.n, exp.shard_count);
+}
+
 async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures: string[]): Promise<void> {
   const { pool, redis, config, log } = deps;
   const exp = await loadExport(pool, exportId);
@@ -111,122 +123,163 @@ async function finishLocked(deps: ExportJobDeps, exportId: string, shardFailures
       `the export failed while reading or uploading users: ${shardFailures[0]!.slice(0, 300)}`,
     );
   }
-  // Exports recorded before shard ends were kept (shard_buckets null) cannot be checked, and finish as before.
-  if (exp.shard_buckets !== null) {
-    const ended = await pool.query<{ n: number }>(
-      'SELECT count(*)::int AS n FROM export_shards_done WHERE export_id = $1',
-      [exp.id],
-    );
-    if (ended.rows[0]!.n < exp.shard_count)
-      throw new ShardsNotEndedError(exp.id, exp.shard_count - ended.rows[0]!.n, exp.shard_count);
-  }
+  await assertShardsEnded(pool, exp);
   const spec = ExportSpecSchema.parse(exp.request);
   const ws = await openStore(deps, exp);
   try {
     const keyPrefix = await markRunning(pool, exp, ws);
     if (!keyPrefix) return;
-    const mergeShard = exp.shard_count;
     const { users, removed, parts } = await withLeaseRenewal(
       redis,
       lockKeys(config, exp),
       exp.id,
       config.EXPORT_LOCK_LEASE_MS,
       (err) => log.warn({ err, exportId }, 'export lock renewal failed'),
-      async () => {
-        const manifestKey = `${keyPrefix}/${MANIFEST_FILE}`;
-        const schemaKey = `${keyPrefix}/${SCHEMA_FILE}`;
-        const successKey = `${keyPrefix}/${SUCCESS_FILE}`;
-        // An attempt killed after writing _SUCCESS left a complete export: a loader may be reading it already, so
-        // nothing is rewritten (the merge shard's parts below would be).
-        if ((await ws.store.head(successKey)) !== null) return completedCounts(pool, exp.id);
-        await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard >= $2`, [exp.id, mergeShard]);
-        const earlier = await pool.query<{ object_key: string }>(
-          `SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`,
-          [exp.id, mergeShard],
-        );
-        if (earlier.rows.length > 0) await ws.store.delete(earlier.rows.map((r) => r.object_key));
-        await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exp.id, mergeShard]);
-
-        for (const kind of ['users', 'removed'] as const) {
-          await pipeline(
-            Readable.from(tailBytes(pool, exp.id, kind)),
-            new NdjsonLines(PART_LINES),
-            async (batches: AsyncIterable<LineBatch>) => {
-              await writeParts(batches, {
-                ...partWriterOptions(deps, exp, spec, ws, keyPrefix, mergeShard, kind),
-                rest: 'upload',
-              });
-            },
-          );
-        }
-
-        const { rows } = await pool.query<{
-          kind: PartKind;
-          object_key: string;
-          users: number;
-          bytes: number;
-          sha256: string;
-        }>(
-          `SELECT kind, object_key, users, bytes, sha256 FROM export_parts WHERE export_id = $1 ORDER BY kind DESC, shard, part_index`,
-          [exp.id],
-        );
-        const known = new Set([...rows.map((r) => r.object_key), manifestKey, schemaKey]);
-        const strays = (await ws.store.list(`${keyPrefix}/`)).filter((o) => !known.has(o.key)).map((o) => o.key);
-        if (strays.length > 0) {
-          log.info({ exportId, strays: strays.length }, 'removing files left by interrupted attempts');
-          await ws.store.delete(strays);
-        }
-        await removePartialFiles(ws, keyPrefix);
-        const total = rows.reduce((n, r) => n + (r.kind === 'users' ? r.users : 0), 0);
-        const removed = rows.reduce((n, r) => n + (r.kind === 'removed' ? r.users : 0), 0);
-        const readFrom = await readSourceSummary(pool, exp);
-        const manifest = buildManifest({
-          readFrom,
-          objectPrefix: exp.object_prefix,
-          segmentId: exp.segment_api_id,
-          spec,
-          createdAt: exp.created_at,
-          finishedAt: new Date(),
-          keyPrefix,
-          parts: rows.map((r) => ({
-            kind: r.kind,
-            key: r.object_key,
-            users: r.users,
-            bytes: r.bytes,
-            sha256: r.sha256,
-          })),
-        });
-        await ws.store.put(schemaKey, Buffer.from(exportJsonSchema(spec)), { contentType: 'application/schema+json' });
-        await ws.store.put(manifestKey, Buffer.from(JSON.stringify(manifest, null, 2)), {
-          contentType: 'application/json',
-        });
-        // Last: a loader that waits for _SUCCESS finds every part the manifest names, and nothing comes after it.
-        const success = {
-          export_id: exp.id,
-          object_prefix: exp.object_prefix,
-          users: total,
-          removed,
-          parts: rows.length,
-          manifest: MANIFEST_FILE,
-        };
-        await ws.store.put(successKey, Buffer.from(`${JSON.stringify(success)}\n`), {
-          contentType: 'application/json',
-        });
-        return { users: total, removed, parts: rows.length };
-      },
+      () => completeInStore({ deps, exp, spec, ws, keyPrefix }),
     );
-    await pool.query(
-      `UPDATE exports SET status = 'ready', finished_at = now(), users_done = $2, parts_done = $3, removed_done = $5,
-              url_expires_at = CASE WHEN destination = 'local' THEN now() + make_interval(secs => $4) END
-        WHERE id = $1 AND status = 'running'`,
-      [exp.id, users, parts, config.DOWNLOAD_URL_TTL_SECONDS, removed],
-    );
-    await pool.query(`DELETE FROM export_tails WHERE export_id = $1`, [exp.id]);
+    await markReady(pool, config, exp, { users, removed, parts });
     log.info({ exportId, segmentId: exp.segment_api_id, users, removed, parts }, 'export ready');
     await afterReady(deps, exp);
   } finally {
     ws.close();
   }
+}
+
+/** An export being finished, with the store and key prefix it is written under. */
+interface Finishing {
+  deps: ExportJobDeps;
+  exp: ExportRow;
+  spec: ExportSpec;
+  ws: WorkspaceStore;
+  keyPrefix: string;
+}
+
+/** What a finished export adds up to. */
+interface ExportCounts {
+  users: number;
+  removed: number;
+  parts: number;
+}
+
+/** A part of the export, as recorded in export_parts. */
+interface PartRow {
+  kind: PartKind;
+  object_key: string;
+  users: number;
+  bytes: number;
+  sha256: string;
+}
+
+/**
+ * Writes the merge shard's parts (the shards' tails), removes what earlier attempts left, then writes schema.json,
+ * manifest.json and, last, _SUCCESS. The merge shard is numbered after the last shard.
+ */
+async function completeInStore(f: Finishing): Promise<ExportCounts> {
+  const { pool } = f.deps;
+  const successKey = `${f.keyPrefix}/${SUCCESS_FILE}`;
+  // An attempt killed after writing _SUCCESS left a complete export: a loader may be reading it already, so
+  // nothing is rewritten (the merge shard's parts below would be).
+  if ((await f.ws.store.head(successKey)) !== null) return completedCounts(pool, f.exp.id);
+  await clearMergeShard(f);
+  for (const kind of ['users', 'removed'] as const) await writeMergeParts(f, kind);
+  const { rows } = await pool.query<PartRow>(
+    `SELECT kind, object_key, users, bytes, sha256 FROM export_parts WHERE export_id = $1 ORDER BY kind DESC, shard, part_index`,
+    [f.exp.id],
+  );
+  await removeStrays(f, rows);
+  await removePartialFiles(f.ws, f.keyPrefix);
+  const total = rows.reduce((n, r) => n + (r.kind === 'users' ? r.users : 0), 0);
+  const removed = rows.reduce((n, r) => n + (r.kind === 'removed' ? r.users : 0), 0);
+  await writeSchemaAndManifest(f, rows);
+  // Last: a loader that waits for _SUCCESS finds every part the manifest names, and nothing comes after it.
+  const success = {
+    export_id: f.exp.id,
+    object_prefix: f.exp.object_prefix,
+    users: total,
+    removed,
+    parts: rows.length,
+    manifest: MANIFEST_FILE,
+  };
+  await f.ws.store.put(successKey, Buffer.from(`${JSON.stringify(success)}\n`), { contentType: 'application/json' });
+  return { users: total, removed, parts: rows.length };
+}
+
+/** Takes back what an earlier finishing attempt wrote of the merge shard: its tails, its parts' files and rows. */
+async function clearMergeShard({ deps: { pool }, exp, ws }: Finishing): Promise<void> {
+  const mergeShard = exp.shard_count;
+  await pool.query(`DELETE FROM export_tails WHERE export_id = $1 AND shard >= $2`, [exp.id, mergeShard]);
+  const earlier = await pool.query<{ object_key: string }>(
+    `SELECT object_key FROM export_parts WHERE export_id = $1 AND shard = $2`,
+    [exp.id, mergeShard],
+  );
+  if (earlier.rows.length > 0) await ws.store.delete(earlier.rows.map((r) => r.object_key));
+  await pool.query(`DELETE FROM export_parts WHERE export_id = $1 AND shard = $2`, [exp.id, mergeShard]);
+}
+
+/** Cuts the shards' tails of one kind into full parts and at most one short last part, uploaded as the merge shard. */
+async function writeMergeParts(f: Finishing, kind: PartKind): Promise<void> {
+  const { deps, exp, spec, ws, keyPrefix } = f;
+  await pipeline(
+    Readable.from(tailBytes(deps.pool, exp.id, kind)),
+    new NdjsonLines(PART_LINES),
+    async (batches: AsyncIterable<LineBatch>) => {
+      await writeParts(batches, {
+        ...partWriterOptions(deps, exp, spec, ws, keyPrefix, exp.shard_count, kind),
+        rest: 'upload',
+      });
+    },
+  );
+}
+
+/** Removes the files under the prefix that no part, nor the manifest or schema, names: left by interrupted attempts. */
+async function removeStrays({ deps, exp, ws, keyPrefix }: Finishing, parts: PartRow[]): Promise<void> {
+  const known = new Set([
+    ...parts.map((r) => r.object_key),
+    `${keyPrefix}/${MANIFEST_FILE}`,
+    `${keyPrefix}/${SCHEMA_FILE}`,
+  ]);
+  const strays = (await ws.store.list(`${keyPrefix}/`)).filter((o) => !known.has(o.key)).map((o) => o.key);
+  if (strays.length > 0) {
+    deps.log.info({ exportId: exp.id, strays: strays.length }, 'removing files left by interrupted attempts');
+    await ws.store.delete(strays);
+  }
+}
+
+/** Writes schema.json, then manifest.json naming every part. */
+async function writeSchemaAndManifest({ deps, exp, spec, ws, keyPrefix }: Finishing, parts: PartRow[]): Promise<void> {
+  const readFrom = await readSourceSummary(deps.pool, exp);
+  const manifest = buildManifest({
+    readFrom,
+    objectPrefix: exp.object_prefix,
+    segmentId: exp.segment_api_id,
+    spec,
+    createdAt: exp.created_at,
+    finishedAt: new Date(),
+    keyPrefix,
+    parts: parts.map((r) => ({ kind: r.kind, key: r.object_key, users: r.users, bytes: r.bytes, sha256: r.sha256 })),
+  });
+  await ws.store.put(`${keyPrefix}/${SCHEMA_FILE}`, Buffer.from(exportJsonSchema(spec)), {
+    contentType: 'application/schema+json',
+  });
+  await ws.store.put(`${keyPrefix}/${MANIFEST_FILE}`, Buffer.from(JSON.stringify(manifest, null, 2)), {
+    contentType: 'application/json',
+  });
+}
+
+/** Marks the export ready with its counts (a download link's expiry for the built-in store) and drops its tails. */
+async function markReady(
+  pool: Pool,
+  config: Config,
+  exp: ExportRow,
+  { users, removed, parts }: ExportCounts,
+): Promise<void> {
+  await pool.query(
+    `UPDATE exports SET status = 'ready', finished_at = now(), users_done = $2, parts_done = $3, removed_done = $5,
+            url_expires_at = CASE WHEN destination = 'local' THEN now() + make_interval(secs => $4) END
+      WHERE id = $1 AND status = 'running'`,
+    [exp.id, users, parts, config.DOWNLOAD_URL_TTL_SECONDS, removed],
+  );
+  await pool.query(`DELETE FROM export_tails WHERE export_id = $1`, [exp.id]);
 }
 
 async function hasSuccessMarker(deps: ExportJobDeps, exp: ExportRow): Promise<boolean> {

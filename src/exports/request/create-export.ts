@@ -2,6 +2,7 @@ import { publicBaseUrl, type Config } from '../../config.js';
 import { withTransaction, type Pool, type PoolClient } from '../../db/pool.js';
 import { AppError, badRequest } from '../../errors.js';
 import { redisKeyPrefix, type Redis } from '../../redis.js';
+import type { Destination } from '../../storage/destination.js';
 import { workspaceDestination } from '../../storage/stores.js';
 import { downloadUrl } from '../finish/download.js';
 import { enqueueExportFlow } from '../../queues/segment-export.js';
@@ -24,6 +25,7 @@ import {
   normaliseRequest,
   partSizingRefusal,
   type ExportRequestBody,
+  type ExportSpec,
 } from './request-body.js';
 
 export interface CreateExportDeps {
@@ -83,6 +85,143 @@ async function acquireHolds(
   return take();
 }
 
+/** The request as the export will run it, refused (400) when its part sizing or callback endpoint is not allowed. */
+function validatedSpec(body: ExportRequestBody, config: Config): ExportSpec {
+  const sizing = partSizingRefusal(body);
+  if (sizing) throw badRequest(sizing);
+  const spec = normaliseRequest(body);
+  if (spec.callbackEndpoint) {
+    const refusal = callbackRefusal(spec.callbackEndpoint, callbackPolicy(config));
+    if (refusal) throw badRequest(refusal);
+  }
+  return spec;
+}
+
+interface SegmentRow {
+  id: string;
+  archived: boolean;
+  filter: unknown;
+}
+
+/** The segment the request names, in the workspace and not archived, or a 400 saying why not. */
+async function exportableSegment(pool: Pool, workspaceId: string, segmentApiId: string): Promise<SegmentRow> {
+  const { rows } = await pool.query<SegmentRow>(
+    `SELECT id, archived, filter FROM segments WHERE workspace_id = $1 AND api_id = $2`,
+    [workspaceId, segmentApiId],
+  );
+  const segment = rows[0];
+  if (!segment)
+    throw badRequest(`segment_id ${JSON.stringify(segmentApiId)} does not name a segment of this workspace`);
+  if (segment.archived) throw badRequest(`segment ${JSON.stringify(segmentApiId)} is archived and cannot be exported`);
+  return segment;
+}
+
+/**
+ * For an incremental export (changes_since), the export it follows: set as `spec.changesSince`, and its member layers
+ * returned (null for a full export).
+ */
+async function resolveIncrementalBase(
+  pool: Pool,
+  workspaceId: string,
+  segment: SegmentRow,
+  body: ExportRequestBody,
+  spec: ExportSpec,
+): Promise<string[] | null> {
+  if (!body.changes_since) return null;
+  // Applying an incremental export means matching its lines to rows loaded before: it needs a key.
+  if (!hasIncrementalKey(spec.fields)) {
+    throw badRequest(
+      'an incremental export (changes_since) must export external_id or service_id, so that its lines can be matched to the rows loaded before',
+    );
+  }
+  const resolved = await resolveExportBase(pool, workspaceId, segment.id, body.changes_since);
+  spec.changesSince = resolved.base;
+  return resolved.memberLayers;
+}
+
+/** The workspace's export destination (null: the built-in store), a 500 naming the operator's part when unreadable. */
+async function exportDestination(pool: Pool, workspaceId: string): Promise<Destination | null> {
+  try {
+    return await workspaceDestination(pool, workspaceId);
+  } catch (err) {
+    throw new AppError(
+      'internal',
+      'The workspace export destination is misconfigured; ask the operator to fix the workspace file',
+      { cause: err },
+    );
+  }
+}
+
+/** The spec's 429 for a segment export already running, or for the company's running exports at their limit. */
+function limitReached(limit: 'segment' | 'company', segmentApiId: string, config: Config): AppError {
+  return new AppError(
+    'rate_limited',
+    limit === 'segment'
+      ? `An export of segment ${segmentApiId} is already running; only one export per segment may run at a time. Retry when it has finished.`
+      : `Your company already has ${config.EXPORT_MAX_RUNNING_PER_COMPANY} segment exports running, the most that may run at once. Retry when one has finished.`,
+    { retryAfter: 60 },
+  );
+}
+
+/** What the exports row records, beyond its ids. */
+interface ExportRecord {
+  exportId: string;
+  objectPrefix: string;
+  segmentId: string;
+  spec: ExportSpec;
+  destination: Destination | null;
+  shardCount: number;
+  shardBuckets: number;
+  now: Date;
+  baseLayers: string[] | null;
+}
+
+/**
+ * Records the export, in the caller's transaction. PostgreSQL holds the limits too, so that they survive Redis losing
+ * its holds: a unique index lets one unfinished export per segment in, and the company's unfinished exports are
+ * counted under a lock of the company. Throws ExportLimitReached when either is taken.
+ */
+async function insertExport(
+  client: PoolClient,
+  config: Config,
+  who: { workspaceId: string; companyId: string },
+  record: ExportRecord,
+  scheduledBy: string | undefined,
+): Promise<void> {
+  await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-export-company:${who.companyId}`]);
+  const running = await client.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM exports WHERE company_id = $1 AND status IN ('queued', 'running')`,
+    [who.companyId],
+  );
+  if (running.rows[0]!.n >= config.EXPORT_MAX_RUNNING_PER_COMPANY) throw new ExportLimitReached('company');
+  await client
+    .query(
+      `INSERT INTO exports (id, object_prefix, company_id, workspace_id, segment_id, request, destination, shard_count, shard_buckets, scheduled_by,
+                            public_base_url, created_at, primary_lsn, changes_since, member_layers)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, pg_current_wal_lsn(), $13, $14)`,
+      [
+        record.exportId,
+        record.objectPrefix,
+        who.companyId,
+        who.workspaceId,
+        record.segmentId,
+        JSON.stringify(record.spec),
+        record.destination?.provider ?? 'local',
+        record.shardCount,
+        record.shardBuckets,
+        scheduledBy ?? null,
+        publicBaseUrl(config),
+        record.now,
+        record.spec.changesSince?.exportId ?? null,
+        newMemberLayers(record.exportId, record.baseLayers),
+      ],
+    )
+    .catch((err: unknown) => {
+      if ((err as { code?: string }).code === '23505') throw new ExportLimitReached('segment');
+      throw err;
+    });
+}
+
 /**
  * Validates what the body cannot say by itself (the segment, the callback host), takes the segment lock and a
  * company slot, records the export and enqueues it as one flow: shard jobs and the finishing job that waits for
@@ -95,46 +234,10 @@ export async function createExport(
   options: CreateExportOptions = {},
 ): Promise<CreatedExport> {
   const { config, pool, redis } = deps;
-  const sizing = partSizingRefusal(body);
-  if (sizing) throw badRequest(sizing);
-  const spec = normaliseRequest(body);
-  if (spec.callbackEndpoint) {
-    const refusal = callbackRefusal(spec.callbackEndpoint, callbackPolicy(config));
-    if (refusal) throw badRequest(refusal);
-  }
-
-  const { rows } = await pool.query<{ id: string; archived: boolean; filter: unknown }>(
-    `SELECT id, archived, filter FROM segments WHERE workspace_id = $1 AND api_id = $2`,
-    [who.workspaceId, body.segment_id],
-  );
-  const segment = rows[0];
-  if (!segment)
-    throw badRequest(`segment_id ${JSON.stringify(body.segment_id)} does not name a segment of this workspace`);
-  if (segment.archived)
-    throw badRequest(`segment ${JSON.stringify(body.segment_id)} is archived and cannot be exported`);
-  let baseLayers: string[] | null = null;
-  if (body.changes_since) {
-    // Applying an incremental export means matching its lines to rows loaded before: it needs a key.
-    if (!hasIncrementalKey(spec.fields)) {
-      throw badRequest(
-        'an incremental export (changes_since) must export external_id or service_id, so that its lines can be matched to the rows loaded before',
-      );
-    }
-    const resolved = await resolveExportBase(pool, who.workspaceId, segment.id, body.changes_since);
-    spec.changesSince = resolved.base;
-    baseLayers = resolved.memberLayers;
-  }
-
-  let destination;
-  try {
-    destination = await workspaceDestination(pool, who.workspaceId);
-  } catch (err) {
-    throw new AppError(
-      'internal',
-      'The workspace export destination is misconfigured; ask the operator to fix the workspace file',
-      { cause: err },
-    );
-  }
+  const spec = validatedSpec(body, config);
+  const segment = await exportableSegment(pool, who.workspaceId, body.segment_id);
+  const baseLayers = await resolveIncrementalBase(pool, who.workspaceId, segment, body, spec);
+  const destination = await exportDestination(pool, who.workspaceId);
 
   // Before the holds are taken: nothing to release if this fails.
   const shardBuckets = spec.changesSince
@@ -150,16 +253,8 @@ export async function createExport(
   const now = options.now ?? new Date();
   const { exportId, objectPrefix } = newObjectPrefix(now);
   const keys = exportLockKeys(redisKeyPrefix(config), segment.id, who.companyId);
-  const refuse = (limit: 'segment' | 'company') =>
-    new AppError(
-      'rate_limited',
-      limit === 'segment'
-        ? `An export of segment ${body.segment_id} is already running; only one export per segment may run at a time. Retry when it has finished.`
-        : `Your company already has ${config.EXPORT_MAX_RUNNING_PER_COMPANY} segment exports running, the most that may run at once. Retry when one has finished.`,
-      { retryAfter: 60 },
-    );
   const lock = await acquireHolds(pool, redis, keys, exportId, config);
-  if (!lock.ok) throw refuse(lock.limit);
+  if (!lock.ok) throw limitReached(lock.limit, body.segment_id, config);
 
   const row = { id: exportId, shard_buckets: shardBuckets, shard_count: shardRanges(shardBuckets).length };
   const created: CreatedExport = {
@@ -168,49 +263,25 @@ export async function createExport(
     ...(destination ? {} : { url: downloadUrl(config, publicBaseUrl(config), objectPrefix) }),
     queued: false,
   };
+  const record: ExportRecord = {
+    exportId,
+    objectPrefix,
+    segmentId: segment.id,
+    spec,
+    destination,
+    shardCount: row.shard_count,
+    shardBuckets: row.shard_buckets,
+    now,
+    baseLayers,
+  };
   try {
-    // PostgreSQL holds the limits too, so that they survive Redis losing its holds: a unique index lets one unfinished
-    // export per segment in, and the company's unfinished exports are counted under a lock of the company.
     await withTransaction(pool, async (client) => {
-      await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
-        `ces-export-company:${who.companyId}`,
-      ]);
-      const running = await client.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM exports WHERE company_id = $1 AND status IN ('queued', 'running')`,
-        [who.companyId],
-      );
-      if (running.rows[0]!.n >= config.EXPORT_MAX_RUNNING_PER_COMPANY) throw new ExportLimitReached('company');
-      await client
-        .query(
-          `INSERT INTO exports (id, object_prefix, company_id, workspace_id, segment_id, request, destination, shard_count, shard_buckets, scheduled_by,
-                                public_base_url, created_at, primary_lsn, changes_since, member_layers)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, pg_current_wal_lsn(), $13, $14)`,
-          [
-            exportId,
-            objectPrefix,
-            who.companyId,
-            who.workspaceId,
-            segment.id,
-            JSON.stringify(spec),
-            destination?.provider ?? 'local',
-            row.shard_count,
-            row.shard_buckets,
-            options.scheduledBy ?? null,
-            publicBaseUrl(config),
-            now,
-            spec.changesSince?.exportId ?? null,
-            newMemberLayers(exportId, baseLayers),
-          ],
-        )
-        .catch((err: unknown) => {
-          if ((err as { code?: string }).code === '23505') throw new ExportLimitReached('segment');
-          throw err;
-        });
+      await insertExport(client, config, who, record, options.scheduledBy);
       await options.onRecorded?.(client, created);
     });
   } catch (err) {
     await releaseExportLock(redis, keys, exportId).catch(() => {});
-    if (err instanceof ExportLimitReached) throw refuse(err.limit);
+    if (err instanceof ExportLimitReached) throw limitReached(err.limit, body.segment_id, config);
     throw err;
   }
   // Recorded: the export will run. Redis refusing its jobs now (it went away since the holds were taken) only delays

@@ -179,21 +179,41 @@ function changesOf(scope: IncrementalScope, workspaceId: string): NonNullable<Sh
     : changedOrJoined(scope);
 }
 
+/** One shard being run: its export, and the primary connection that holds the shard's lock. */
+interface ShardRun {
+  deps: ExportJobDeps;
+  work: ShardWork;
+  exp: ExportRow;
+  spec: ExportSpec;
+  filter: SegmentFilter;
+  ws: WorkspaceStore;
+  client: PoolClient;
+}
+
+/** What a shard read: its users' and removed lines' parts, under which snapshot, and from which server. */
+interface ShardRead {
+  users: PartWriterResult;
+  removed: PartWriterResult | null;
+  snapshot: string;
+  source: ReadSource;
+}
+
+const NOTHING_DONE = { users: 0, parts: 0 };
+
 /**
  * Exports one random_bucket range: PostgreSQL streams finished NDJSON lines by binary COPY, full parts go to the
  * store as they fill, and the last short run of lines is kept as the shard's tail for the finishing job.
  */
 export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ users: number; parts: number }> {
-  const { pool, redis, config, log } = deps;
+  const { pool, log } = deps;
   const exp = await loadExport(pool, work.exportId);
   if (!exp || exp.status === 'ready' || exp.status === 'failed') {
     log.info({ exportId: work.exportId, shard: work.shard, status: exp?.status ?? 'missing' }, 'export shard skipped');
-    return { users: 0, parts: 0 };
+    return { ...NOTHING_DONE };
   }
   const spec = ExportSpecSchema.parse(exp.request);
   const filter = SegmentFilterSchema.parse(exp.filter);
   const ws = await openStore(deps, exp);
-  const keys = lockKeys(config, exp);
   const shardLock = `ces-export-shard:${exp.id}:${work.shard}`;
   // The shard's COPY runs on this client, which first takes the shard's lock: a shard job queued again while an
   // earlier runner still works (Redis lost the job that runner holds) waits for it here, then finds the shard ended.
@@ -202,146 +222,7 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
   let broken: Error | undefined;
   try {
     await advisoryLock(client, shardLock);
-    const ended = await pool.query('SELECT 1 FROM export_shards_done WHERE export_id = $1 AND shard = $2', [
-      exp.id,
-      work.shard,
-    ]);
-    if (ended.rowCount) {
-      log.info({ exportId: exp.id, shard: work.shard }, 'export shard already ended');
-      return { users: 0, parts: 0 };
-    }
-    const keyPrefix = await markRunning(pool, exp, ws);
-    if (!keyPrefix) return { users: 0, parts: 0 };
-    const scope = await incrementalScope(deps, exp.id, spec, filter, work);
-    if (scope === 'forgotten') {
-      await failExport(
-        deps,
-        exp.id,
-        `the export named by changes_since (${spec.changesSince!.objectPrefix}) no longer keeps its member list; take a full export`,
-      );
-      return { users: 0, parts: 0 };
-    }
-    const result = await withLeaseRenewal(
-      redis,
-      keys,
-      exp.id,
-      config.EXPORT_LOCK_LEASE_MS,
-      (err) => log.warn({ err, exportId: exp.id }, 'export lock renewal failed'),
-      async () => {
-        await clearShard(pool, ws, exp.id, work);
-        const predicate = segmentPredicate(filter);
-        const usersSql = exportLineSelect({
-          workspaceId: exp.workspace_id,
-          filter,
-          spec,
-          bucketFrom: work.bucketFrom,
-          bucketTo: work.bucketTo,
-          since: windowStart(exp.created_at),
-          ...(scope ? { changes: changesOf(scope, exp.workspace_id) } : {}),
-        });
-        // The lock stays on the primary's connection; the members may be read from a replica.
-        const source = await openReadSource(deps, exp, client, work.shard);
-        let readBroken: Error | undefined;
-        try {
-          // One snapshot for the lines, the removed lines and the member list, recorded for the exports relative to
-          // this one (src/db/migrations/0170_incremental_exports.sql states the rule).
-          await source.client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-          const { rows } = await source.client.query<{ snapshot: string }>(
-            'SELECT pg_current_snapshot()::text AS snapshot',
-          );
-          // The spec's parts are exactly 5,000 lines but the last: each shard leaves its short rest to the finishing job,
-          // which merges them. With rows_per_part or part_target_mb a shard uploads its own short last part (large
-          // tails in PostgreSQL would cost more than a few short files); by size, the writer cuts the parts itself.
-          const bySize = spec.partTargetMb ? spec.partTargetMb * MIB : undefined;
-          const lines = bySize ? Number.MAX_SAFE_INTEGER : (spec.rowsPerPart ?? PART_LINES);
-          const rest = spec.rowsPerPart || bySize ? 'upload' : 'tail';
-          const writer = (kind: PartKind) =>
-            ({
-              ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard, kind),
-              rest,
-              partBytes: bySize,
-            }) as const;
-          // The users and removed queries of an incremental shard join the range's profiles with the base's members
-          // (full-compare). Without statistics (a table not yet analysed, e.g. just after a bulk import) the planner
-          // takes the members for a tiny set and picks a nested loop that unnests every one of them again for each
-          // profile: quadratic in the shard, 20 s for 15,000 members where a hash join takes 20 ms. Their only other
-          // join (the removed members' names, LATERAL) is a nested loop whatever the setting.
-          // changes-log looks each changed profile up by key (LATERAL and subplans: nested loops whatever the
-          // setting) and the comparison of a delta's member changes joins sets of unknown size too: nested loops stay
-          // off for the whole read. JIT is off for changes-log: the disabled plans' nominal cost would set it
-          // compiling (0.28 s a query) for a few thousand rows.
-          if (scope) await source.client.query('SET LOCAL enable_nestloop = off');
-          if (scope?.method === 'changes-log') await source.client.query('SET LOCAL jit = off');
-          const users = await copyParts(source.client, usersSql, lines, writer('users'));
-          const removed = scope
-            ? await copyParts(
-                source.client,
-                removedLineSelect(scope, exp.workspace_id, predicate),
-                lines,
-                writer('removed'),
-              )
-            : null;
-          const members = memberRecords(exp, scope, predicate, work);
-          await storeMembers(source, client, members);
-          await source.client.query('COMMIT');
-          return { users, removed, snapshot: rows[0]!.snapshot, source };
-        } catch (err) {
-          readBroken = err as Error;
-          throw err;
-        } finally {
-          source.release(readBroken);
-        }
-      },
-    );
-    await withTransaction(pool, async (tx) => {
-      for (const [kind, out] of [
-        ['users', result.users],
-        ['removed', result.removed],
-      ] as const) {
-        if (!out?.tail) continue;
-        await tx.query(
-          `INSERT INTO export_tails (export_id, kind, shard, users, data) VALUES ($1, $2, $3, $4, $5)
-           ON CONFLICT (export_id, kind, shard) DO UPDATE SET users = excluded.users, data = excluded.data, created_at = now()`,
-          [exp.id, kind, work.shard, out.tail.users, out.tail.data],
-        );
-      }
-      await tx.query(
-        `INSERT INTO export_shards_done (export_id, shard, users, removed, read_from, replay_lsn, replay_at, bucket_from, bucket_to, snapshot, segment_filter)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-         ON CONFLICT (export_id, shard) DO UPDATE
-           SET users = excluded.users, removed = excluded.removed, done_at = now(), read_from = excluded.read_from, replay_lsn = excluded.replay_lsn,
-               replay_at = excluded.replay_at, bucket_from = excluded.bucket_from, bucket_to = excluded.bucket_to, snapshot = excluded.snapshot,
-               segment_filter = excluded.segment_filter`,
-        [
-          exp.id,
-          work.shard,
-          result.users.users,
-          result.removed?.users ?? 0,
-          result.source.from,
-          result.source.replayLsn,
-          result.source.replayAt,
-          work.bucketFrom,
-          work.bucketTo,
-          result.snapshot,
-          JSON.stringify(filter),
-        ],
-      );
-    });
-    // The finishing job (or a sibling shard) may wait in the queue a while: back to the queued lease.
-    await renewExportLock(redis, keys, exp.id, config.EXPORT_QUEUED_LEASE_MS);
-    const parts = result.users.parts + (result.removed?.parts ?? 0);
-    log.info(
-      {
-        exportId: exp.id,
-        shard: work.shard,
-        users: result.users.users,
-        removed: result.removed?.users,
-        parts,
-        readFrom: result.source.from,
-      },
-      'export shard done',
-    );
-    return { users: result.users.users, parts };
+    return await runLockedShard({ deps, work, exp, spec, filter, ws, client });
   } catch (err) {
     broken = err as Error;
     throw err;
@@ -351,4 +232,173 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
     client.release(broken);
     ws.close();
   }
+}
+
+/** The shard under its lock: skipped when it has ended already, otherwise read under the lease and recorded ended. */
+async function runLockedShard(run: ShardRun): Promise<{ users: number; parts: number }> {
+  const { deps, work, exp, spec } = run;
+  const { pool, redis, config, log } = deps;
+  const ended = await pool.query('SELECT 1 FROM export_shards_done WHERE export_id = $1 AND shard = $2', [
+    exp.id,
+    work.shard,
+  ]);
+  if (ended.rowCount) {
+    log.info({ exportId: exp.id, shard: work.shard }, 'export shard already ended');
+    return { ...NOTHING_DONE };
+  }
+  const keyPrefix = await markRunning(pool, exp, run.ws);
+  if (!keyPrefix) return { ...NOTHING_DONE };
+  const scope = await incrementalScope(deps, exp.id, spec, run.filter, work);
+  if (scope === 'forgotten') {
+    await failExport(
+      deps,
+      exp.id,
+      `the export named by changes_since (${spec.changesSince!.objectPrefix}) no longer keeps its member list; take a full export`,
+    );
+    return { ...NOTHING_DONE };
+  }
+  const keys = lockKeys(config, exp);
+  const result = await withLeaseRenewal(
+    redis,
+    keys,
+    exp.id,
+    config.EXPORT_LOCK_LEASE_MS,
+    (err) => log.warn({ err, exportId: exp.id }, 'export lock renewal failed'),
+    () => readShard(run, keyPrefix, scope),
+  );
+  await recordShardEnd(pool, run, result);
+  // The finishing job (or a sibling shard) may wait in the queue a while: back to the queued lease.
+  await renewExportLock(redis, keys, exp.id, config.EXPORT_QUEUED_LEASE_MS);
+  const parts = result.users.parts + (result.removed?.parts ?? 0);
+  log.info(
+    {
+      exportId: exp.id,
+      shard: work.shard,
+      users: result.users.users,
+      removed: result.removed?.users,
+      parts,
+      readFrom: result.source.from,
+    },
+    'export shard done',
+  );
+  return { users: result.users.users, parts };
+}
+
+/** Clears what an earlier attempt stored, then reads the shard's lines and members from one snapshot of its source. */
+async function readShard(run: ShardRun, keyPrefix: string, scope: IncrementalScope | null): Promise<ShardRead> {
+  const { deps, work, exp, spec, filter } = run;
+  await clearShard(deps.pool, run.ws, exp.id, work);
+  const predicate = segmentPredicate(filter);
+  const usersSql = exportLineSelect({
+    workspaceId: exp.workspace_id,
+    filter,
+    spec,
+    bucketFrom: work.bucketFrom,
+    bucketTo: work.bucketTo,
+    since: windowStart(exp.created_at),
+    ...(scope ? { changes: changesOf(scope, exp.workspace_id) } : {}),
+  });
+  // The lock stays on the primary's connection; the members may be read from a replica.
+  const source = await openReadSource(deps, exp, run.client, work.shard);
+  let readBroken: Error | undefined;
+  try {
+    // One snapshot for the lines, the removed lines and the member list, recorded for the exports relative to
+    // this one (src/db/migrations/0170_incremental_exports.sql states the rule).
+    await source.client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    const { rows } = await source.client.query<{ snapshot: string }>('SELECT pg_current_snapshot()::text AS snapshot');
+    const writer = partWriters(run, keyPrefix);
+    await setReadPlanner(source, scope);
+    const users = await copyParts(source.client, usersSql, writer.lines, writer.options('users'));
+    const removed = scope
+      ? await copyParts(
+          source.client,
+          removedLineSelect(scope, exp.workspace_id, predicate),
+          writer.lines,
+          writer.options('removed'),
+        )
+      : null;
+    const members = memberRecords(exp, scope, predicate, work);
+    await storeMembers(source, run.client, members);
+    await source.client.query('COMMIT');
+    return { users, removed, snapshot: rows[0]!.snapshot, source };
+  } catch (err) {
+    readBroken = err as Error;
+    throw err;
+  } finally {
+    source.release(readBroken);
+  }
+}
+
+/** How the shard cuts its lines into parts: lines a part, and the writer's options for each kind. */
+function partWriters(run: ShardRun, keyPrefix: string) {
+  const { deps, exp, spec, ws, work } = run;
+  // The spec's parts are exactly 5,000 lines but the last: each shard leaves its short rest to the finishing job,
+  // which merges them. With rows_per_part or part_target_mb a shard uploads its own short last part (large
+  // tails in PostgreSQL would cost more than a few short files); by size, the writer cuts the parts itself.
+  const bySize = spec.partTargetMb ? spec.partTargetMb * MIB : undefined;
+  const lines = bySize ? Number.MAX_SAFE_INTEGER : (spec.rowsPerPart ?? PART_LINES);
+  const rest = spec.rowsPerPart || bySize ? 'upload' : 'tail';
+  const options = (kind: PartKind) =>
+    ({
+      ...partWriterOptions(deps, exp, spec, ws, keyPrefix, work.shard, kind),
+      rest,
+      partBytes: bySize,
+    }) as const;
+  return { lines, options };
+}
+
+/**
+ * The planner settings of an incremental shard's read, local to its transaction.
+ *
+ * The users and removed queries of an incremental shard join the range's profiles with the base's members
+ * (full-compare). Without statistics (a table not yet analysed, e.g. just after a bulk import) the planner
+ * takes the members for a tiny set and picks a nested loop that unnests every one of them again for each
+ * profile: quadratic in the shard, 20 s for 15,000 members where a hash join takes 20 ms. Their only other
+ * join (the removed members' names, LATERAL) is a nested loop whatever the setting.
+ * changes-log looks each changed profile up by key (LATERAL and subplans: nested loops whatever the
+ * setting) and the comparison of a delta's member changes joins sets of unknown size too: nested loops stay
+ * off for the whole read. JIT is off for changes-log: the disabled plans' nominal cost would set it
+ * compiling (0.28 s a query) for a few thousand rows.
+ */
+async function setReadPlanner(source: ReadSource, scope: IncrementalScope | null): Promise<void> {
+  if (scope) await source.client.query('SET LOCAL enable_nestloop = off');
+  if (scope?.method === 'changes-log') await source.client.query('SET LOCAL jit = off');
+}
+
+/** Keeps the shard's tails and records it ended, in one transaction: the finishing job counts ended shards. */
+async function recordShardEnd(pool: Pool, { exp, work, filter }: ShardRun, result: ShardRead): Promise<void> {
+  await withTransaction(pool, async (tx) => {
+    for (const [kind, out] of [
+      ['users', result.users],
+      ['removed', result.removed],
+    ] as const) {
+      if (!out?.tail) continue;
+      await tx.query(
+        `INSERT INTO export_tails (export_id, kind, shard, users, data) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (export_id, kind, shard) DO UPDATE SET users = excluded.users, data = excluded.data, created_at = now()`,
+        [exp.id, kind, work.shard, out.tail.users, out.tail.data],
+      );
+    }
+    await tx.query(
+      `INSERT INTO export_shards_done (export_id, shard, users, removed, read_from, replay_lsn, replay_at, bucket_from, bucket_to, snapshot, segment_filter)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+       ON CONFLICT (export_id, shard) DO UPDATE
+         SET users = excluded.users, removed = excluded.removed, done_at = now(), read_from = excluded.read_from, replay_lsn = excluded.replay_lsn,
+             replay_at = excluded.replay_at, bucket_from = excluded.bucket_from, bucket_to = excluded.bucket_to, snapshot = excluded.snapshot,
+             segment_filter = excluded.segment_filter`,
+      [
+        exp.id,
+        work.shard,
+        result.users.users,
+        result.removed?.users ?? 0,
+        result.source.from,
+        result.source.replayLsn,
+        result.source.replayAt,
+        work.bucketFrom,
+        work.bucketTo,
+        result.snapshot,
+        JSON.stringify(filter),
+      ],
+    );
+  });
 }
