@@ -17,6 +17,8 @@ npx tsc --noEmit -p .
 # One format for the code (Prettier, 120 columns: .prettierrc.json); `npm run format` rewrites it.
 npx prettier --check . --log-level warn
 npx eslint .
+# No function in src/ over 80 lines: a reader skims named steps (scripts/function-lengths.ts --all lists the longest).
+npx tsx scripts/function-lengths.ts
 npx vitest run "$@"
 # A whole run (no file named) also runs the named part of the suite that covers every queue and Lua script on a
 # 3-master Redis Cluster the run starts on free ports (package.json "test:cluster").

@@ -22,6 +22,11 @@ export const lockNames = {
   /** One runner of an import, of a CDI sync. */
   importRun: (importId: string) => `ces-import:${importId}`,
   cdiSync: (integrationId: string) => `ces-cdi:${integrationId}`,
+  /** A company's count of unfinished exports, read and added to in one transaction (the spec's cap). */
+  exportCompany: (companyId: string) => `ces-export-company:${companyId}`,
+  /** One runner per export shard, one finisher per export (session locks of the workers' own connections). */
+  exportShard: (exportId: string, shard: number) => `ces-export-shard:${exportId}:${shard}`,
+  exportFinish: (exportId: string) => `ces-export-finish:${exportId}`,
 } as const;
 
 const KEY = 'hashtextextended($1, 0)';

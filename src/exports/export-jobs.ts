@@ -14,7 +14,6 @@ import { REMOVED_PARQUET_COLUMNS, usersParquetColumns } from './shard/parquet-sc
 import type { PartWriterOptions, UploadedPart } from './shard/part-writer.js';
 import { ExportSpecSchema, type ExportSpec } from './request/request-body.js';
 import { liveUsersSql } from './request/status.js';
-import { lockSession, unlockSession } from '../db/advisory-locks.js';
 
 /**
  * An export as its jobs see it: its row, its store, its holds, and the steps the shard jobs (./shard/run-shard.ts) and the
@@ -138,10 +137,6 @@ export function partWriterOptions(
     },
   } satisfies Omit<PartWriterOptions, 'rest'>;
 }
-
-/** A session advisory lock on a client, released with it: one runner per shard, and one finisher per export. */
-export const advisoryLock = lockSession;
-export const advisoryUnlock = unlockSession;
 
 /**
  * The local store writes through `<key>.<random>.partial` files that it renames into place; a worker killed during a

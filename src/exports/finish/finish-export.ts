@@ -1,3 +1,4 @@
+import { lockNames, lockSession, unlockSession } from '../../db/advisory-locks.js';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
@@ -6,8 +7,6 @@ import type { Pool } from '../../db/pool.js';
 import { enqueueExportCallback, type ExportCallbackBody } from '../../queues/export-callback.js';
 import { downloadUrl } from './download.js';
 import {
-  advisoryLock,
-  advisoryUnlock,
   loadExport,
   lockKeys,
   markRunning,
@@ -56,14 +55,14 @@ export async function finishExport(deps: ExportJobDeps, exportId: string, shardF
   const client = await deps.pool.connect();
   let broken: Error | undefined;
   try {
-    await advisoryLock(client, `ces-export-finish:${exportId}`);
+    await lockSession(client, lockNames.exportFinish(exportId));
     await finishLocked(deps, exportId, shardFailures);
   } catch (err) {
     broken = err as Error;
     throw err;
   } finally {
     if (!broken)
-      await advisoryUnlock(client, `ces-export-finish:${exportId}`).catch((err: unknown) => (broken = err as Error));
+      await unlockSession(client, lockNames.exportFinish(exportId)).catch((err: unknown) => (broken = err as Error));
     client.release(broken);
   }
 }

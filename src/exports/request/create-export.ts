@@ -1,3 +1,4 @@
+import { lockForTransaction, lockNames } from '../../db/advisory-locks.js';
 import { publicBaseUrl, type Config } from '../../config.js';
 import { withTransaction, type Pool, type PoolClient } from '../../db/pool.js';
 import { AppError, badRequest } from '../../errors.js';
@@ -188,7 +189,7 @@ async function insertExport(
   record: ExportRecord,
   scheduledBy: string | undefined,
 ): Promise<void> {
-  await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ces-export-company:${who.companyId}`]);
+  await lockForTransaction(client, lockNames.exportCompany(who.companyId));
   const running = await client.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM exports WHERE company_id = $1 AND status IN ('queued', 'running')`,
     [who.companyId],

@@ -1,11 +1,10 @@
+import { lockNames, lockSession, unlockSession } from '../../db/advisory-locks.js';
 import { pipeline } from 'node:stream/promises';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import { withTransaction, type Pool, type PoolClient } from '../../db/pool.js';
 import { SegmentFilterSchema, type SegmentFilter } from '../../segments/filter.js';
 import type { WorkspaceStore } from '../../storage/stores.js';
 import {
-  advisoryLock,
-  advisoryUnlock,
   loadExport,
   lockKeys,
   markRunning,
@@ -214,21 +213,21 @@ export async function runShard(deps: ExportJobDeps, work: ShardWork): Promise<{ 
   const spec = ExportSpecSchema.parse(exp.request);
   const filter = SegmentFilterSchema.parse(exp.filter);
   const ws = await openStore(deps, exp);
-  const shardLock = `ces-export-shard:${exp.id}:${work.shard}`;
+  const shardLock = lockNames.exportShard(exp.id, work.shard);
   // The shard's COPY runs on this client, which first takes the shard's lock: a shard job queued again while an
   // earlier runner still works (Redis lost the job that runner holds) waits for it here, then finds the shard ended.
   // A runner that dies lets go of the lock with its connection.
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
-    await advisoryLock(client, shardLock);
+    await lockSession(client, shardLock);
     return await runLockedShard({ deps, work, exp, spec, filter, ws, client });
   } catch (err) {
     broken = err as Error;
     throw err;
   } finally {
     // A failed runner's connection is closed, not returned (it may be in the middle of a COPY): its lock goes with it.
-    if (!broken) await advisoryUnlock(client, shardLock).catch((err: unknown) => (broken = err as Error));
+    if (!broken) await unlockSession(client, shardLock).catch((err: unknown) => (broken = err as Error));
     client.release(broken);
     ws.close();
   }
