@@ -13,10 +13,10 @@ import { exportKeyPrefix, MANIFEST_FILE, type PartKind } from './key-layout.js';
 import { REMOVED_PARQUET_COLUMNS, usersParquetColumns } from './shard/parquet-schema.js';
 import type { PartWriterOptions, UploadedPart } from './shard/part-writer.js';
 import { ExportSpecSchema, type ExportSpec } from './request/request-body.js';
-import { liveUsersSql } from './request/status.js';
+import { recordPart, setRunning, type ExportRow } from './export-rows.js';
 
 /**
- * An export as its jobs see it: its row, its store, its holds, and the steps the shard jobs (./shard/run-shard.ts) and the
+ * An export as its jobs see it: its row (./export-rows.ts), its store, its holds, and the steps the shard jobs (./shard/run-shard.ts) and the
  * finishing job (./finish/finish-export.ts) share.
  */
 
@@ -29,44 +29,6 @@ export interface ExportJobDeps {
   queues: Queues;
   metrics: Metrics;
   log: Logger;
-}
-
-export interface ExportRow {
-  id: string;
-  object_prefix: string;
-  company_id: string;
-  workspace_id: string;
-  segment_id: string;
-  segment_api_id: string;
-  filter: unknown;
-  status: 'queued' | 'running' | 'ready' | 'failed';
-  request: unknown;
-  destination: 'local' | 's3' | 'gcs';
-  key_prefix: string | null;
-  shard_count: number;
-  /** Recorded before the local store had per-workspace namespaces: its keys are relative to the shared root. */
-  local_shared_root: boolean;
-  /** random_bucket values per shard when requested (null: recorded before this was kept). */
-  shard_buckets: number | null;
-  /** The API's address when the export was requested (null: recorded before this was kept). */
-  public_base_url: string | null;
-  /** The primary's WAL position when the export was requested (null: recorded before this was kept). */
-  primary_lsn: string | null;
-  /** The exports whose member records make up this one's (./member-layers.ts); null: recorded before they were. */
-  member_layers: string[] | null;
-  created_at: Date;
-}
-
-export async function loadExport(pool: Pool, exportId: string): Promise<ExportRow | null> {
-  const { rows } = await pool.query<ExportRow>(
-    `SELECT e.id, e.object_prefix, e.company_id, e.workspace_id, e.segment_id, s.api_id AS segment_api_id, s.filter, e.status, e.request,
-            e.destination, e.key_prefix, COALESCE(e.shard_count, 1) AS shard_count, e.local_shared_root, e.shard_buckets,
-            e.public_base_url, e.primary_lsn::text, e.member_layers, e.created_at
-       FROM exports e JOIN segments s ON s.id = e.segment_id
-      WHERE e.id = $1`,
-    [exportId],
-  );
-  return rows[0] ?? null;
 }
 
 export const lockKeys = (config: Config, exp: ExportRow): ExportLockKeys =>
@@ -89,12 +51,7 @@ export async function openStore(deps: ExportJobDeps, exp: ExportRow): Promise<Wo
 export async function markRunning(pool: Pool, exp: ExportRow, ws: WorkspaceStore): Promise<string | null> {
   const layout = ExportSpecSchema.safeParse(exp.request).data?.layout ?? 'spec';
   const candidate = exportKeyPrefix(ws.prefix, exp.segment_api_id, new Date(), exp.object_prefix, layout);
-  const { rows } = await pool.query<{ key_prefix: string }>(
-    `UPDATE exports SET status = 'running', started_at = COALESCE(started_at, now()), key_prefix = COALESCE(key_prefix, $2)
-      WHERE id = $1 AND status IN ('queued', 'running') RETURNING key_prefix`,
-    [exp.id, candidate],
-  );
-  return rows[0]?.key_prefix ?? null;
+  return setRunning(pool, exp.id, candidate);
 }
 
 export function partWriterOptions(
@@ -120,17 +77,7 @@ export function partWriterOptions(
     shard,
     kind,
     onPart: async (part: UploadedPart) => {
-      await pool.query(
-        `INSERT INTO export_parts (export_id, kind, shard, part_index, object_key, users, bytes, sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-         ON CONFLICT (export_id, kind, shard, part_index) DO UPDATE
-           SET object_key = excluded.object_key, users = excluded.users, bytes = excluded.bytes, sha256 = excluded.sha256, created_at = now()`,
-        [exp.id, part.kind, part.shard, part.partIndex, part.key, part.users, part.bytes, part.sha256],
-      );
-      // The status read shows the most users ever counted while running: a retried shard removes its parts first.
-      await pool.query(
-        `UPDATE exports SET users_progress = GREATEST(users_progress, ${liveUsersSql('$1', 'shard_count')}) WHERE id = $1`,
-        [exp.id],
-      );
+      await recordPart(pool, exp.id, part);
       metrics.exportParts.inc({ destination: ws.store.kind });
       metrics.exportUsers.inc(part.users);
       metrics.exportBytes.inc(part.bytes);

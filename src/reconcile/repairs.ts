@@ -3,7 +3,8 @@ import { rearmSchedules } from '../canvases/schedules.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db/pool.js';
 import { exportLockKeys, releaseExportLock, renewExportLock } from '../exports/holds.js';
-import { exportCallback, type ExportCallbackRow } from '../exports/finish/finish-export.js';
+import { exportCallback } from '../exports/finish/finish-export.js';
+import { pendingCallbacksBefore, unfinishedExportsBefore } from '../exports/export-rows.js';
 import { syncExportSchedules } from '../exports/request/schedules.js';
 import { syncCdiSchedules } from '../cdi/schedules.js';
 import { CDI_SYNC_QUEUE, enqueueSync, syncJobId } from '../queues/cdi-sync.js';
@@ -53,17 +54,7 @@ const before = (ms: number) => new Date(Date.now() - ms);
  */
 export async function repairExports(deps: RepairDeps): Promise<number> {
   const { pool, redis, queues, config, log } = deps;
-  const { rows } = await pool.query<{
-    id: string;
-    segment_id: string;
-    company_id: string;
-    shard_count: number;
-    shard_buckets: number | null;
-  }>(
-    `SELECT id, segment_id, company_id, COALESCE(shard_count, 1) AS shard_count, shard_buckets
-       FROM exports WHERE status IN ('queued', 'running') AND created_at < $1 ORDER BY created_at`,
-    [before(GRACE_MS)],
-  );
+  const rows = await unfinishedExportsBefore(pool, before(GRACE_MS));
   let queued = 0;
   for (const exp of rows) {
     const keys = exportLockKeys(redisKeyPrefix(config), exp.segment_id, exp.company_id);
@@ -95,11 +86,7 @@ export async function repairExports(deps: RepairDeps): Promise<number> {
 /** Callbacks of exports that finished in the last day and were neither delivered nor given up. */
 export async function repairExportCallbacks(deps: RepairDeps): Promise<number> {
   const { pool, queues, config, log } = deps;
-  const { rows } = await pool.query<ExportCallbackRow>(
-    `SELECT id, object_prefix, destination, request, status, error, public_base_url FROM exports
-      WHERE callback_state = 'pending' AND finished_at BETWEEN now() - interval '1 day' AND $1`,
-    [before(GRACE_MS)],
-  );
+  const rows = await pendingCallbacksBefore(pool, before(GRACE_MS));
   let queued = 0;
   for (const exp of rows) {
     if (!(await lost(queues, EXPORT_CALLBACK_QUEUE, callbackJobId(exp.id)))) continue;

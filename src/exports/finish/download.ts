@@ -9,6 +9,7 @@ import type { LocalNamespace } from '../../storage/local-store.js';
 import type { ObjectStore } from '../../storage/object-store.js';
 import { storeFor } from '../../storage/stores.js';
 import { MANIFEST_FILE, SCHEMA_FILE, SUCCESS_FILE } from '../key-layout.js';
+import { exportByObjectPrefix } from '../export-rows.js';
 
 const OBJECT_PREFIX = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-\d{1,12}$/;
 
@@ -53,20 +54,7 @@ export interface DownloadableExport {
 
 /** The export behind a verified link, once it is ready and until its link expires (404 before, 410 after). */
 export async function readyDownload(pool: Pool, objectPrefix: string, now = new Date()): Promise<DownloadableExport> {
-  const { rows } = await pool.query<{
-    id: string;
-    company_id: string;
-    workspace_id: string;
-    status: string;
-    key_prefix: string | null;
-    destination: string;
-    local_shared_root: boolean;
-    url_expires_at: Date | null;
-  }>(
-    `SELECT id, company_id, workspace_id, status, key_prefix, destination, local_shared_root, url_expires_at FROM exports WHERE object_prefix = $1`,
-    [objectPrefix],
-  );
-  const exp = rows[0];
+  const exp = await exportByObjectPrefix(pool, objectPrefix);
   if (!exp || exp.destination !== 'local')
     throw notFound('No such export download: the link is unknown or its signature is invalid');
   if (exp.status === 'failed')

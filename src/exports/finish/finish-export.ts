@@ -6,15 +6,14 @@ import { publicBaseUrl, type Config } from '../../config.js';
 import type { Pool } from '../../db/pool.js';
 import { enqueueExportCallback, type ExportCallbackBody } from '../../queues/export-callback.js';
 import { downloadUrl } from './download.js';
+import { forgetMembers, loadExport, setCallbackPending, setFailed, setReady, type ExportRow } from '../export-rows.js';
 import {
-  loadExport,
   lockKeys,
   markRunning,
   openStore,
   partWriterOptions,
   removePartialFiles,
   type ExportJobDeps,
-  type ExportRow,
 } from '../export-jobs.js';
 import { NdjsonLines, type LineBatch } from '../shard/line-batches.js';
 import { releaseExportLock, withLeaseRenewal } from '../holds.js';
@@ -272,12 +271,7 @@ async function markReady(
   exp: ExportRow,
   { users, removed, parts }: ExportCounts,
 ): Promise<void> {
-  await pool.query(
-    `UPDATE exports SET status = 'ready', finished_at = now(), users_done = $2, parts_done = $3, removed_done = $5,
-            url_expires_at = CASE WHEN destination = 'local' THEN now() + make_interval(secs => $4) END
-      WHERE id = $1 AND status = 'running'`,
-    [exp.id, users, parts, config.DOWNLOAD_URL_TTL_SECONDS, removed],
-  );
+  await setReady(pool, exp.id, { users, removed, parts }, config.DOWNLOAD_URL_TTL_SECONDS);
   await pool.query(`DELETE FROM export_tails WHERE export_id = $1`, [exp.id]);
 }
 
@@ -349,9 +343,7 @@ export function exportCallback(
 async function enqueueCallback(deps: ExportJobDeps, exp: ExportRow, body: ExportCallbackBody): Promise<void> {
   const endpoint = callbackEndpoint(exp);
   if (!endpoint) return;
-  await deps.pool.query(`UPDATE exports SET callback_state = 'pending' WHERE id = $1 AND callback_state IS NULL`, [
-    exp.id,
-  ]);
+  await setCallbackPending(deps.pool, exp.id);
   await enqueueExportCallback(deps.queues, deps.config.CALLBACK_MAX_ATTEMPTS, exp.id, { endpoint, body });
 }
 
@@ -378,11 +370,7 @@ export async function failExport(deps: ExportJobDeps, exportId: string, reason: 
     log.warn({ exportId, reason }, 'not failing an export whose _SUCCESS is written');
     return;
   }
-  const { rowCount } = await pool.query(
-    `UPDATE exports SET status = 'failed', error = $2, finished_at = now() WHERE id = $1 AND status IN ('queued', 'running')`,
-    [exportId, reason],
-  );
-  if (rowCount === 0) return;
+  if (!(await setFailed(pool, exportId, reason))) return;
   log.warn({ exportId, segmentId: exp.segment_api_id, reason }, 'export failed');
   try {
     const ws = await openStore(deps, exp);
@@ -403,11 +391,7 @@ export async function failExport(deps: ExportJobDeps, exportId: string, reason: 
   await pool.query(`DELETE FROM export_parts WHERE export_id = $1`, [exportId]);
   await pool.query(`DELETE FROM export_tails WHERE export_id = $1`, [exportId]);
   // A failed export is never a base: its member list goes now.
-  await pool.query(
-    `WITH dropped AS (DELETE FROM export_members WHERE export_id = $1), dropped_changes AS (DELETE FROM export_member_changes WHERE export_id = $1)
-     UPDATE exports SET members_forgotten_at = now() WHERE id = $1`,
-    [exportId],
-  );
+  await forgetMembers(pool, exportId);
   await enqueueCallback(deps, exp, { success: false, error: reason });
   await releaseExportLock(redis, lockKeys(config, exp), exportId);
 }

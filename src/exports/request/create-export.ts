@@ -18,6 +18,7 @@ import {
 } from '../holds.js';
 import { deltaShardBuckets, resolveExportBase } from '../incremental.js';
 import { newMemberLayers } from '../member-layers.js';
+import { countUnfinishedExports, insertExportRow, unfinishedExportIds } from '../export-rows.js';
 import { newObjectPrefix } from '../key-layout.js';
 import {
   callbackPolicy,
@@ -75,11 +76,7 @@ async function acquireHolds(
   const first = await take();
   if (first.ok) return first;
   const holders = first.limit === 'segment' ? [first.holder] : await redis.zrange(keys.company, '0', '-1');
-  const { rows } = await pool.query<{ id: string }>(
-    `SELECT id::text FROM exports WHERE id = ANY($1::uuid[]) AND status IN ('queued', 'running')`,
-    [holders.filter((h) => /^[0-9a-f-]{36}$/.test(h))],
-  );
-  const live = new Set(rows.map((r) => r.id));
+  const live = await unfinishedExportIds(pool, holders);
   const stale = holders.filter((h) => !live.has(h));
   if (stale.length === 0) return first;
   for (const holder of stale) await releaseExportLock(redis, keys, holder);
@@ -190,37 +187,25 @@ async function insertExport(
   scheduledBy: string | undefined,
 ): Promise<void> {
   await lockForTransaction(client, lockNames.exportCompany(who.companyId));
-  const running = await client.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM exports WHERE company_id = $1 AND status IN ('queued', 'running')`,
-    [who.companyId],
-  );
-  if (running.rows[0]!.n >= config.EXPORT_MAX_RUNNING_PER_COMPANY) throw new ExportLimitReached('company');
-  await client
-    .query(
-      `INSERT INTO exports (id, object_prefix, company_id, workspace_id, segment_id, request, destination, shard_count, shard_buckets, scheduled_by,
-                            public_base_url, created_at, primary_lsn, changes_since, member_layers)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, pg_current_wal_lsn(), $13, $14)`,
-      [
-        record.exportId,
-        record.objectPrefix,
-        who.companyId,
-        who.workspaceId,
-        record.segmentId,
-        JSON.stringify(record.spec),
-        record.destination?.provider ?? 'local',
-        record.shardCount,
-        record.shardBuckets,
-        scheduledBy ?? null,
-        publicBaseUrl(config),
-        record.now,
-        record.spec.changesSince?.exportId ?? null,
-        newMemberLayers(record.exportId, record.baseLayers),
-      ],
-    )
-    .catch((err: unknown) => {
-      if ((err as { code?: string }).code === '23505') throw new ExportLimitReached('segment');
-      throw err;
-    });
+  if ((await countUnfinishedExports(client, who.companyId)) >= config.EXPORT_MAX_RUNNING_PER_COMPANY)
+    throw new ExportLimitReached('company');
+  const inserted = await insertExportRow(client, {
+    id: record.exportId,
+    objectPrefix: record.objectPrefix,
+    companyId: who.companyId,
+    workspaceId: who.workspaceId,
+    segmentId: record.segmentId,
+    request: record.spec,
+    destination: record.destination?.provider ?? 'local',
+    shardCount: record.shardCount,
+    shardBuckets: record.shardBuckets,
+    scheduledBy: scheduledBy ?? null,
+    publicBaseUrl: publicBaseUrl(config),
+    createdAt: record.now,
+    changesSince: record.spec.changesSince?.exportId ?? null,
+    memberLayers: newMemberLayers(record.exportId, record.baseLayers),
+  });
+  if (inserted === 'segment-taken') throw new ExportLimitReached('segment');
 }
 
 /**

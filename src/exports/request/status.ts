@@ -3,6 +3,7 @@ import type { Pool } from '../../db/pool.js';
 import { notFound } from '../../errors.js';
 import { downloadUrl } from '../finish/download.js';
 import { MANIFEST_FILE } from '../key-layout.js';
+import { exportStatusRow } from '../export-rows.js';
 
 export interface ExportStatus {
   object_prefix: string;
@@ -25,17 +26,6 @@ export interface ExportStatus {
 }
 
 /**
- * Users an unfinished export has written so far: the shards' full parts, plus their tails, which the finishing job
- * cuts into parts of its own (numbered as shard `shard_count`) while the tails are still recorded: those parts are
- * counted instead of the tails once they outgrow them, never both.
- */
-export function liveUsersSql(exportId: string, shardCount: string): string {
-  return `((SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = ${exportId} AND kind = 'users' AND shard < COALESCE(${shardCount}, 1))
-           + GREATEST((SELECT COALESCE(sum(users), 0) FROM export_tails WHERE export_id = ${exportId} AND kind = 'users'),
-                      (SELECT COALESCE(sum(users), 0) FROM export_parts WHERE export_id = ${exportId} AND kind = 'users' AND shard >= COALESCE(${shardCount}, 1))))`;
-}
-
-/**
  * Where an export of this workspace stands. While it runs, users and parts done are counted from the parts in the
  * store and the shard tails waiting to be merged, so the numbers never count a retried shard twice; users never go
  * back below the most shown before (exports.users_progress).
@@ -46,17 +36,7 @@ export async function exportStatus(
   workspaceId: string,
   objectPrefix: string,
 ): Promise<ExportStatus> {
-  const { rows } = await pool.query(
-    `SELECT e.object_prefix, s.api_id AS segment_id, e.status, e.destination, e.users_done, e.parts_done, e.created_at, e.started_at,
-            e.finished_at, e.key_prefix, e.url_expires_at, e.error, e.scheduled_by, e.users_progress, e.public_base_url,
-            e.removed_done, (SELECT b.object_prefix FROM exports b WHERE b.id = e.changes_since) AS changes_since,
-            ${liveUsersSql('e.id', 'e.shard_count')} AS live_users,
-            (SELECT count(*) FROM export_parts WHERE export_id = e.id) AS live_parts
-       FROM exports e JOIN segments s ON s.id = e.segment_id
-      WHERE e.workspace_id = $1 AND e.object_prefix = $2`,
-    [workspaceId, objectPrefix],
-  );
-  const r = rows[0];
+  const r = await exportStatusRow(pool, workspaceId, objectPrefix);
   if (!r) throw notFound(`No export with object_prefix ${JSON.stringify(objectPrefix)} in this workspace`);
   const done = r.status === 'ready';
   const out: ExportStatus = {

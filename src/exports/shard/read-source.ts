@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PoolClient } from '../../db/pool.js';
-import type { ExportJobDeps, ExportRow } from '../export-jobs.js';
+import type { ExportJobDeps } from '../export-jobs.js';
+import type { ExportRow } from '../export-rows.js';
 
 /**
  * Where an export shard reads its members. With EXPORT_DATABASE_URL set, from that server (a hot standby, typically)

@@ -4,15 +4,8 @@ import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import { withTransaction, type Pool, type PoolClient } from '../../db/pool.js';
 import { SegmentFilterSchema, type SegmentFilter } from '../../segments/filter.js';
 import type { WorkspaceStore } from '../../storage/stores.js';
-import {
-  loadExport,
-  lockKeys,
-  markRunning,
-  openStore,
-  partWriterOptions,
-  type ExportJobDeps,
-  type ExportRow,
-} from '../export-jobs.js';
+import { baseMembersState, loadExport, type ExportRow } from '../export-rows.js';
+import { lockKeys, markRunning, openStore, partWriterOptions, type ExportJobDeps } from '../export-jobs.js';
 import { CopyBinaryLines, type LineBatch } from './line-batches.js';
 import { renewExportLock, withLeaseRenewal } from '../holds.js';
 import { failExport } from '../finish/finish-export.js';
@@ -150,11 +143,8 @@ async function incrementalScope(
 ): Promise<IncrementalScope | null | 'forgotten'> {
   if (!spec.changesSince) return null;
   const base = spec.changesSince;
-  const { rows } = await pool.query<{ id: string; forgotten: boolean; member_layers: string[] | null }>(
-    `SELECT id, members_forgotten_at IS NOT NULL AS forgotten, member_layers FROM exports WHERE id = $1`,
-    [base.exportId],
-  );
-  if (!rows[0] || rows[0].forgotten) return 'forgotten';
+  const baseState = await baseMembersState(pool, base.exportId);
+  if (!baseState || baseState.forgotten) return 'forgotten';
   const shards = await baseShards(pool, base.exportId, work.bucketFrom, work.bucketTo);
   const { method, reason } = chooseIncrementalMethod(shards, filter);
   log.info(
@@ -163,7 +153,7 @@ async function incrementalScope(
   );
   return {
     baseExportId: base.exportId,
-    baseLayers: memberLayers(rows[0]),
+    baseLayers: memberLayers(baseState),
     shards,
     bucketFrom: work.bucketFrom,
     bucketTo: work.bucketTo,
