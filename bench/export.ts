@@ -36,6 +36,7 @@ import { exportLineSelect, windowStart } from '../src/exports/shard/line-query.j
 import { generateUsers } from '../src/synthetic-users/generate.js';
 import { Queues } from '../src/queues/index.js';
 import { createRedis, type Redis } from '../src/redis.js';
+import { createLogger } from '../src/logger.js';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -354,7 +355,7 @@ async function exportRun(
     const workerCpuBefore = await cpuOf(workerPids);
     const postgresCpuBefore = await cpuOf(await postgresPids());
     const t = performance.now();
-    const created = await createExport({ config, pool, redis, queues }, ws, {
+    const created = await createExport({ config, pool, redis, queues, log: createLogger('warn') }, ws, {
       segment_id: SEGMENT,
       fields_to_export: FIELDS,
       output_format: format,

@@ -22,8 +22,11 @@ export const bulkImportJob = defineJob({
         await failImport(ctx.pool, importId, message);
         throw new UnrecoverableError(message);
       }
-      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) await failImport(ctx.pool, importId, message);
       throw err;
     }
+  },
+  async onLastAttemptFailed(job, err, ctx) {
+    const { importId } = BulkImportPayload.parse(job.data);
+    await failImport(ctx.pool, importId, err instanceof Error ? err.message : String(err));
   },
 });

@@ -22,13 +22,13 @@ export const cdiSyncJob = defineJob({
     const payload = CdiSyncPayload.parse(job.data);
     if ('sync' in payload) return syncCdiSchedules(ctx);
     if ('integrationId' in payload) return (await startScheduledSync(ctx, payload.integrationId))?.id ?? null;
-    try {
-      const done = await runSync(ctx, payload.jobId);
-      return done ? { status: done.status, rowsSynced: done.rowsSynced, rowsFailed: done.rowsFailed } : null;
-    } catch (err) {
-      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1))
-        await finishJob(ctx.pool, payload.jobId, { status: 'error', error: (err as Error).message });
-      throw err;
-    }
+    const done = await runSync(ctx, payload.jobId);
+    return done ? { status: done.status, rowsSynced: done.rowsSynced, rowsFailed: done.rowsFailed } : null;
+  },
+  async onLastAttemptFailed(job, err, ctx) {
+    // Only a run has a row to end; a schedule tick or re-sync failing for good leaves nothing waiting.
+    const payload = CdiSyncPayload.safeParse(job.data);
+    if (!payload.success || !('jobId' in payload.data)) return;
+    await finishJob(ctx.pool, payload.data.jobId, { status: 'error', error: (err as Error).message });
   },
 });

@@ -9,16 +9,13 @@ export const liveActivityPushJob = defineJob({
   async process(job: Job, ctx) {
     const { pushId } = LiveActivityPushPayload.parse(job.data);
     const adapter = deliveryAdapter(ctx.config.LIVE_ACTIVITY_DELIVERY);
-    try {
-      const outcome = await deliverPush(ctx.pool, pushId, adapter, ctx.log);
-      ctx.log.info({ pushId, adapter: adapter.name, outcome }, 'live activity push handled');
-      return { outcome };
-    } catch (err) {
-      const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      // A push that never became visible belongs to a request that rolled back: nothing to mark.
-      if (lastAttempt && !(err instanceof PushNotVisibleError))
-        await failPush(ctx.pool, pushId, (err as Error).message);
-      throw err;
-    }
+    const outcome = await deliverPush(ctx.pool, pushId, adapter, ctx.log);
+    ctx.log.info({ pushId, adapter: adapter.name, outcome }, 'live activity push handled');
+    return { outcome };
+  },
+  async onLastAttemptFailed(job, err, ctx) {
+    // A push that never became visible belongs to a request that rolled back: nothing to mark.
+    if (err instanceof PushNotVisibleError) return;
+    await failPush(ctx.pool, LiveActivityPushPayload.parse(job.data).pushId, (err as Error).message);
   },
 });

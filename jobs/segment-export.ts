@@ -12,18 +12,15 @@ export const segmentExportJob = defineJob({
   async process(job, ctx) {
     const { exportId } = SegmentExportPayload.parse(job.data);
     const failures = Object.values(await job.getIgnoredChildrenFailures());
-    try {
-      await finishExport(ctx, exportId, failures);
-    } catch (err) {
-      // Shards lost with Redis are not a failure of the export: the reconciler queues them (and this job) again.
-      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1) && !(err instanceof ShardsNotEndedError)) {
-        await failExport(
-          ctx,
-          exportId,
-          `the export failed while assembling its last part or manifest: ${String((err as Error).message).slice(0, 300)}`,
-        );
-      }
-      throw err;
-    }
+    await finishExport(ctx, exportId, failures);
+  },
+  async onLastAttemptFailed(job, err, ctx) {
+    // Shards lost with Redis are not a failure of the export: the reconciler queues them (and this job) again.
+    if (err instanceof ShardsNotEndedError) return;
+    await failExport(
+      ctx,
+      SegmentExportPayload.parse(job.data).exportId,
+      `the export failed while assembling its last part or manifest: ${String((err as Error).message).slice(0, 300)}`,
+    );
   },
 });

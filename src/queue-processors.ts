@@ -1,4 +1,4 @@
-import { Worker, type Job, type WorkerOptions } from 'bullmq';
+import { UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
 import type { AppContext } from './context.js';
 import { bullPrefix, type QueueName } from './queues/index.js';
 import { closeRedis, createRedis, redisKeyPrefix } from './redis.js';
@@ -16,7 +16,16 @@ export interface JobDefinition {
    * PostgreSQL or Redis; must be idempotent.
    */
   onStart?: (ctx: AppContext) => Promise<void>;
+  /**
+   * Runs when an attempt fails and none will follow (its attempts are spent), before BullMQ records the failure: where
+   * the work's row in PostgreSQL is ended, so that neither the API nor the reconciler waits for it any more. Not for an
+   * UnrecoverableError: a processor throws one after ending the row itself.
+   */
+  onLastAttemptFailed?: (job: Job, err: unknown, ctx: AppContext) => Promise<void>;
 }
+
+/** Whether a failing attempt is the job's last: BullMQ counts attemptsMade before this attempt ends. */
+export const isLastAttempt = (job: Job) => job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
 
 export const defineJob = (definition: JobDefinition): JobDefinition => definition;
 
@@ -51,7 +60,9 @@ function jobProcessor(def: JobDefinition, ctx: AppContext, pool: Pool): (job: Jo
       const result = await def.process(job, { ...ctx, log });
       ctx.metrics.jobDuration.observe({ queue: def.queue, outcome: 'completed' }, (performance.now() - started) / 1000);
       return result;
-    } catch (err) {
+    } catch (caught) {
+      // As if the processor had ended its row itself: a failure to end it is the attempt's failure.
+      const err = await endOnLastAttempt(def, job, caught, { ...ctx, log });
       ctx.metrics.jobDuration.observe({ queue: def.queue, outcome: 'failed' }, (performance.now() - started) / 1000);
       ctx.metrics.jobFailures.inc({ queue: def.queue });
       // An attempt that failed because PostgreSQL or Redis is away is retried with backoff like any other; the
@@ -64,6 +75,16 @@ function jobProcessor(def: JobDefinition, ctx: AppContext, pool: Pool): (job: Jo
       pool.running--;
     }
   };
+}
+
+async function endOnLastAttempt(def: JobDefinition, job: Job, err: unknown, ctx: AppContext): Promise<unknown> {
+  if (!def.onLastAttemptFailed || !isLastAttempt(job) || err instanceof UnrecoverableError) return err;
+  try {
+    await def.onLastAttemptFailed(job, err, ctx);
+    return err;
+  } catch (endFailure) {
+    return endFailure;
+  }
 }
 
 /**

@@ -1,7 +1,9 @@
 import { withTransaction, type Pool, type PoolClient } from '../db/pool.js';
 import { AppError, badRequest } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { CatalogBatchPayload } from '../queues/catalog-batch.js';
+import { enqueueCatalogBatch, type CatalogBatchPayload } from '../queues/catalog-batch.js';
+import type { Queues } from '../queues/index.js';
+import { queueRecorded } from '../queues/queue-recorded.js';
 import { recordBatch } from './batches.js';
 import { arbitraryError, catalogNotFound, CatalogErrors, itemNotFound } from './errors.js';
 import type { CatalogDefinition } from './fields.js';
@@ -21,11 +23,12 @@ import { isPlausibleId, validateBatchDelete, validateBatchReplace, validateSingl
 /** Items per page of the list endpoint (as the public API pages them). */
 export const ITEMS_PAGE_SIZE = 50;
 
-/**
- * Hands a recorded batch to the queue. It may fail (Redis away): the batch is recorded in PostgreSQL already, and the
- * reconciler queues it then.
- */
-export type EnqueueBatch = (payload: CatalogBatchPayload) => Promise<void>;
+/** What accepting a batch needs: the record, the queue, and a log for a batch recorded but not queued. */
+export interface AcceptBatchDeps {
+  pool: Pool;
+  queues: Queues;
+  log: Pick<Logger, 'warn'>;
+}
 
 /** Our own refusals pass through; anything else is the spec's arbitrary-error (logged with its cause by the handler). */
 async function guarded<T>(fn: () => Promise<T>): Promise<T> {
@@ -49,18 +52,17 @@ async function requireCatalog(pool: Pool, workspaceId: string, name: string): Pr
  * away (the reconciler queues it then). A refused request records nothing.
  */
 export async function acceptBatchReplace(
-  pool: Pool,
-  enqueue: EnqueueBatch,
+  deps: AcceptBatchDeps,
   workspaceId: string,
   catalogName: string,
   body: unknown,
   onRecorded?: OnBatchRecorded,
 ): Promise<void> {
+  const { pool } = deps;
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const items = validateBatchReplace(body, catalog, catalogName);
   await accept(
-    pool,
-    enqueue,
+    deps,
     { op: 'replace', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), items },
     onRecorded,
   );
@@ -68,18 +70,17 @@ export async function acceptBatchReplace(
 
 /** Batch delete: the same contract as batch replace. Ids that name no item are ignored when the job runs. */
 export async function acceptBatchDelete(
-  pool: Pool,
-  enqueue: EnqueueBatch,
+  deps: AcceptBatchDeps,
   workspaceId: string,
   catalogName: string,
   body: unknown,
   onRecorded?: OnBatchRecorded,
 ): Promise<void> {
+  const { pool } = deps;
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const ids = validateBatchDelete(body, catalog, catalogName);
   await accept(
-    pool,
-    enqueue,
+    deps,
     { op: 'delete', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), ids },
     onRecorded,
   );
@@ -88,19 +89,21 @@ export async function acceptBatchDelete(
 /** Runs in the transaction that records a batch (an Idempotency-Key answers there). */
 export type OnBatchRecorded = (db: PoolClient) => Promise<void>;
 
+/** Records the batch (and the caller's answer) in one transaction, then queues it. */
 async function accept(
-  pool: Pool,
-  enqueue: EnqueueBatch,
+  deps: AcceptBatchDeps,
   payload: CatalogBatchPayload,
   onRecorded?: OnBatchRecorded,
 ): Promise<void> {
   await guarded(() =>
-    withTransaction(pool, async (client) => {
+    withTransaction(deps.pool, async (client) => {
       await recordBatch(client, payload);
       await onRecorded?.(client);
     }),
   );
-  await enqueue(payload);
+  await queueRecorded(deps.log, 'catalog batch', { version: payload.version }, () =>
+    enqueueCatalogBatch(deps.queues, payload),
+  );
 }
 
 /** Single replace (PUT): creates the item when missing, replaces it whole otherwise. */

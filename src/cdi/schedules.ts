@@ -3,6 +3,7 @@ import { AppError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { enqueueSync, removeCdiSchedulesBut, upsertCdiSchedule } from '../queues/cdi-sync.js';
 import type { Queues } from '../queues/index.js';
+import { queueRecorded } from '../queues/queue-recorded.js';
 import { allIntegrations } from './integrations.js';
 import { recordSyncJob, type JobTrigger, type SyncJob } from './jobs.js';
 
@@ -40,12 +41,7 @@ export async function startSync(
   trigger: JobTrigger,
 ): Promise<SyncJob> {
   const job = await recordSyncJob(deps.pool, workspaceId, integrationId, trigger);
-  await enqueueSync(deps.queues, job.id).catch((err: unknown) =>
-    deps.log.warn(
-      { cdiJobId: job.id, reason: (err as Error).message },
-      'CDI sync recorded but not queued; the reconciler will queue it',
-    ),
-  );
+  await queueRecorded(deps.log, 'CDI sync', { cdiJobId: job.id }, () => enqueueSync(deps.queues, job.id));
   return job;
 }
 

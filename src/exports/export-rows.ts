@@ -187,6 +187,11 @@ export async function setCallbackPending(pool: Pool, exportId: string): Promise<
   ]);
 }
 
+/** The callback's end: delivered, or given up (refused address, attempts spent); the reconciler leaves it then. */
+export async function settleCallback(pool: Pool, exportId: string, state: 'delivered' | 'abandoned'): Promise<void> {
+  await pool.query('UPDATE exports SET callback_state = $2 WHERE id = $1', [exportId, state]);
+}
+
 /** Drops the export's member records (whole and layered): it can no longer be a base of `changes_since`. */
 export async function forgetMembers(pool: Pool, exportId: string): Promise<void> {
   await pool.query(

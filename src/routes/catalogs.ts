@@ -3,7 +3,6 @@ import type { PoolClient } from '../db/pool.js';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { enqueueCatalogBatch } from '../queues/catalog-batch.js';
 import {
   acceptBatchDelete,
   acceptBatchReplace,
@@ -13,7 +12,6 @@ import {
   listItems,
   readItem,
   replaceItem,
-  type EnqueueBatch,
 } from '../catalogs/items.js';
 import {
   BatchItemsBody,
@@ -56,27 +54,9 @@ const async = { rateLimit: RATE_LIMITS.catalogAsync, errorFormat: 'catalog', ide
 const accepted = async (req: FastifyRequest, db: PoolClient) =>
   req.idempotency?.answer(db, 202, { message: 'success' });
 
-/**
- * Queues a batch that is already recorded in PostgreSQL: when Redis is away the 202 still holds, and the reconciler
- * queues the batch once Redis is back.
- */
-function batchEnqueuer(app: FastifyInstance): EnqueueBatch {
-  return async (payload) => {
-    await enqueueCatalogBatch(app.ctx.queues, payload).catch((err: unknown) => {
-      // A Redis outage is logged once by the health module, not with a stack per request.
-      if (!app.ctx.health.report(err))
-        app.log.warn(
-          { err, version: payload.version },
-          'catalog batch recorded but not queued; the reconciler will queue it',
-        );
-    });
-  };
-}
-
 const catalogsRoutes: FastifyPluginAsync = async (base) => {
-  const enqueue = batchEnqueuer(base);
-  replaceItemsRoute(base, enqueue);
-  deleteItemsRoute(base, enqueue);
+  replaceItemsRoute(base);
+  deleteItemsRoute(base);
   listItemsRoute(base);
   replaceItemRoute(base);
   createItemRoute(base);
@@ -85,7 +65,7 @@ const catalogsRoutes: FastifyPluginAsync = async (base) => {
 };
 
 /** PUT /catalogs/:catalog_name/items: a batch of creates and replaces, applied by a worker. */
-function replaceItemsRoute(base: FastifyInstance, enqueue: EnqueueBatch): void {
+function replaceItemsRoute(base: FastifyInstance): void {
   const app = base.withTypeProvider<ZodTypeProvider>();
   app.put(
     '/catalogs/:catalog_name/items',
@@ -102,8 +82,7 @@ function replaceItemsRoute(base: FastifyInstance, enqueue: EnqueueBatch): void {
     },
     async (req, reply) => {
       await acceptBatchReplace(
-        app.ctx.pool,
-        enqueue,
+        { pool: app.ctx.pool, queues: app.ctx.queues, log: req.log },
         apiKeyOf(req).workspaceId,
         req.params.catalog_name,
         req.body,
@@ -115,7 +94,7 @@ function replaceItemsRoute(base: FastifyInstance, enqueue: EnqueueBatch): void {
 }
 
 /** DELETE /catalogs/:catalog_name/items: a batch of deletes, applied by a worker. */
-function deleteItemsRoute(base: FastifyInstance, enqueue: EnqueueBatch): void {
+function deleteItemsRoute(base: FastifyInstance): void {
   const app = base.withTypeProvider<ZodTypeProvider>();
   app.delete(
     '/catalogs/:catalog_name/items',
@@ -132,8 +111,7 @@ function deleteItemsRoute(base: FastifyInstance, enqueue: EnqueueBatch): void {
     },
     async (req, reply) => {
       await acceptBatchDelete(
-        app.ctx.pool,
-        enqueue,
+        { pool: app.ctx.pool, queues: app.ctx.queues, log: req.log },
         apiKeyOf(req).workspaceId,
         req.params.catalog_name,
         req.body,

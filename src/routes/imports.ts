@@ -4,7 +4,6 @@ import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/principals.js';
 import { ImportRequest, readImport, startImport } from '../ingest/import/imports.js';
-import { enqueueImport } from '../queues/bulk-import.js';
 
 export const ImportStatusResponse = z.object({
   message: z.string(),
@@ -45,20 +44,14 @@ const importsRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req, reply) => {
       const key = apiKeyOf(req);
-      const enqueue = (importId: string) => enqueueImport(app.ctx.queues, importId);
-      const { queued, ...status } = await startImport(
-        { pool: app.ctx.pool, config: app.ctx.config, enqueue },
+      const { queued: _queued, ...status } = await startImport(
+        { pool: app.ctx.pool, config: app.ctx.config, queues: app.ctx.queues, log: req.log },
         key.workspaceId,
         req.body,
         `api-key:${key.keyName}`,
         (db, s) =>
           req.idempotency ? req.idempotency.answer(db, 201, { message: 'success', ...s }) : Promise.resolve(),
       );
-      if (!queued)
-        req.log.warn(
-          { importId: status.import_id },
-          'import recorded but not queued (Redis refused); the reconciler will queue it',
-        );
       return reply.code(201).send({ message: 'success', ...status });
     },
   );

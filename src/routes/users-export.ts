@@ -72,11 +72,6 @@ function exportSegmentRoute(base: FastifyInstance): void {
       });
       if (created.queued)
         req.log.info({ exportId: created.exportId, segmentId: req.body.segment_id }, 'segment export queued');
-      else
-        req.log.warn(
-          { exportId: created.exportId },
-          'segment export recorded but not queued (Redis refused); the reconciler will queue it',
-        );
       reply.code(201);
       return answer(created);
     },

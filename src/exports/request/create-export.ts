@@ -8,6 +8,8 @@ import { workspaceDestination } from '../../storage/stores.js';
 import { downloadUrl } from '../finish/download.js';
 import { enqueueExportFlow } from '../../queues/segment-export.js';
 import type { Queues } from '../../queues/index.js';
+import { queueRecorded } from '../../queues/queue-recorded.js';
+import type { Logger } from '../../logger.js';
 import { exportShards, shardRanges } from '../shard/shard-ranges.js';
 import {
   acquireExportLock,
@@ -35,6 +37,7 @@ export interface CreateExportDeps {
   pool: Pool;
   redis: Redis;
   queues: Queues;
+  log: Pick<Logger, 'warn'>;
 }
 
 export interface CreatedExport {
@@ -272,9 +275,8 @@ export async function createExport(
   }
   // Recorded: the export will run. Redis refusing its jobs now (it went away since the holds were taken) only delays
   // it until the reconciler queues them.
-  created.queued = await enqueueExportFlow(deps.queues, exportId, exportShards(row), config.EXPORT_SHARD_ATTEMPTS).then(
-    () => true,
-    () => false,
+  created.queued = await queueRecorded(deps.log, 'segment export', { exportId }, () =>
+    enqueueExportFlow(deps.queues, exportId, exportShards(row), config.EXPORT_SHARD_ATTEMPTS),
   );
   return created;
 }

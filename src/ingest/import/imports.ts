@@ -1,6 +1,10 @@
 import { z } from 'zod';
 import type { Config } from '../../config.js';
 import { withTransaction, type Pool, type PoolClient } from '../../db/pool.js';
+import type { Logger } from '../../logger.js';
+import { enqueueImport } from '../../queues/bulk-import.js';
+import type { Queues } from '../../queues/index.js';
+import { queueRecorded } from '../../queues/queue-recorded.js';
 import { badRequest, notFound } from '../../errors.js';
 import { localKeyProblem, MAX_LOCAL_KEY_LENGTH } from '../../storage/local-store.js';
 import { storeFor, workspaceStorage, type WorkspaceStore } from '../../storage/stores.js';
@@ -209,7 +213,8 @@ export async function failImport(pool: Pool, importId: string, message: string):
 export interface StartImportDeps {
   pool: Pool;
   config: Pick<Config, 'LOCAL_STORE_DIR'>;
-  enqueue: (importId: string) => Promise<void>;
+  queues: Queues;
+  log: Pick<Logger, 'warn'>;
 }
 
 /**
@@ -224,9 +229,8 @@ export async function startImport(
   onRecorded?: CreateImportOptions['onRecorded'],
 ): Promise<ImportStatus & { queued: boolean }> {
   const status = await createImport(deps, workspaceId, request, requestedBy, { onRecorded });
-  const queued = await deps.enqueue(status.import_id).then(
-    () => true,
-    () => false,
+  const queued = await queueRecorded(deps.log, 'import', { importId: status.import_id }, () =>
+    enqueueImport(deps.queues, status.import_id),
   );
   return { ...status, queued };
 }
