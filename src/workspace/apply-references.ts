@@ -9,6 +9,7 @@ import { SPECS, type ApplyRun, type DeclaredWorkspace, type Path } from './apply
 import { formatPath } from './parse.js';
 import { resolveRecordTime } from './schema.js';
 import { upsert, type UpsertCounts } from './upsert.js';
+import { segmentsByApiIds } from '../segments/store.js';
 
 /**
  * What refers to other objects (canvas schedules, live activities, scheduled exports) and the records (uninstalls,
@@ -206,11 +207,8 @@ async function loadReferences(client: PoolClient, workspaces: DeclaredWorkspace[
   }
   const segmentIds = workspaces.flatMap((w) => w.decl.scheduled_exports.map((e) => e.segment));
   if (segmentIds.length > 0) {
-    const { rows } = await client.query<{ id: string; workspace_id: string; api_id: string }>(
-      'SELECT id, workspace_id, api_id FROM segments WHERE workspace_id = ANY($1) AND api_id = ANY($2)',
-      [ids, segmentIds],
-    );
-    for (const s of rows) refs.segments.set(`${s.workspace_id}/${s.api_id}`, s.id);
+    for (const s of await segmentsByApiIds(client, ids, segmentIds))
+      refs.segments.set(`${s.workspace_id}/${s.api_id}`, s.id);
   }
   const canvasIds = workspaces.flatMap((w) => w.decl.canvases.filter((c) => c.schedules.length > 0).map((c) => c.id));
   if (canvasIds.length > 0) {

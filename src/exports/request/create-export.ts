@@ -9,6 +9,7 @@ import { downloadUrl } from '../finish/download.js';
 import { enqueueExportFlow } from '../../queues/segment-export.js';
 import type { Queues } from '../../queues/index.js';
 import { queueRecorded } from '../../queues/queue-recorded.js';
+import { segmentByApiId, type SegmentRow } from '../../segments/store.js';
 import type { Logger } from '../../logger.js';
 import { exportShards, shardRanges } from '../shard/shard-ranges.js';
 import {
@@ -98,19 +99,9 @@ function validatedSpec(body: ExportRequestBody, config: Config): ExportSpec {
   return spec;
 }
 
-interface SegmentRow {
-  id: string;
-  archived: boolean;
-  filter: unknown;
-}
-
 /** The segment the request names, in the workspace and not archived, or a 400 saying why not. */
 async function exportableSegment(pool: Pool, workspaceId: string, segmentApiId: string): Promise<SegmentRow> {
-  const { rows } = await pool.query<SegmentRow>(
-    `SELECT id, archived, filter FROM segments WHERE workspace_id = $1 AND api_id = $2`,
-    [workspaceId, segmentApiId],
-  );
-  const segment = rows[0];
+  const segment = await segmentByApiId(pool, workspaceId, segmentApiId);
   if (!segment)
     throw badRequest(`segment_id ${JSON.stringify(segmentApiId)} does not name a segment of this workspace`);
   if (segment.archived) throw badRequest(`segment ${JSON.stringify(segmentApiId)} is archived and cannot be exported`);

@@ -1,12 +1,11 @@
 import type { Pool, PoolClient } from '../../db/pool.js';
-import { applyObjects, type ApplyResult, type WorkspaceObjects } from '../../profiles/tracked-objects.js';
 import type { TrackObjects } from '../types.js';
 
 /**
  * Dead letters: objects PostgreSQL refuses at apply time (a NUL in an identifier, a lone surrogate in an event name,
  * a number out of range...), and staged rows that are not a payload at all. Such a row fails its batch on every
  * attempt, and batches are retried until they commit, so one of them used to stall every other row of its
- * partition. The apply isolates them instead (`applyIsolating`) and moves them to ingest_dead_letters in the
+ * partition. The apply isolates them instead (`applyIsolating`, ./apply-isolating.ts) and moves them to ingest_dead_letters in the
  * batch's own transaction; the rest of the batch commits. Nothing there is retried automatically: an operator
  * reads them, fixes them, and stages them again (`restageDeadLetters`, docs/ingestion.md "Dead letters").
  */
@@ -98,53 +97,6 @@ export function parsePayload(payload: string): { objects: TrackObjects } | { err
   }
   const problem = payloadProblem(value);
   return problem ? { error: { code: 'payload', message: problem } } : { objects: value as TrackObjects };
-}
-
-/** Chunks of at most this many items that fail are applied one item at a time rather than split in halves. */
-const ONE_BY_ONE = 4;
-
-const noResult = (): ApplyResult => ({ events: 0, purchases: 0, attributes: 0, unmatched: 0, profilesCreated: 0 });
-
-function add(total: ApplyResult, r: ApplyResult): void {
-  for (const k of ['events', 'purchases', 'attributes', 'unmatched', 'profilesCreated'] as const) total[k] += r[k];
-}
-
-/**
- * Applies the items' objects in the caller's transaction (which holds the ingestion locks of their workspaces),
- * leaving out the items PostgreSQL refuses, which are pushed to `refused` with their error. The first attempt is
- * the whole batch, in a savepoint; when it fails with a data error (`dataErrorOf`), the savepoint is rolled back and
- * the items are split in halves, each applied in its own savepoint and split again if it fails, down to single
- * items (chunks of a few items go one by one). One bad item among n costs about two more applies of the batch
- * (n + n/2 + n/4 ...); the items that apply stay applied, in their order, in this transaction. Any other error
- * leaves the transaction to the caller, which rolls it back whole.
- */
-export async function applyIsolating<T>(
-  client: PoolClient,
-  items: T[],
-  objectsOf: (items: T[]) => WorkspaceObjects[],
-  refused: { item: T; error: DataError }[],
-): Promise<ApplyResult> {
-  if (items.length === 0) return noResult();
-  // One savepoint at a time, released after each attempt: chunks are applied one after another, never nested.
-  await client.query('SAVEPOINT ingest_apply');
-  try {
-    const result = await applyObjects(client, objectsOf(items));
-    await client.query('RELEASE SAVEPOINT ingest_apply');
-    return result;
-  } catch (err) {
-    const error = dataErrorOf(err);
-    if (!error) throw err;
-    await client.query('ROLLBACK TO SAVEPOINT ingest_apply; RELEASE SAVEPOINT ingest_apply');
-    if (items.length === 1) {
-      refused.push({ item: items[0]!, error });
-      return noResult();
-    }
-    const half = Math.ceil(items.length / 2);
-    const chunks = items.length <= ONE_BY_ONE ? items.map((i) => [i]) : [items.slice(0, half), items.slice(half)];
-    const total = noResult();
-    for (const chunk of chunks) add(total, await applyIsolating(client, chunk, objectsOf, refused));
-    return total;
-  }
 }
 
 /** A refused staged row or import record, as ingest_dead_letters keeps it. */

@@ -5,14 +5,8 @@ import type { Metrics } from '../../metrics.js';
 import type { ApplyResult } from '../../profiles/tracked-objects.js';
 import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction, yieldToEventLoop } from './apply-transaction.js';
 import { applyNextCommand, COMMAND_PART, NOT_BEHIND_A_COMMAND } from './commands.js';
-import {
-  applyIsolating,
-  insertDeadLetters,
-  parsePayload,
-  reasonOf,
-  type DataError,
-  type DeadLetter,
-} from './dead-letters.js';
+import { applyIsolating } from './apply-isolating.js';
+import { insertDeadLetters, parsePayload, reasonOf, type DataError, type DeadLetter } from './dead-letters.js';
 import { ingestMetrics } from '../metrics.js';
 import type { TrackObjects } from '../types.js';
 
