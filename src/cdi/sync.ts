@@ -8,7 +8,7 @@ import type { TrackAttributes } from '../ingest/types.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { deleteProfiles } from '../profiles/erase.js';
-import { findCandidates, resolveOne } from '../profiles/lookup.js';
+import { findCandidates, resolveOne, serviceIdsOf } from '../profiles/lookup.js';
 import { storeFor, workspaceStorage, type WorkspaceStore } from '../storage/stores.js';
 import { fileRows, pendingFiles, REJECTS_SUFFIX, type FileFormat } from './file-source.js';
 import { getIntegration, type CdiIntegration } from './integrations.js';
@@ -71,11 +71,11 @@ async function applyItems(
       value: (i.item as Extract<RowItem, { kind: 'phone' }>).phone,
     }));
     const found = (await findCandidates(client, workspaceId, refs)).map((c) => c[0]?.id);
-    const { rows } = await client.query<{ id: number; service_id: string }>(
-      'SELECT id, service_id FROM profiles WHERE id = ANY($1::bigint[])',
-      [found.filter((id) => id !== undefined)],
+    const serviceIds = await serviceIdsOf(
+      client,
+      workspaceId,
+      found.filter((id) => id !== undefined),
     );
-    const serviceIds = new Map(rows.map((r) => [r.id, r.service_id]));
     phones.forEach((p, n) => {
       const { payload, at } = p.item as Extract<RowItem, { kind: 'phone' }>;
       const id = found[n];

@@ -127,3 +127,25 @@ export async function resolveOne(
     pickOne(candidates[i]!, ref.kind === 'email' || ref.kind === 'phone' ? ref.prioritization : undefined),
   );
 }
+
+/** The service_id of each profile id found in the workspace (ids of other workspaces or gone are left out). */
+export async function serviceIdsOf(db: Db, workspaceId: string, ids: number[]): Promise<Map<number, string>> {
+  const { rows } = await db.query<{ id: number; service_id: string }>(
+    'SELECT id, service_id FROM profiles WHERE workspace_id = $1 AND id = ANY($2::bigint[])',
+    [workspaceId, ids],
+  );
+  return new Map(rows.map((r) => [r.id, r.service_id]));
+}
+
+/** Profile ids of the workspace's primary external_ids among those given (deprecated ones are not looked at). */
+export async function idsByExternalId(
+  db: Db,
+  workspaceId: string,
+  externalIds: string[],
+): Promise<Map<string, number>> {
+  const { rows } = await db.query<{ external_id: string; id: number }>(
+    `SELECT external_id, id FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2)`,
+    [workspaceId, externalIds],
+  );
+  return new Map(rows.map((r) => [r.external_id, r.id]));
+}

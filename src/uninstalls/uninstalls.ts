@@ -9,6 +9,7 @@ import {
   refuseUnknown,
   type RecordResult,
 } from '../lib/record-batches.js';
+import { idsByExternalId } from '../profiles/lookup.js';
 import { markUninstalled } from '../profiles/states.js';
 
 /**
@@ -57,11 +58,7 @@ export async function recordUninstalls(
     );
 
     const externalIds = [...new Set(records.flatMap((r) => (r.external_id === undefined ? [] : [r.external_id])))];
-    const profiles = await client.query<{ external_id: string; id: number }>(
-      `SELECT external_id, id FROM profiles WHERE workspace_id = $1 AND external_id = ANY($2)`,
-      [workspaceId, externalIds],
-    );
-    const profileId = new Map(profiles.rows.map((r) => [r.external_id, r.id]));
+    const profileId = await idsByExternalId(client, workspaceId, externalIds);
     refuseUnknown(
       'external_id',
       records.map((r) => r.external_id),
