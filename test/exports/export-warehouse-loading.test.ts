@@ -403,4 +403,51 @@ describe('applying an incremental export with the DuckDB statements of docs/expo
       for (const wh of warehouses.values()) wh.close();
     }
   }, 180_000);
+
+  it('applies, as written, a delta without removed parts and one without users parts', async () => {
+    const db = env.ctx.pool;
+    const ws = env.ws.workspaceId;
+    for (const f of ['gzip', 'parquet'] as const) {
+      const wh = await openWarehouse(scratch);
+      try {
+        const base = await exportSegment(f);
+        await runExample(wh, 'macros');
+        await runExample(wh, `load-${f}`, base.dir);
+        const ids = (
+          await db.query<{ service_id: string }>(
+            `SELECT service_id FROM profiles WHERE workspace_id = $1 AND country <> 'ZZ' ORDER BY service_id LIMIT 6`,
+            [ws],
+          )
+        ).rows.map((r) => r.service_id);
+        const [renamed, deleted] = [ids.slice(0, 3), ids.slice(3, 6)];
+
+        await db.query(
+          `UPDATE profiles SET first_name = 'Only ' || service_id WHERE workspace_id = $1 AND service_id = ANY($2)`,
+          [ws, renamed],
+        );
+        const changedOnly = await exportSegment(f, base.manifest.object_prefix);
+        expect(changedOnly.manifest).toMatchObject({ users: 3, removed: 0 });
+        expect(changedOnly.manifest.parts.map((p) => p.kind)).not.toContain('removed');
+        await runExample(wh, `apply-${f}`, changedOnly.dir);
+        const [named] = await wh.query(
+          `SELECT count(*) AS n FROM users WHERE first_name = 'Only ' || service_id AND service_id IN (${renamed.map((id) => `'${id}'`).join(', ')})`,
+        );
+        expect(Number(named!.n), f).toBe(3);
+
+        await db.query(`DELETE FROM profiles WHERE workspace_id = $1 AND service_id = ANY($2)`, [ws, deleted]);
+        const removedOnly = await exportSegment(f, changedOnly.manifest.object_prefix);
+        expect(removedOnly.manifest).toMatchObject({ users: 0, removed: 3 });
+        expect(removedOnly.manifest.parts.map((p) => p.kind)).not.toContain('users');
+        await runExample(wh, `apply-${f}`, removedOnly.dir);
+        const [left] = await wh.query(
+          `SELECT count(*) AS n FROM users WHERE service_id IN (${deleted.map((id) => `'${id}'`).join(', ')})`,
+        );
+        expect(Number(left!.n), f).toBe(0);
+        const [counts] = await wh.query('SELECT count(*) AS n FROM users');
+        expect(Number(counts!.n), f).toBe(await memberCount());
+      } finally {
+        wh.close();
+      }
+    }
+  }, 180_000);
 });
