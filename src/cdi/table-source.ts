@@ -6,7 +6,7 @@ import { columnMap, type CdiColumn, type SourceRow } from './rows.js';
  * A PostgreSQL table (or view) as a Cloud Data Ingestion source, reached with the connection string an environment
  * variable names (read when the sync runs, never stored or logged). Rows are read in one ordered query, streamed with
  * backpressure: those with UPDATED_AT at or after the integration's watermark, in (UPDATED_AT, row hash) order, the
- * ones at the watermark already synced left out by their hash. A row's hash is md5 over every column the sync reads,
+ * ones already synced left out by their hash. A row's hash is md5 over every column the sync reads,
  * so an identical row is one row, and a row changed in place with the same UPDATED_AT is a new one.
  */
 
@@ -91,8 +91,8 @@ export class TableSource {
   }
 
   /**
-   * The rows after the watermark, `size` at a time, leaving out those at the watermark's exact time whose hash is in
-   * `synced`. One query: the caller applies each batch before asking for the next, and the stream waits meanwhile.
+   * The rows from the watermark on, `size` at a time, leaving out those whose hash is in `synced` (rows at the
+   * watermark's exact time already taken, and rows past it that a lane of an unfinished batch committed). One query: the caller applies each batch before asking for the next, and the stream waits meanwhile.
    */
   async *batches(watermark: string | null, synced: ReadonlySet<string>, size: number): AsyncGenerator<TableRow[]> {
     const { sql, params } = this.query(watermark);
@@ -102,7 +102,7 @@ export class TableSource {
       for await (const raw of stream as AsyncIterable<Record<string, unknown>>) {
         const ts = raw.ts as string;
         const hash = raw.hash as string;
-        if (ts === watermark && synced.has(hash)) continue;
+        if (synced.has(hash)) continue;
         const row: SourceRow = {};
         for (const key of this.columns.keys()) if (key !== 'updated_at') row[key] = raw[key];
         row.updated_at = ts;

@@ -158,6 +158,14 @@ CREATE TABLE cdi_integrations (
 );
 CREATE TRIGGER cdi_integrations_source_changed BEFORE UPDATE OF source ON cdi_integrations FOR EACH ROW EXECUTE FUNCTION cdi_integrations_source_changed();
 
+CREATE TABLE cdi_lane_rows (
+  integration_id uuid NOT NULL,
+  id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+  row_hashes text[] NOT NULL,
+  CONSTRAINT cdi_lane_rows_pkey PRIMARY KEY (integration_id, id),
+  CONSTRAINT cdi_lane_rows_integration_id_fkey FOREIGN KEY (integration_id) REFERENCES cdi_integrations(id) ON DELETE CASCADE
+);
+
 CREATE TABLE cdi_sync_jobs (
   id uuid DEFAULT gen_random_uuid() NOT NULL,
   integration_id uuid NOT NULL,
@@ -186,6 +194,7 @@ CREATE TABLE cdi_sync_rejects (
   job_id uuid NOT NULL,
   seq bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
   line text NOT NULL,
+  source_order text,
   CONSTRAINT cdi_sync_rejects_pkey PRIMARY KEY (job_id, seq),
   CONSTRAINT cdi_sync_rejects_job_id_fkey FOREIGN KEY (job_id) REFERENCES cdi_sync_jobs(id) ON DELETE CASCADE
 );
@@ -861,6 +870,7 @@ BEGIN
   IF NEW.source IS DISTINCT FROM OLD.source THEN
     NEW.watermark := NULL;
     DELETE FROM cdi_watermark_rows WHERE integration_id = NEW.id;
+    DELETE FROM cdi_lane_rows WHERE integration_id = NEW.id;
   END IF;
   RETURN NEW;
 END

@@ -1,0 +1,146 @@
+import { createHash } from 'node:crypto';
+import { withTransaction, type PoolClient } from '../db/pool.js';
+import { commitBatch, commitLanes, type Item, type SyncDeps } from './batch-apply.js';
+import type { CdiIntegration } from './integrations.js';
+import type { SyncJob } from './jobs.js';
+import { rowItem, type SourceRow } from './rows.js';
+import { TableSource, type TableRow } from './table-source.js';
+
+/**
+ * A table source's sync: the rows from the watermark on, in (UPDATED_AT, hash) order, a batch at a time. A batch is
+ * applied in one transaction that also moves the watermark, or, with CDI_APPLY_LANES above 1 and no `DELETED` row in
+ * it, split by user over that many transactions at once (`commitLanes`), each recording the hashes of the rows it
+ * applied (`cdi_lane_rows`); once all have committed, the watermark moves past the batch and those hashes go. A run
+ * resumes from the watermark, leaving out every row whose hash is kept (at the watermark's exact time, or by a lane of
+ * the unfinished batch): a run stopped between two lanes' commits applies the other lane's rows, and nothing twice.
+ */
+
+/**
+ * The items of an async source, mapped, one batch ahead: the next batch is read and validated while the current one
+ * is applied (the apply waits on PostgreSQL, the reading and validation on this process), instead of in turn.
+ */
+async function* ahead<T, U>(source: AsyncIterable<T>, map: (t: T) => U): AsyncGenerator<U> {
+  const it = source[Symbol.asyncIterator]();
+  const pull = async () => {
+    const r = await it.next();
+    return r.done ? null : { value: map(r.value) };
+  };
+  let next = pull();
+  try {
+    for (;;) {
+      const current = await next;
+      if (current === null) return;
+      next = pull();
+      // A failed read ahead is seen when its turn comes, not as an unhandled rejection meanwhile.
+      next.catch(() => {});
+      yield current.value;
+    }
+  } finally {
+    await it.return?.(undefined);
+  }
+}
+
+/**
+ * The lane of a row: by the user it names, so that one user's rows (by the same identifier) stay in order in one
+ * lane. A row that names no one is refused whichever lane takes it.
+ */
+export function laneOf(row: SourceRow, lanes: number): number {
+  const value = [row.external_id, row.alias_name, row.service_id, row.braze_id, row.email, row.phone].find(
+    (v) => v !== null && v !== undefined && v !== '',
+  );
+  const key = value === undefined ? '' : `${String(value)}\u0000${row.alias_label ?? ''}`;
+  return createHash('md5').update(key).digest().readUInt32BE(0) % lanes;
+}
+
+interface TableBatch {
+  rows: TableRow[];
+  items: Item[];
+}
+
+/**
+ * Moves the watermark from `previous` to the batch's last time, in the caller's transaction: when it moves, the hashes
+ * kept for the old time go; the hashes of the batch's rows at its last time are kept (rows sharing the watermark's time
+ * are read again by the next run, and left out by them); the lanes' arrays of the batch go.
+ */
+async function moveWatermark(
+  client: PoolClient,
+  integrationId: string,
+  previous: string | null,
+  rows: TableRow[],
+): Promise<void> {
+  const last = rows[rows.length - 1]!.ts;
+  await client.query(`UPDATE cdi_integrations SET watermark = $2::timestamptz WHERE id = $1`, [integrationId, last]);
+  if (last !== previous)
+    await client.query(`DELETE FROM cdi_watermark_rows WHERE integration_id = $1`, [integrationId]);
+  await client.query(
+    `INSERT INTO cdi_watermark_rows (integration_id, row_hash) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`,
+    [integrationId, rows.filter((r) => r.ts === last).map((r) => r.hash)],
+  );
+  await client.query(`DELETE FROM cdi_lane_rows WHERE integration_id = $1`, [integrationId]);
+}
+
+/** Applies one batch (its rows' progress with it), in one transaction or over lanes, and moves the watermark. */
+async function applyBatch(
+  deps: SyncDeps,
+  job: SyncJob,
+  integrationId: string,
+  previous: string | null,
+  { rows, items }: TableBatch,
+): Promise<string> {
+  const last = rows[rows.length - 1]!.ts;
+  const lanes = deps.config.CDI_APPLY_LANES;
+  if (lanes <= 1 || items.some((i) => i.item.kind === 'delete')) {
+    await commitBatch(deps, job, items, (client) => moveWatermark(client, integrationId, previous, rows), last);
+    return last;
+  }
+  const split: Item[][] = Array.from({ length: lanes }, () => []);
+  items.forEach((item, n) => split[laneOf(rows[n]!.row, lanes)]!.push(item));
+  const hashOf = new Map(items.map((item, n) => [item, rows[n]!.hash]));
+  // Each lane's rows are synced once it commits, whatever becomes of the others: their hashes, in one array.
+  await commitLanes(deps, job, split, async (client, lane) => {
+    await client.query(`INSERT INTO cdi_lane_rows (integration_id, row_hashes) VALUES ($1, $2)`, [
+      integrationId,
+      lane.map((i) => hashOf.get(i)!),
+    ]);
+  });
+  // Every lane has committed: the batch is synced, and the watermark moves past it.
+  await withTransaction(deps.pool, async (client) => {
+    await moveWatermark(client, integrationId, previous, rows);
+    await client.query(`UPDATE cdi_sync_jobs SET last_timestamp_synced = $2::timestamptz WHERE id = $1`, [
+      job.id,
+      last,
+    ]);
+  });
+  return last;
+}
+
+/** A table source: from the watermark on, each batch applied and moving it. */
+export async function syncTable(
+  deps: SyncDeps,
+  job: SyncJob,
+  integration: CdiIntegration & { source: { type: 'postgres' } },
+  startedAt: string,
+): Promise<void> {
+  const source = await TableSource.open(integration.source.url_env, integration.source.table, deps.env);
+  try {
+    const state = await deps.pool.query<{ watermark: string | null; hashes: string[] }>(
+      `SELECT to_char(i.watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS watermark,
+              coalesce((SELECT array_agg(row_hash) FROM cdi_watermark_rows w WHERE w.integration_id = i.id), '{}')
+              || coalesce((SELECT array_agg(h) FROM cdi_lane_rows l, unnest(l.row_hashes) h WHERE l.integration_id = i.id), '{}') AS hashes
+         FROM cdi_integrations i WHERE i.id = $1`,
+      [integration.id],
+    );
+    let watermark = state.rows[0]!.watermark;
+    const synced = new Set(state.rows[0]!.hashes);
+    const batches = ahead(
+      source.batches(watermark, synced, deps.config.CDI_BATCH_ROWS),
+      (rows: TableRow[]): TableBatch => ({
+        rows,
+        items: rows.map((r): Item => ({ item: rowItem(r.row, startedAt), row: r.row, order: `${r.ts} ${r.hash}` })),
+      }),
+    );
+    for await (const batch of batches) watermark = await applyBatch(deps, job, integration.id, watermark, batch);
+  } finally {
+    await source.close();
+  }
+}
