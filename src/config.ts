@@ -209,7 +209,7 @@ export const ConfigSchema = z.object({
   CDI_APPLY_LANES: int(2)
     .pipe(z.number().min(1).max(8))
     .describe(
-      "Connections (1-8) a table sync applies each batch's attribute rows on at once, split by user identifier; each lane commits its rows with their progress. A batch with a DELETED row applies on one. 1 applies every batch in one transaction (docs/cdi.md, \"Speed\").",
+      'Connections (1-8) a table sync applies each batch\'s attribute rows on at once, split by user identifier; each lane commits its rows with their progress. A batch with a DELETED row applies on one. 1 applies every batch in one transaction (docs/cdi.md, "Speed").',
     ),
   INGEST_IMPORT_BATCH: int(200_000).describe(
     'Events a bulk import applies (and commits its position with) per transaction. Larger batches rewrite each profile fewer times (1M events over 100k users: 14.8k events/s at 20,000, 27.8k at 200,000) and hold more in memory.',
