@@ -84,7 +84,9 @@ export class TableSource {
     const updated = quoteIdent(this.columns.get('updated_at')!);
     const ts = `to_char(${updated}::timestamptz, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
     const hashed = cols.map(([, theirs]) => `coalesce(${quoteIdent(theirs)}::text, chr(30))`).join(', ');
-    const sql = `SELECT * FROM (SELECT ${[...select, `${ts} AS ts`, `md5(concat_ws(chr(31), ${hashed})) AS hash`].join(', ')}, ${updated} AS order_at
+    const outer = [...cols.filter(([ours]) => ours !== 'updated_at').map(([ours]) => `r.${ours}`), 'r.ts', 'r.hash'];
+    // The ordering time stays in the subquery: read out, it would be parsed into a Date for every row, unused.
+    const sql = `SELECT ${outer.join(', ')} FROM (SELECT ${[...select, `${ts} AS ts`, `md5(concat_ws(chr(31), ${hashed})) AS hash`].join(', ')}, ${updated} AS order_at
                    FROM ${this.relation} WHERE ${updated} IS NOT NULL ${watermark ? `AND ${updated} >= $1::timestamptz` : ''}) r
                   ORDER BY r.order_at, r.hash`;
     return { sql, params: watermark ? [watermark] : [] };

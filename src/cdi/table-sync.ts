@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { withTransaction, type PoolClient } from '../db/pool.js';
 import { commitBatch, commitLanes, type Item, type SyncDeps } from './batch-apply.js';
 import type { CdiIntegration } from './integrations.js';
@@ -49,7 +48,10 @@ export function laneOf(row: SourceRow, lanes: number): number {
     (v) => v !== null && v !== undefined && v !== '',
   );
   const key = value === undefined ? '' : `${String(value)}\u0000${row.alias_label ?? ''}`;
-  return createHash('md5').update(key).digest().readUInt32BE(0) % lanes;
+  // FNV-1a over the UTF-16 code units: spread enough for a few lanes, and no digest per row.
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193);
+  return (hash >>> 0) % lanes;
 }
 
 interface TableBatch {
