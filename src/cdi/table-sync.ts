@@ -60,9 +60,10 @@ interface TableBatch {
 }
 
 /**
- * Moves the watermark from `previous` to the batch's last time, in the caller's transaction: when it moves, the hashes
- * kept for the old time go; the hashes of the batch's rows at its last time are kept (rows sharing the watermark's time
- * are read again by the next run, and left out by them); the lanes' arrays of the batch go.
+ * Moves the watermark from `previous` to the batch's last time, in the caller's transaction. When it moves, the hashes
+ * kept for the old time go. The hashes of rows at the new time are kept (rows sharing the watermark's time are read
+ * again by the next run, and left out by them): the batch's, and those a lane of an unfinished batch recorded, which
+ * a resumed run left out of its batch. Lane entries before the new time go; entries past it stay.
  */
 async function moveWatermark(
   client: PoolClient,
@@ -75,10 +76,16 @@ async function moveWatermark(
   if (last !== previous)
     await client.query(`DELETE FROM cdi_watermark_rows WHERE integration_id = $1`, [integrationId]);
   await client.query(
-    `INSERT INTO cdi_watermark_rows (integration_id, row_hash) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`,
-    [integrationId, rows.filter((r) => r.ts === last).map((r) => r.hash)],
+    `WITH gone AS (DELETE FROM cdi_lane_rows WHERE integration_id = $1 RETURNING row_hashes, row_times),
+          entries AS (SELECT e.hash, e.at FROM gone, unnest(gone.row_hashes, gone.row_times) AS e(hash, at)),
+          past AS (INSERT INTO cdi_lane_rows (integration_id, row_hashes, row_times)
+                   SELECT $1, array_agg(hash), array_agg(at) FROM entries WHERE at > $2 HAVING count(*) > 0)
+     INSERT INTO cdi_watermark_rows (integration_id, row_hash)
+     SELECT $1, hash FROM entries WHERE at = $2
+     UNION SELECT $1, unnest($3::text[])
+     ON CONFLICT DO NOTHING`,
+    [integrationId, last, rows.filter((r) => r.ts === last).map((r) => r.hash)],
   );
-  await client.query(`DELETE FROM cdi_lane_rows WHERE integration_id = $1`, [integrationId]);
 }
 
 /** Applies one batch (its rows' progress with it), in one transaction or over lanes, and moves the watermark. */
@@ -97,12 +104,14 @@ async function applyBatch(
   }
   const split: Item[][] = Array.from({ length: lanes }, () => []);
   items.forEach((item, n) => split[laneOf(rows[n]!.row, lanes)]!.push(item));
-  const hashOf = new Map(items.map((item, n) => [item, rows[n]!.hash]));
-  // Each lane's rows are synced once it commits, whatever becomes of the others: their hashes, in one array.
+  const rowOf = new Map(items.map((item, n) => [item, rows[n]!]));
+  // Each lane's rows are synced once it commits, whatever becomes of the others: their hashes and times, one array each.
   await commitLanes(deps, job, split, async (client, lane) => {
-    await client.query(`INSERT INTO cdi_lane_rows (integration_id, row_hashes) VALUES ($1, $2)`, [
+    const laneRows = lane.map((i) => rowOf.get(i)!);
+    await client.query(`INSERT INTO cdi_lane_rows (integration_id, row_hashes, row_times) VALUES ($1, $2, $3)`, [
       integrationId,
-      lane.map((i) => hashOf.get(i)!),
+      laneRows.map((r) => r.hash),
+      laneRows.map((r) => r.ts),
     ]);
   });
   // Every lane has committed: the batch is synced, and the watermark moves past it.

@@ -162,6 +162,7 @@ CREATE TABLE cdi_lane_rows (
   integration_id uuid NOT NULL,
   id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
   row_hashes text[] NOT NULL,
+  row_times text[] NOT NULL,
   CONSTRAINT cdi_lane_rows_pkey PRIMARY KEY (integration_id, id),
   CONSTRAINT cdi_lane_rows_integration_id_fkey FOREIGN KEY (integration_id) REFERENCES cdi_integrations(id) ON DELETE CASCADE
 );

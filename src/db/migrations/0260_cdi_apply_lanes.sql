@@ -1,11 +1,13 @@
 -- A table sync applies a batch on several connections at once (CDI_APPLY_LANES, src/cdi/table-sync.ts). Each lane
--- commits, with its rows, the hashes of those rows as one array here, so that a run stopped between two lanes'
--- commits resumes without applying a row twice or skipping one; once every lane of the batch has committed, the
--- watermark moves past it and its arrays go.
+-- commits, with its rows, the hashes of those rows as one array here, and their UPDATED_AT beside (as the watermark
+-- prints it: fixed-width UTC text, ordered as the times are), so that a run stopped between two lanes' commits
+-- resumes without applying a row twice or skipping one. When the watermark moves to a time, the entries before it
+-- go, those at it join the watermark's hashes, and those past it stay.
 CREATE TABLE cdi_lane_rows (
   integration_id uuid NOT NULL REFERENCES cdi_integrations (id) ON DELETE CASCADE,
   id bigint GENERATED ALWAYS AS IDENTITY,
   row_hashes text[] NOT NULL,
+  row_times text[] NOT NULL,
   PRIMARY KEY (integration_id, id)
 );
 
