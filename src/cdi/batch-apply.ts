@@ -148,11 +148,16 @@ async function recordOutcome(
   );
 }
 
-/** A batch in one transaction: the rows applied, `progress` recorded, the run's counts and rejects added. */
-export async function commitBatch(
+/**
+ * One transaction of items (a whole batch, or a lane's share of one): applied, `progress` recorded, the run's counts
+ * and rejects added. `whole` holds the workspace's whole ingestion (a delete may touch any profile); `shared` holds it
+ * alongside /users/track's partitions and the other lanes.
+ */
+async function commitItems(
   deps: SyncDeps,
   job: SyncJob,
   items: Item[],
+  lock: 'whole' | 'shared',
   progress: (client: PoolClient) => Promise<void>,
   lastTimestamp: string | null,
 ): Promise<void> {
@@ -160,14 +165,25 @@ export async function commitBatch(
     () =>
       withTransaction(deps.pool, async (client) => {
         await tuneBatchTransaction(client);
-        // The workspace's whole ingestion: a delete may touch any profile, and attributes follow the API's writes.
-        await lockWorkspaces(client, [job.workspaceId]);
+        if (lock === 'whole') await lockWorkspaces(client, [job.workspaceId]);
+        else await lockForTransaction(client, lockNames.ingest(job.workspaceId), 'shared');
         const outcome = await applyItems(client, job.workspaceId, items, deps.metrics);
         await progress(client);
         await recordOutcome(client, job, outcome, lastTimestamp);
       }),
     deps.log,
   );
+}
+
+/** A batch in one transaction, holding the workspace's whole ingestion: attributes follow the API's writes. */
+export async function commitBatch(
+  deps: SyncDeps,
+  job: SyncJob,
+  items: Item[],
+  progress: (client: PoolClient) => Promise<void>,
+  lastTimestamp: string | null,
+): Promise<void> {
+  await commitItems(deps, job, items, 'whole', progress, lastTimestamp);
 }
 
 /**
@@ -188,19 +204,7 @@ export async function commitLanes(
   const ended = await Promise.allSettled(
     lanes
       .filter((lane) => lane.length > 0)
-      .map((lane) =>
-        retryOnDeadlock(
-          () =>
-            withTransaction(deps.pool, async (client) => {
-              await tuneBatchTransaction(client);
-              await lockForTransaction(client, lockNames.ingest(job.workspaceId), 'shared');
-              const outcome = await applyItems(client, job.workspaceId, lane, deps.metrics);
-              await progress(client, lane);
-              await recordOutcome(client, job, outcome, null);
-            }),
-          deps.log,
-        ),
-      ),
+      .map((lane) => commitItems(deps, job, lane, 'shared', (client) => progress(client, lane), null)),
   );
   const failed = ended.find((e): e is PromiseRejectedResult => e.status === 'rejected');
   if (failed) throw failed.reason;
