@@ -36,7 +36,7 @@ export interface RunningWorkers {
 }
 
 /** What the workers of one `startWorkers` call share. */
-interface Pool {
+interface WorkersState {
   /** Set once `close` is called: start hooks stop running and retrying. */
   closing: boolean;
   /** Jobs this process is running now, all queues together. */
@@ -51,10 +51,10 @@ interface StartedWorker {
 }
 
 /** Runs one job of the definition's queue: counted as running, timed, and its failure counted and logged. */
-function jobProcessor(def: JobDefinition, ctx: AppContext, pool: Pool): (job: Job) => Promise<unknown> {
+function jobProcessor(def: JobDefinition, ctx: AppContext, state: WorkersState): (job: Job) => Promise<unknown> {
   return async (job: Job) => {
     const started = performance.now();
-    pool.running++;
+    state.running++;
     const log = ctx.log.child({ queue: def.queue, jobId: job.id, attempt: job.attemptsMade + 1 });
     try {
       const result = await def.process(job, { ...ctx, log });
@@ -72,7 +72,7 @@ function jobProcessor(def: JobDefinition, ctx: AppContext, pool: Pool): (job: Jo
       else log.warn({ err }, 'job attempt failed');
       throw err;
     } finally {
-      pool.running--;
+      state.running--;
     }
   };
 }
@@ -92,12 +92,12 @@ async function endOnLastAttempt(def: JobDefinition, job: Job, err: unknown, ctx:
  * makes it run once more after), and retried (1 s, 2 s, ... at most a minute apart) when it failed for want of
  * PostgreSQL or Redis: what it arms must not wait for the next restart.
  */
-function startHookRunner(def: JobDefinition, ctx: AppContext, pool: Pool): () => void {
+function startHookRunner(def: JobDefinition, ctx: AppContext, state: WorkersState): () => void {
   let hookRunning = false;
   let hookAgain = false;
   let hookAttempt = 0;
   const retryLater = (err: unknown) => {
-    if (pool.closing) return;
+    if (state.closing) return;
     const dependency = ctx.health.report(err);
     if (!dependency) {
       ctx.log.error({ err, queue: def.queue }, 'worker start hook failed');
@@ -109,13 +109,13 @@ function startHookRunner(def: JobDefinition, ctx: AppContext, pool: Pool): () =>
       'worker start hook failed: dependency unavailable; trying again',
     );
     const timer = setTimeout(() => {
-      pool.startHookTimers.delete(timer);
+      state.startHookTimers.delete(timer);
       runStartHook();
     }, delayMs).unref();
-    pool.startHookTimers.add(timer);
+    state.startHookTimers.add(timer);
   };
   const runStartHook = () => {
-    if (!def.onStart || pool.closing) return;
+    if (!def.onStart || state.closing) return;
     if (hookRunning) {
       hookAgain = true;
       return;
@@ -138,11 +138,11 @@ function startHookRunner(def: JobDefinition, ctx: AppContext, pool: Pool): () =>
 }
 
 /** One BullMQ worker for the definition, on a connection of its own, its start hook run now and after each outage. */
-function startWorker(def: JobDefinition, ctx: AppContext, pool: Pool): StartedWorker {
+function startWorker(def: JobDefinition, ctx: AppContext, state: WorkersState): StartedWorker {
   // Waits for Redis when it is away (maxRetriesPerRequest: null) and reports outages to ctx.health, as the
   // connections BullMQ duplicates from it do through the worker's 'error' event below.
   const connection = createRedis(ctx.config, 'worker', {}, ctx.health);
-  const worker = new Worker(def.queue, jobProcessor(def, ctx, pool), {
+  const worker = new Worker(def.queue, jobProcessor(def, ctx, state), {
     connection,
     prefix: bullPrefix(redisKeyPrefix(ctx.config)),
     concurrency: def.concurrency?.(ctx) ?? ctx.config.WORKER_CONCURRENCY,
@@ -153,7 +153,7 @@ function startWorker(def: JobDefinition, ctx: AppContext, pool: Pool): StartedWo
   });
   // The start hook runs again when Redis comes back after an outage (one without persistence comes back empty,
   // without the job schedulers the hooks register).
-  const runStartHook = startHookRunner(def, ctx, pool);
+  const runStartHook = startHookRunner(def, ctx, state);
   runStartHook();
   let lost = false;
   connection.on('close', () => (lost = true));
@@ -166,9 +166,14 @@ function startWorker(def: JobDefinition, ctx: AppContext, pool: Pool): StartedWo
 }
 
 /** Lets running jobs finish for up to `timeoutMs`, then hands the rest back to the queue and closes the connections. */
-async function closeWorkers(ctx: AppContext, pool: Pool, workers: StartedWorker[], timeoutMs: number): Promise<void> {
-  pool.closing = true;
-  for (const timer of pool.startHookTimers) clearTimeout(timer);
+async function closeWorkers(
+  ctx: AppContext,
+  state: WorkersState,
+  workers: StartedWorker[],
+  timeoutMs: number,
+): Promise<void> {
+  state.closing = true;
+  for (const timer of state.startHookTimers) clearTimeout(timer);
   let closed = false;
   const graceful = Promise.all(workers.map((w) => w.worker.close())).then(
     () => (closed = true),
@@ -181,13 +186,13 @@ async function closeWorkers(ctx: AppContext, pool: Pool, workers: StartedWorker[
   // be told, so stop waiting then.
   const redisAway = () => workers.some((w) => w.connection.status !== 'ready');
   const deadline = Date.now() + timeoutMs;
-  while (!closed && Date.now() < deadline && !(pool.running === 0 && redisAway())) {
+  while (!closed && Date.now() < deadline && !(state.running === 0 && redisAway())) {
     await Promise.race([graceful, new Promise((r) => setTimeout(r, 50).unref())]);
   }
   if (!closed) {
-    if (pool.running > 0)
+    if (state.running > 0)
       ctx.log.warn(
-        { timeoutMs, running: pool.running },
+        { timeoutMs, running: state.running },
         'jobs still running at shutdown: leaving them to the stalled-job check of another worker',
       );
     // worker.close(true) would only return the close still waiting: dropping the connections ends what it waits on.
@@ -202,10 +207,10 @@ async function closeWorkers(ctx: AppContext, pool: Pool, workers: StartedWorker[
 
 /** Starts one BullMQ worker per job definition, all in this process. */
 export function startWorkers(ctx: AppContext, definitions: JobDefinition[]): RunningWorkers {
-  const pool: Pool = { closing: false, running: 0, startHookTimers: new Set() };
-  const workers = definitions.map((def) => startWorker(def, ctx, pool));
+  const state: WorkersState = { closing: false, running: 0, startHookTimers: new Set() };
+  const workers = definitions.map((def) => startWorker(def, ctx, state));
   return {
     workers: workers.map((w) => w.worker),
-    close: (timeoutMs: number) => closeWorkers(ctx, pool, workers, timeoutMs),
+    close: (timeoutMs: number) => closeWorkers(ctx, state, workers, timeoutMs),
   };
 }
