@@ -9,6 +9,11 @@ export interface CurrentRow {
   id: number;
   email: string | null;
   times: Record<string, string> | null;
+  /**
+   * The profile's changed_xid as read (text), or null: the UPDATE trusts the decisions made from `times` only while
+   * the row it locks still carries this value (nothing wrote it since the read).
+   */
+  seen: string | null;
 }
 
 export interface Wanted {
@@ -88,7 +93,7 @@ async function resolveInWorkspace(
     list.filter((w) => w.identity.type === type).map((w) => (w.identity as { value: string }).value);
   const aliases = list.flatMap((w) => (w.identity.type === 'user_alias' ? [w.identity] : []));
   // An email may be on several profiles: the most recently updated one is the user (as the public API does).
-  const cols = 'p.id, p.email, p.attribute_times AS times';
+  const cols = 'p.id, p.email, p.attribute_times AS times, p.changed_xid::text AS seen';
   const { rows } = await client.query<CurrentRow & { t: string; k: string; l: string | null }>(
     `SELECT 'e' AS t, p.external_id AS k, NULL AS l, ${cols} FROM profiles p WHERE p.workspace_id = $1 AND p.external_id = ANY($2::text[])
      UNION ALL
@@ -120,7 +125,7 @@ async function resolveInWorkspace(
         : { type: r.t === 'e' ? 'external_id' : r.t === 's' ? 'service_id' : 'email', value: r.k };
     const w = wanted.find(ws, identity);
     if (w) w.profileId = r.id;
-    current.set(r.id, { id: r.id, email: r.email, times: r.times });
+    current.set(r.id, { id: r.id, email: r.email, times: r.times, seen: r.seen });
   }
 }
 
@@ -136,7 +141,7 @@ async function createProfiles(
   const claim = (rows: (CurrentRow & { workspace_id: string; external_id: string })[]) => {
     for (const r of rows) {
       wanted.find(r.workspace_id, { type: 'external_id', value: r.external_id })!.profileId = r.id;
-      current.set(r.id, { id: r.id, email: r.email, times: r.times });
+      current.set(r.id, { id: r.id, email: r.email, times: r.times, seen: r.seen });
     }
   };
   // service_id: 24 hex digits of a random (v4) UUID; random_bucket uniform over 0..9999.
@@ -146,7 +151,7 @@ async function createProfiles(
      SELECT i.ws, left(replace(gen_random_uuid()::text, '-', ''), 24), i.v, floor(random() * 10000)::int
        FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
      ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
-     RETURNING id, workspace_id, external_id, random_bucket, NULL AS email, '{}'::jsonb AS times`,
+     RETURNING id, workspace_id, external_id, random_bucket, NULL AS email, '{}'::jsonb AS times, changed_xid::text AS seen`,
     [toCreate.map((w) => w.ws), toCreate.map(ext)],
   );
   claim(created.rows);
@@ -154,7 +159,7 @@ async function createProfiles(
   const raced = toCreate.filter((w) => w.profileId === undefined);
   if (raced.length > 0) {
     const again = await client.query<CurrentRow & { workspace_id: string; external_id: string }>(
-      `SELECT p.id, p.workspace_id, p.external_id, p.email, p.attribute_times AS times FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
+      `SELECT p.id, p.workspace_id, p.external_id, p.email, p.attribute_times AS times, p.changed_xid::text AS seen FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
          JOIN profiles p ON p.workspace_id = i.ws AND p.external_id = i.v`,
       [raced.map((w) => w.ws), raced.map(ext)],
     );
