@@ -65,7 +65,7 @@ interface TableBatch {
  * again by the next run, and left out by them): the batch's, and those a lane of an unfinished batch recorded, which
  * a resumed run left out of its batch. Lane entries before the new time go; entries past it stay.
  */
-async function moveWatermark(
+export async function moveWatermark(
   client: PoolClient,
   integrationId: string,
   previous: string | null,

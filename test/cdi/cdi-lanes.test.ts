@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cdiSyncJob } from '../../jobs/cdi-sync.js';
+import { moveWatermark } from '../../src/cdi/table-sync.js';
+import { withTransaction } from '../../src/db/pool.js';
 import { waitFor } from '../helpers/cli.js';
 import { useTestEnv } from '../helpers/context.js';
 import { bearer } from '../helpers/seed.js';
@@ -126,6 +128,44 @@ describe('CDI apply lanes', () => {
       [INTEGRATION],
     );
     expect(lanes.rows[0]!.n).toBe(0);
+  });
+
+  it('moving the watermark keeps lane entries past it, turns those at it into watermark rows, and drops the rest', async () => {
+    // Entries past the new watermark: a lane's rows of a batch a resumed run left out, which may end later than the
+    // batch that moves the watermark now. They must stay, or a run stopped before the watermark passes them would
+    // read and apply them again.
+    const db = env.ctx.pool;
+    const id = randomUUID();
+    await db.query(`INSERT INTO cdi_integrations (id, workspace_id, name, source) VALUES ($1, $2, 'move', $3)`, [
+      id,
+      env.ws.workspaceId,
+      JSON.stringify({ type: 'postgres', url_env: URL_ENV, table: TABLE }),
+    ]);
+    const [before, at, past] = [
+      '2026-03-01T00:00:00.000001Z',
+      '2026-03-01T00:00:00.000002Z',
+      '2026-03-01T00:00:00.000003Z',
+    ];
+    await db.query(`INSERT INTO cdi_watermark_rows (integration_id, row_hash) VALUES ($1, 'kept-for-the-old-time')`, [
+      id,
+    ]);
+    await db.query(
+      `INSERT INTO cdi_lane_rows (integration_id, row_hashes, row_times) VALUES ($1, $2, $3), ($1, $4, $5)`,
+      [id, ['lane-before', 'lane-at'], [before, at], ['lane-past'], [past]],
+    );
+    await withTransaction(db, (client) => moveWatermark(client, id, before, [{ row: {}, ts: at, hash: 'batch-at' }]));
+    const kept = await db.query<{ row_hash: string }>(
+      `SELECT row_hash FROM cdi_watermark_rows WHERE integration_id = $1 ORDER BY row_hash`,
+      [id],
+    );
+    expect(kept.rows.map((r) => r.row_hash)).toEqual(['batch-at', 'lane-at']);
+    const lanes = await db.query(`SELECT row_hashes, row_times FROM cdi_lane_rows WHERE integration_id = $1`, [id]);
+    expect(lanes.rows).toEqual([{ row_hashes: ['lane-past'], row_times: [past] }]);
+    const watermark = await db.query<{ w: string }>(
+      `SELECT to_char(watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS w FROM cdi_integrations WHERE id = $1`,
+      [id],
+    );
+    expect(watermark.rows[0]!.w).toBe(at);
   });
 
   it('a second sync of the same table applies nothing: the rows at the watermark are left out by their hash', async () => {
