@@ -2,10 +2,10 @@
  * Cloud Data Ingestion benchmark (`npm run bench:cdi`).
  *
  * In the schema `bench_cdi` of DATABASE_URL's database: BENCH_USERS (1,000,000) generated users (the `ces users
- * generate` generator, seed 1; made once, reused while the schema holds them), and a "warehouse" table in the schema
- * `bench_cdi_source` of the same server laid out as docs/cdi.md says: one row per user by SERVICE_ID, a distinct
- * UPDATED_AT each, a PAYLOAD of three custom attributes and two standard fields (recreated each run). Then, each in a
- * fresh `ces cdi sync --wait` process whose peak RSS (VmHWM) is read from /proc while it runs:
+ * generate` generator, seed 1; reused while no run has synced them, generated again after one), and a "warehouse"
+ * table in the schema `bench_cdi_source` of the same server laid out as docs/cdi.md says: one row per user by
+ * SERVICE_ID, a distinct UPDATED_AT each, a PAYLOAD of three custom attributes and two standard fields (recreated each
+ * run). Then, each in a fresh `ces cdi sync --wait` process whose peak RSS (VmHWM) is read from /proc while it runs:
  *  1. a sync of the first BENCH_SMALL_ROWS (100,000) rows of the table: the memory of a small table;
  *  2. a sync of the rest (the watermark moved past the first part): rows/s over the whole remaining table;
  *  3. the whole table again from the start, after VACUUM: every profile rewritten before, as a scheduled sync of the
@@ -15,6 +15,8 @@
  * as bench:ingest measures it. A synced row rewrites its profile at least once, so rows/s / ceiling is the share of
  * this machine's bare row-rewrite rate the sync reaches. Peak RSS of the two runs side by side shows whether memory
  * follows the table's size. Nothing here is a test: figures depend on the machine and on what else runs on it.
+ * BENCH_PREPARE_ONLY=1 only makes the schema BENCH_SCHEMA and its source table (bench/cdi-ab.sh compares two codes
+ * or settings on two such schemas).
  */
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -40,7 +42,17 @@ async function prepare(pool: Pool): Promise<string> {
     `SELECT w.id, (SELECT count(*)::int FROM profiles p WHERE p.workspace_id = w.id) AS n FROM workspaces w WHERE w.name = 'bench-cdi'`,
   );
   let ws = existing.rows[0]?.id;
-  if (!ws || existing.rows[0]!.n !== USERS) {
+  // `small` and `rest` measure each profile's first rewrite after a bulk load: profiles an earlier run synced (their
+  // attribute times name a synced attribute) are generated again rather than reused.
+  const synced = ws
+    ? (
+        await pool.query<{ synced: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM profiles WHERE workspace_id = $1 AND attribute_times ? 'custom_attributes.loyalty_tier') AS synced`,
+          [ws],
+        )
+      ).rows[0]!.synced
+    : false;
+  if (!ws || existing.rows[0]!.n !== USERS || synced) {
     await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
     await migrate(pool, SCHEMA);
     const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') RETURNING id`))
@@ -155,6 +167,12 @@ async function main(): Promise<void> {
   const pool = createPool({ DATABASE_URL, DATABASE_SCHEMA: SCHEMA, DATABASE_POOL_SIZE: 4 });
   try {
     await prepare(pool);
+    if (process.env.BENCH_PREPARE_ONLY === '1') {
+      // For bench/cdi-ab.sh: the schema and its source only, the profiles kept out of autovacuum's way between runs.
+      await pool.query(`ALTER TABLE profiles SET (autovacuum_enabled = false)`);
+      log(`prepared schema ${SCHEMA} and ${SOURCE}`);
+      return;
+    }
     const ceiling = await rewriteCeiling(pool);
     log(
       `ceiling: PostgreSQL alone rewrites ${Math.round(ceiling).toLocaleString('en-US')} profile rows/s (set-based UPDATE of ${CEILING_ROWS.toLocaleString('en-US')} random profiles, median of 3)`,

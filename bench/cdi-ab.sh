@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# An A/B of Cloud Data Ingestion's first rewrites (BENCHMARKS.md, Cloud Data Ingestion): two identical schemas,
+# bench_a and bench_b, made by `BENCH_PREPARE_ONLY=1 npm run bench:cdi` (1,000,000 generated users each, and a source
+# table), then syncs of the next CHUNK_ROWS rows taken in turn, A on bench_a and B on bench_b, so that a slower moment
+# of the machine falls on both. Each sync is every profile's first rewrite after the bulk load. Prints rows/s (the
+# run's own figure) and the whole machine's CPU per row (from /proc/stat, over the sync's process, its start included).
+#
+#   bench/cdi-ab.sh <code dir A> <code dir B> [chunks] [chunk rows]
+#   A_ENV='CDI_APPLY_LANES=2' B_ENV='CDI_APPLY_LANES=3' bench/cdi-ab.sh . .     # one code, two settings
+#   B_SQL='ALTER TABLE profiles SET (fillfactor = 60); VACUUM FULL profiles' bench/cdi-ab.sh . .
+#
+# A code dir is a checkout with node_modules (a `git worktree` of another commit, node_modules linked). DATABASE_URL
+# defaults to the tuned server of scripts/bench-postgres.sh; PREPARE=0 reuses schemas an earlier call made (START is
+# then the first chunk not yet synced).
+set -euo pipefail
+A_DIR=$(cd "$1" && pwd)
+B_DIR=$(cd "$2" && pwd)
+CHUNKS=${3:-6}
+ROWS=${4:-100000}
+DB=${DATABASE_URL:-postgres://postgres@127.0.0.1:5433/ces}
+INTEGRATION=b7c2d1e0-0000-4000-8000-00000000cd10
+P=(psql -X -q "$DB" -v ON_ERROR_STOP=1)
+cd "$(dirname "$0")/.."
+
+if [ "${PREPARE:-1}" = 1 ]; then
+  for x in a b; do
+    DATABASE_URL=$DB BENCH_SCHEMA=bench_$x BENCH_PREPARE_ONLY=1 npx tsx bench/cdi.ts
+  done
+  # Through stdin, one statement at a time (VACUUM refuses to run in the transaction that one -c string makes).
+  if [ -n "${A_SQL:-}" ]; then "${P[@]}" <<<"SET search_path = bench_a; $A_SQL"; fi
+  if [ -n "${B_SQL:-}" ]; then "${P[@]}" <<<"SET search_path = bench_b; $B_SQL"; fi
+fi
+
+cpu_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+for k in $(seq "${START:-1}" "$CHUNKS"); do
+  for x in a b; do
+    if [ $x = a ]; then dir=$A_DIR extra=${A_ENV:-}; else dir=$B_DIR extra=${B_ENV:-}; fi
+    "${P[@]}" -c "CREATE OR REPLACE VIEW bench_${x}_source.user_updates_view AS
+                  SELECT * FROM bench_${x}_source.user_updates ORDER BY \"UPDATED_AT\" LIMIT $((k * ROWS))" -c CHECKPOINT
+    before=$(cpu_ticks)
+    (cd "$dir" && env $extra DATABASE_URL="$DB" DATABASE_SCHEMA=bench_$x LOG_LEVEL=warn BENCH_CDI_SOURCE_URL="$DB" \
+      node --import tsx src/cli.ts cdi sync $INTEGRATION --wait >/tmp/cdi-ab-last.log 2>&1) ||
+      { cat /tmp/cdi-ab-last.log; exit 1; }
+    after=$(cpu_ticks)
+    read -r rows rate < <("${P[@]}" -Atc "SELECT rows_synced, round(rows_synced / extract(epoch FROM finished_at - started_at))
+      FROM bench_$x.cdi_sync_jobs WHERE integration_id = '$INTEGRATION' ORDER BY started_at DESC LIMIT 1" | tr '|' ' ')
+    echo "$(echo $x | tr ab AB) chunk $k: $rate rows/s ($rows rows), $(((after - before) * 1000000 / $(getconf CLK_TCK) / rows)) us of CPU a row"
+  done
+done
