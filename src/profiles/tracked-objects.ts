@@ -109,8 +109,8 @@ const newer = (field: string) =>
  * Whether the row the UPDATE locks is the version the batch read while resolving identities (its changed_xid, which
  * every write of a profile stamps, is the one read): then every value the batch decided to write is still at least as
  * new as the stored one, and the UPDATE merges them as they are instead of checking each against attribute_times again
- * (those per-key checks were a tenth of PostgreSQL's time in a CDI sync). A profile never read (created by this batch
- * without a stamp), or stamped NULL, takes the checks.
+ * (those per-key checks were a tenth of PostgreSQL's time in a CDI sync). A profile this batch created carries the
+ * stamp its INSERT returned; one stamped NULL (last written before migration 0170) takes the checks.
  */
 const UNCHANGED_SINCE_READ = `(u.seen IS NOT NULL AND p.changed_xid = u.seen)`;
 
