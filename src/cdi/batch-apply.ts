@@ -188,23 +188,23 @@ export async function commitBatch(
 
 /**
  * A batch of attribute rows over several transactions at once, one per lane (a set of users, chosen by the caller),
- * each committing its rows with `progress(client, lane)` and its counts. A lane holds the workspace's ingestion lock
- * shared, as an ingestion partition does (src/ingest/apply/apply-transaction.ts): lanes run beside each other and
- * beside /users/track's partitions, while a writer that takes the whole workspace (a delete, a merge, an alias rename)
- * waits for them. Attribute values carry their time, so lanes that meet on one profile keep the newest value
- * whichever commits first; both update in profile id order. Resolves once every lane has ended; the first failure
- * is thrown then (the lanes that committed stay committed: their progress says so).
+ * each committing its rows with `progress(client, lane)` (the lane's index) and its counts. A lane holds the
+ * workspace's ingestion lock shared, as an ingestion partition does (src/ingest/apply/apply-transaction.ts): lanes run
+ * beside each other and beside /users/track's partitions, while a writer that takes the whole workspace (a delete, a
+ * merge, an alias rename) waits for them. Attribute values carry their time, so lanes that meet on one profile keep
+ * the newest value whichever commits first; both update in profile id order. Resolves once every lane has ended; the
+ * first failure is thrown then (the lanes that committed stay committed: their progress says so).
  */
 export async function commitLanes(
   deps: SyncDeps,
   job: SyncJob,
   lanes: Item[][],
-  progress: (client: PoolClient, lane: Item[]) => Promise<void>,
+  progress: (client: PoolClient, lane: number) => Promise<void>,
 ): Promise<void> {
   const ended = await Promise.allSettled(
-    lanes
-      .filter((lane) => lane.length > 0)
-      .map((lane) => commitItems(deps, job, lane, 'shared', (client) => progress(client, lane), null)),
+    lanes.flatMap((items, lane) =>
+      items.length === 0 ? [] : [commitItems(deps, job, items, 'shared', (client) => progress(client, lane), null)],
+    ),
   );
   const failed = ended.find((e): e is PromiseRejectedResult => e.status === 'rejected');
   if (failed) throw failed.reason;

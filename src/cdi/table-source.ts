@@ -94,7 +94,8 @@ export class TableSource {
 
   /**
    * The rows from the watermark on, `size` at a time, leaving out those whose hash is in `synced` (rows at the
-   * watermark's exact time already taken, and rows past it that a lane of an unfinished batch committed). One query: the caller applies each batch before asking for the next, and the stream waits meanwhile.
+   * watermark's exact time already taken, and rows past it that a lane of an unfinished batch committed). One query:
+   * the caller applies each batch before asking for the next, and the stream waits meanwhile.
    */
   async *batches(watermark: string | null, synced: ReadonlySet<string>, size: number): AsyncGenerator<TableRow[]> {
     const { sql, params } = this.query(watermark);

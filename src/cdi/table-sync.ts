@@ -102,12 +102,17 @@ async function applyBatch(
     await commitBatch(deps, job, items, (client) => moveWatermark(client, integrationId, previous, rows), last);
     return last;
   }
+  // Each lane's items, and beside them the source rows they came from (whose hashes and times the lane records).
   const split: Item[][] = Array.from({ length: lanes }, () => []);
-  items.forEach((item, n) => split[laneOf(rows[n]!.row, lanes)]!.push(item));
-  const rowOf = new Map(items.map((item, n) => [item, rows[n]!]));
+  const splitRows: TableRow[][] = Array.from({ length: lanes }, () => []);
+  items.forEach((item, n) => {
+    const lane = laneOf(rows[n]!.row, lanes);
+    split[lane]!.push(item);
+    splitRows[lane]!.push(rows[n]!);
+  });
   // Each lane's rows are synced once it commits, whatever becomes of the others: their hashes and times, one array each.
   await commitLanes(deps, job, split, async (client, lane) => {
-    const laneRows = lane.map((i) => rowOf.get(i)!);
+    const laneRows = splitRows[lane]!;
     await client.query(`INSERT INTO cdi_lane_rows (integration_id, row_hashes, row_times) VALUES ($1, $2, $3)`, [
       integrationId,
       laneRows.map((r) => r.hash),
