@@ -43,8 +43,9 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 /** Users a request's 75 events belong to: 75 = every event a random user (the worst case for aggregation). */
 const USERS_PER_REQUEST = Math.min(75, Math.max(1, Number(process.env.BENCH_USERS_PER_REQUEST ?? 75)));
 /**
- * BENCH_FILLFACTOR, when set, replaces the profiles' fillfactor (80, migration 0020) before they are loaded: a tuning
- * docs/ingestion.md describes for batches that rewrite a large share of a small set of profiles, as this bench's do.
+ * BENCH_FILLFACTOR, when set, replaces the profiles' fillfactor (60, migration 0270) before they are loaded: how much
+ * page room HOT updates find (docs/ingestion.md) for batches that rewrite a large share of a small set of profiles, as
+ * this bench's do.
  */
 const FILLFACTOR = process.env.BENCH_FILLFACTOR
   ? Math.min(100, Math.max(10, Number(process.env.BENCH_FILLFACTOR)))
@@ -110,7 +111,7 @@ async function prepare(pool: Pool): Promise<string> {
   ).rows[0]!;
   log(
     `loaded ${USERS.toLocaleString('en-US')} profiles of ${size} bytes on average in ${((Date.now() - started) / 1000).toFixed(1)} s ` +
-      `(table ${mb} MB, fillfactor ${FILLFACTOR ?? 80})`,
+      `(table ${mb} MB, fillfactor ${FILLFACTOR ?? 60})`,
   );
   return ws;
 }
