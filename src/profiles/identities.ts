@@ -81,6 +81,11 @@ export async function resolveIdentities(
   return createProfiles(client, wanted, current);
 }
 
+/** What the merge reads of a profile (a CurrentRow), as columns of `profiles p`. */
+const CURRENT_COLUMNS = 'p.id, p.email, p.attribute_times AS times, p.changed_xid::text AS seen';
+/** The CurrentRow of a result row that carries CURRENT_COLUMNS among others. */
+const currentRow = (r: CurrentRow): CurrentRow => ({ id: r.id, email: r.email, times: r.times, seen: r.seen });
+
 /** Finds the profiles a workspace's identities name, in one statement, and reads what the merge needs of them. */
 async function resolveInWorkspace(
   client: PoolClient,
@@ -93,7 +98,7 @@ async function resolveInWorkspace(
     list.filter((w) => w.identity.type === type).map((w) => (w.identity as { value: string }).value);
   const aliases = list.flatMap((w) => (w.identity.type === 'user_alias' ? [w.identity] : []));
   // An email may be on several profiles: the most recently updated one is the user (as the public API does).
-  const cols = 'p.id, p.email, p.attribute_times AS times, p.changed_xid::text AS seen';
+  const cols = CURRENT_COLUMNS;
   const { rows } = await client.query<CurrentRow & { t: string; k: string; l: string | null }>(
     `SELECT 'e' AS t, p.external_id AS k, NULL AS l, ${cols} FROM profiles p WHERE p.workspace_id = $1 AND p.external_id = ANY($2::text[])
      UNION ALL
@@ -125,7 +130,7 @@ async function resolveInWorkspace(
         : { type: r.t === 'e' ? 'external_id' : r.t === 's' ? 'service_id' : 'email', value: r.k };
     const w = wanted.find(ws, identity);
     if (w) w.profileId = r.id;
-    current.set(r.id, { id: r.id, email: r.email, times: r.times, seen: r.seen });
+    current.set(r.id, currentRow(r));
   }
 }
 
@@ -141,7 +146,7 @@ async function createProfiles(
   const claim = (rows: (CurrentRow & { workspace_id: string; external_id: string })[]) => {
     for (const r of rows) {
       wanted.find(r.workspace_id, { type: 'external_id', value: r.external_id })!.profileId = r.id;
-      current.set(r.id, { id: r.id, email: r.email, times: r.times, seen: r.seen });
+      current.set(r.id, currentRow(r));
     }
   };
   // service_id: 24 hex digits of a random (v4) UUID; random_bucket uniform over 0..9999.
@@ -159,7 +164,7 @@ async function createProfiles(
   const raced = toCreate.filter((w) => w.profileId === undefined);
   if (raced.length > 0) {
     const again = await client.query<CurrentRow & { workspace_id: string; external_id: string }>(
-      `SELECT p.id, p.workspace_id, p.external_id, p.email, p.attribute_times AS times, p.changed_xid::text AS seen FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
+      `SELECT p.workspace_id, p.external_id, ${CURRENT_COLUMNS} FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
          JOIN profiles p ON p.workspace_id = i.ws AND p.external_id = i.v`,
       [raced.map((w) => w.ws), raced.map(ext)],
     );
