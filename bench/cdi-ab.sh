@@ -7,7 +7,8 @@
 #
 #   bench/cdi-ab.sh <code dir A> <code dir B> [chunks] [chunk rows]
 #   A_ENV='CDI_APPLY_LANES=2' B_ENV='CDI_APPLY_LANES=3' bench/cdi-ab.sh . .     # one code, two settings
-#   B_SQL='ALTER TABLE profiles SET (fillfactor = 60); VACUUM FULL profiles' bench/cdi-ab.sh . .
+#   A_SQL='ALTER TABLE profiles SET (fillfactor = 80); VACUUM FULL profiles' B_SQL='VACUUM FULL profiles' \
+#     bench/cdi-ab.sh . .                       # migration 0270's fillfactor against the one before it
 #
 # A code dir is a checkout with node_modules (a `git worktree` of another commit, node_modules linked). DATABASE_URL
 # defaults to the tuned server of scripts/bench-postgres.sh; PREPARE=0 reuses schemas an earlier call made (START is
