@@ -36,6 +36,7 @@ const withFormats = addFormats as unknown as (ajv: Ajv2020) => Ajv2020;
 
 const run = promisify(execFile);
 const USERS = 12_000;
+const DAY = 86_400_000;
 const env = useTestEnv({ workspaces: ['ws'] });
 let scratch: string;
 
@@ -43,11 +44,14 @@ beforeAll(async () => {
   scratch = await mkdtemp(path.join(tmpdir(), 'ces-parquet-export-'));
   env.startWorkers([segmentExportJob, exportShardJob]);
   await createSegment(env.ctx.pool, env.ws.workspaceId, 'everyone', { random_bucket: { gte: 0, lt: 10_000 } });
+  // Generated times are relative to `now` and reach at most 730 days back; 800 days ahead puts every entry after the
+  // start of any export's 90-day window. With a fixed past `now`, an entry of custom_events whose `last` fell in the
+  // seconds between the NDJSON and the Parquet request was in one export and not the other (CI, 2026-11-26).
   await generateUsers(env.ctx.pool, {
     workspaceId: env.ws.workspaceId,
     count: USERS,
     seed: 21,
-    now: new Date('2026-11-01T00:00:00Z'),
+    now: new Date(Date.now() + 800 * DAY),
   });
 }, 120_000);
 afterAll(async () => {
