@@ -5,7 +5,8 @@
  * generate` generator, seed 1; reused while no run has synced them, generated again after one), and a "warehouse"
  * table in the schema `bench_cdi_source` of the same server laid out as docs/cdi.md says: one row per user by
  * SERVICE_ID, a distinct UPDATED_AT each, a PAYLOAD of three custom attributes and two standard fields (recreated each
- * run). Then, each in a fresh `ces cdi sync --wait` process whose peak RSS (VmHWM) is read from /proc while it runs:
+ * run). Then, each in a fresh `ces cdi sync --wait` process (the build, `dist/src/cli.js`) whose peak RSS (VmHWM)
+ * is read from /proc while it runs:
  *  1. a sync of the first BENCH_SMALL_ROWS (100,000) rows of the table: the memory of a small table;
  *  2. a sync of the rest (the watermark moved past the first part): rows/s over the whole remaining table;
  *  3. the whole table again from the start, after VACUUM: every profile rewritten before, as a scheduled sync of the
@@ -18,9 +19,10 @@
  * BENCH_PREPARE_ONLY=1 only makes the schema BENCH_SCHEMA and its source table (bench/cdi-ab.sh compares two codes
  * or settings on two such schemas).
  */
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { createPool, type Pool } from '../src/db/pool.js';
 import { migrate } from '../src/db/migrate.js';
 import { generateUsers } from '../src/synthetic-users/generate.js';
@@ -120,24 +122,28 @@ async function rewriteCeiling(pool: Pool): Promise<number> {
   return rates.sort((a, b) => a - b)[1]!;
 }
 
-/** Runs `ces cdi sync --wait` in a process of its own, reading its peak RSS from /proc while it runs. */
+/**
+ * Builds the CLI as an install runs it (`npm run build`, then `node dist/src/cli.js`, as the demo does): through tsx
+ * the sources ran slower, each nested function paying for the name tsx gives it at every call (A/B in BENCHMARKS.md).
+ */
+async function build(): Promise<void> {
+  await promisify(execFile)('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: ROOT });
+}
+
+/** Runs the built `ces cdi sync --wait` in a process of its own, reading its peak RSS from /proc while it runs. */
 function syncProcess(): Promise<{ code: number | null; output: string; peakMb: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', path.join(ROOT, 'src/cli.ts'), 'cdi', 'sync', INTEGRATION, '--wait'],
-      {
-        cwd: ROOT,
-        env: {
-          ...process.env,
-          DATABASE_URL,
-          DATABASE_SCHEMA: SCHEMA,
-          LOG_LEVEL: 'warn',
-          BENCH_CDI_SOURCE_URL: DATABASE_URL,
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
+    const child = spawn(process.execPath, [path.join(ROOT, 'dist/src/cli.js'), 'cdi', 'sync', INTEGRATION, '--wait'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        DATABASE_URL,
+        DATABASE_SCHEMA: SCHEMA,
+        LOG_LEVEL: 'warn',
+        BENCH_CDI_SOURCE_URL: DATABASE_URL,
       },
-    );
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     let peakKb = 0;
     child.stdout.on('data', (d) => (output += d));
@@ -173,6 +179,7 @@ async function main(): Promise<void> {
       log(`prepared schema ${SCHEMA} and ${SOURCE}`);
       return;
     }
+    await build();
     const ceiling = await rewriteCeiling(pool);
     log(
       `ceiling: PostgreSQL alone rewrites ${Math.round(ceiling).toLocaleString('en-US')} profile rows/s (set-based UPDATE of ${CEILING_ROWS.toLocaleString('en-US')} random profiles, median of 3)`,
