@@ -74,9 +74,20 @@ function truthy(v: unknown): boolean {
   return false;
 }
 
+/**
+ * UTC to the millisecond or microsecond, as a table source prints UPDATED_AT: such a time is its own canonical form to
+ * the millisecond. Days past the 28th are left to Date, which moves an impossible one (February 30th) on into the next
+ * month rather than refusing it.
+ */
+const CANONICAL_UTC =
+  /^\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{3}(?:\d{3})?Z$/;
+
 /** The row's time as the canonical ISO form the apply compares (last write wins by it), or a refusal. */
 export function rowTime(value: unknown, fallback: string): string | { refused: string } {
   if (value === null || value === undefined || value === '') return fallback;
+  // Every row of a table source: without a Date and its printing, a tenth of what validating the row costs.
+  if (typeof value === 'string' && CANONICAL_UTC.test(value))
+    return value.length === 24 ? value : `${value.slice(0, 23)}Z`;
   const date = value instanceof Date ? value : new Date(typeof value === 'number' ? value : String(value));
   if (Number.isNaN(date.getTime())) return { refused: 'UPDATED_AT is not a time' };
   return date.toISOString();

@@ -192,35 +192,45 @@ interface UpdateRow {
  * Returns the email address the winning values tie to the user, if they tie a new one.
  */
 function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: UpdateRow): string | null {
-  // Stable sort: equal times keep the order they were sent in.
-  objects.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+  // Stable sort: equal times keep the order they were sent in. (Loops below over Object.keys, not Object.entries and
+  // its array per entry: this runs once per profile of every batch, and was a tenth of a CDI sync's own time.)
+  if (objects.length > 1) objects.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
   const std: Record<string, unknown> = {};
   const custom: Record<string, unknown> = {};
   const times: Record<string, string> = {};
   const stored = cur.times ?? {};
+  let anyStandard = false;
+  let anyCustom = false;
   for (const o of objects) {
-    for (const [field, value] of Object.entries(o.standard)) {
+    for (const field of Object.keys(o.standard)) {
       if (o.at >= (stored[field] ?? '')) {
-        std[field] = value;
+        std[field] = o.standard[field as keyof typeof o.standard];
         times[field] = o.at;
+        anyStandard = true;
       }
     }
-    for (const [name, value] of Object.entries(o.custom)) {
+    for (const name of Object.keys(o.custom)) {
       const field = `custom_attributes.${name}`;
       if (o.at >= (stored[field] ?? '')) {
-        custom[name] = value;
+        custom[name] = o.custom[name];
         times[field] = o.at;
+        anyCustom = true;
       }
     }
   }
-  if (Object.keys(times).length === 0) return null;
-  if (Object.keys(std).length > 0) row.std = std;
-  const set = Object.entries(custom).filter(([, v]) => v !== null);
-  const del = Object.entries(custom)
-    .filter(([, v]) => v === null)
-    .map(([k]) => k);
-  if (set.length > 0) row.cset = Object.fromEntries(set);
-  if (del.length > 0) row.cdel = del;
+  if (!anyStandard && !anyCustom) return null;
+  if (anyStandard) row.std = std;
+  if (anyCustom) {
+    let set: Record<string, unknown> | undefined;
+    let del: string[] | undefined;
+    for (const name of Object.keys(custom)) {
+      const value = custom[name];
+      if (value === null) (del ??= []).push(name);
+      else (set ??= {})[name] = value;
+    }
+    if (set) row.cset = set;
+    if (del) row.cdel = del;
+  }
   row.times = times;
   // The object tied an address to this user: a state stored for the address applies, unless one was set too.
   const newEmail = typeof std.email === 'string' ? std.email.toLowerCase() : null;
