@@ -9,6 +9,8 @@
 #   bench/cdi-ab.sh <code dir A> <code dir B> [chunks] [chunk rows]
 #   A_ENV='CDI_APPLY_LANES=2' B_ENV='CDI_APPLY_LANES=3' bench/cdi-ab.sh . .     # one code, two settings
 #   A_CLI='--import tsx src/cli.ts' bench/cdi-ab.sh . .    # the sources run through tsx against the build
+#   AFTER_PREPARE='scripts/bench-postgres.sh stop && scripts/bench-postgres.sh start' bench/cdi-ab.sh <A> <B>
+#                                               # both schemas equally cold in shared_buffers (see below)
 #   A_SQL='ALTER TABLE profiles SET (fillfactor = 80); VACUUM FULL profiles' B_SQL='VACUUM FULL profiles' \
 #     bench/cdi-ab.sh . .                       # migration 0270's fillfactor against the one before it
 #
@@ -36,6 +38,9 @@ if [ "${PREPARE:-1}" = 1 ]; then
   # Through stdin, one statement at a time (VACUUM refuses to run in the transaction that one -c string makes).
   if [ -n "${A_SQL:-}" ]; then "${P[@]}" <<<"SET search_path = bench_a; $A_SQL"; fi
   if [ -n "${B_SQL:-}" ]; then "${P[@]}" <<<"SET search_path = bench_b; $B_SQL"; fi
+  # shared_buffers that cannot hold both tables hold more of the one prepared last: the first chunks of bench_a ran up
+  # to 40% slower than bench_b's whatever the code (2026-11-26). A restart of the server starts both equally cold.
+  if [ -n "${AFTER_PREPARE:-}" ]; then bash -c "$AFTER_PREPARE"; fi
 fi
 
 cpu_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
