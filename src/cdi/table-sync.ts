@@ -1,4 +1,5 @@
 import { withTransaction, type PoolClient } from '../db/pool.js';
+import { yieldToEventLoop } from '../ingest/apply/apply-transaction.js';
 import { commitBatch, commitLanes, type Item, type SyncDeps } from './batch-apply.js';
 import type { CdiIntegration } from './integrations.js';
 import type { SyncJob } from './jobs.js';
@@ -18,11 +19,11 @@ import { TableSource, type TableRow } from './table-source.js';
  * The items of an async source, mapped, one batch ahead: the next batch is read and validated while the current one
  * is applied (the apply waits on PostgreSQL, the reading and validation on this process), instead of in turn.
  */
-async function* ahead<T, U>(source: AsyncIterable<T>, map: (t: T) => U): AsyncGenerator<U> {
+async function* ahead<T, U>(source: AsyncIterable<T>, map: (t: T) => Promise<U>): AsyncGenerator<U> {
   const it = source[Symbol.asyncIterator]();
   const pull = async () => {
     const r = await it.next();
-    return r.done ? null : { value: map(r.value) };
+    return r.done ? null : { value: await map(r.value) };
   };
   let next = pull();
   try {
@@ -52,6 +53,24 @@ export function laneOf(row: SourceRow, lanes: number): number {
   let hash = 0x811c9dc5;
   for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193);
   return (hash >>> 0) % lanes;
+}
+
+/** Rows validated between two turns of the event loop. */
+const VALIDATE_SLICE = 500;
+
+/**
+ * A batch's rows validated, a slice at a time: validating a whole batch at once held the event loop for tens of
+ * milliseconds, and every statement of the lanes applying the batch before waited that long for its result to be
+ * read (a lane sends about ten statements per batch).
+ */
+async function itemsOf(rows: TableRow[], startedAt: string): Promise<Item[]> {
+  const items: Item[] = [];
+  for (let i = 0; i < rows.length; i++) {
+    if (i > 0 && i % VALIDATE_SLICE === 0) await yieldToEventLoop();
+    const r = rows[i]!;
+    items.push({ item: rowItem(r.row, startedAt), row: r.row, order: `${r.ts} ${r.hash}` });
+  }
+  return items;
 }
 
 interface TableBatch {
@@ -150,10 +169,7 @@ export async function syncTable(
     const synced = new Set(state.rows[0]!.hashes);
     const batches = ahead(
       source.batches(watermark, synced, deps.config.CDI_BATCH_ROWS),
-      (rows: TableRow[]): TableBatch => ({
-        rows,
-        items: rows.map((r): Item => ({ item: rowItem(r.row, startedAt), row: r.row, order: `${r.ts} ${r.hash}` })),
-      }),
+      async (rows: TableRow[]): Promise<TableBatch> => ({ rows, items: await itemsOf(rows, startedAt) }),
     );
     for await (const batch of batches) watermark = await applyBatch(deps, job, integration.id, watermark, batch);
   } finally {

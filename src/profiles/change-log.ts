@@ -8,6 +8,12 @@ import type { PoolClient } from '../db/pool.js';
  * "Recording changes").
  */
 
+/** `statement` with the profiles it writes logged in the same statement, answering `select` over them. */
+const loggedSql = (statement: string, select: string) => `WITH written AS (${statement}),
+  logged AS (INSERT INTO profile_changes (workspace_id, xid, profile_id, random_bucket)
+             SELECT w.workspace_id, pg_current_xact_id(), w.id, w.random_bucket FROM written w)
+  ${select}`;
+
 /** The transaction-local setting that keeps the row trigger from logging a statement's rows a second time. */
 const QUIET_TRIGGER = `SELECT set_config('ces.profile_changes', 'logged', true)`;
 const WAKE_TRIGGER = `SELECT set_config('ces.profile_changes', '', true)`;
@@ -27,15 +33,46 @@ export async function writeProfilesLogged<R extends QueryResultRow>(
   params: unknown[],
   select = 'SELECT * FROM written',
 ): Promise<QueryResult<R>> {
-  const sql = `WITH written AS (${statement}),
-  logged AS (INSERT INTO profile_changes (workspace_id, xid, profile_id, random_bucket)
-             SELECT w.workspace_id, pg_current_xact_id(), w.id, w.random_bucket FROM written w)
-  ${select}`;
   await client.query(QUIET_TRIGGER);
   try {
-    return await client.query<R>(sql, params);
+    return await client.query<R>(loggedSql(statement, select), params);
   } finally {
     // After a failed statement the transaction is aborted and refuses this too; the setting goes with it.
     await client.query(WAKE_TRIGGER).catch(() => {});
+  }
+}
+
+/**
+ * writeProfilesLogged for statements produced one after another (a batch's UPDATE in chunks): the next statement is
+ * built while the one before runs, and sent as soon as it has ended (a client runs one query at a time), so that
+ * PostgreSQL rewrites one chunk while the caller builds the next. The trigger is quieted once around all of them (not
+ * at all when the producer has nothing to write). Throws the first failure, of a statement or of the producer; the
+ * producer builds nothing after it.
+ */
+export async function writeProfilesLoggedEach(
+  client: PoolClient,
+  statements: AsyncIterable<{ statement: string; params: unknown[] }>,
+  select = 'SELECT * FROM written',
+): Promise<void> {
+  const it = statements[Symbol.asyncIterator]();
+  let building = it.next();
+  let quieted = false;
+  try {
+    for (;;) {
+      const built = await building;
+      if (built.done) break;
+      building = it.next();
+      // A producer's failure is seen when its turn comes (above), or never, once a statement has failed.
+      building.catch(() => {});
+      if (!quieted) await client.query(QUIET_TRIGGER);
+      quieted = true;
+      await client.query(loggedSql(built.value.statement, select), built.value.params);
+    }
+  } finally {
+    // The chunk being built ends before the producer is closed; the transaction is the caller's.
+    await building.catch(() => {});
+    await it.return?.(undefined);
+    // After a failed statement the transaction is aborted and refuses this too; the setting goes with it.
+    if (quieted) await client.query(WAKE_TRIGGER).catch(() => {});
   }
 }

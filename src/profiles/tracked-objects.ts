@@ -1,14 +1,14 @@
 import type { PoolClient } from '../db/pool.js';
-import { writeProfilesLogged } from './change-log.js';
+import { writeProfilesLoggedEach } from './change-log.js';
 import { yieldToEventLoop } from '../ingest/apply/apply-transaction.js';
 import { Identities, resolveIdentities, type CurrentRow, type Wanted } from './identities.js';
 import type { TrackAttributes, TrackObjects } from '../ingest/types.js';
 
 /**
- * The set-based apply: many requests' (or an import batch's) objects in one transaction, in a fixed number of
- * statements whatever the batch size. Objects are resolved to profiles by identifier, aggregated per profile (and per
- * event name) in memory, then written with one UPDATE: `ON CONFLICT` and `UPDATE ... FROM` both refuse to touch
- * one row twice in a statement, and one row per profile is also what makes a batch cheap.
+ * The set-based apply: many requests' (or an import batch's) objects in one transaction, in a few statements: one
+ * lookup, then one UPDATE per UPDATE_CHUNK profiles. Objects are resolved to profiles by identifier, aggregated per
+ * profile (and per event name) in memory, then written with one row per profile: `ON CONFLICT` and `UPDATE ... FROM`
+ * both refuse to touch one row twice in a statement, and one row per profile is also what makes a batch cheap.
  */
 
 export interface WorkspaceObjects {
@@ -251,9 +251,12 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
 
   const changes = aggregateChanges(batches, targets, result);
   if (changes.size === 0) return result;
-  const { rows, shape, tied } = await updateRows(changes, current);
-  if (rows.length > 0)
-    await writeProfilesLogged(client, updateSql(shape), [`[${rows.join(',')}]`], 'SELECT count(*) FROM written');
+  const tied: TiedEmails = { ids: [], emails: [] };
+  const statements = async function* () {
+    for await (const { rows, shape } of updateChunks(changes, current, tied))
+      yield { statement: updateSql(shape), params: [`[${rows.join(',')}]`] };
+  };
+  await writeProfilesLoggedEach(client, statements(), 'SELECT count(*) FROM written');
   if (tied.ids.length > 0) await applyTiedEmailStates(client, tied);
   return result;
 }
@@ -320,20 +323,37 @@ interface TiedEmails {
 }
 
 /**
- * The UPDATE's rows (serialized) and shape, and the email addresses the winning attributes tie to their users. The
- * merge runs in the process that also answers /users/track (`ces start`): it yields every few hundred profiles so that
- * acknowledgements are not held behind a whole batch, and serializes row by row for the same reason.
+ * Profiles per UPDATE statement. The statements of a batch are sent as they are built (writeProfilesLoggedEach), so
+ * PostgreSQL rewrites one chunk of profiles while this process decides the next: as one statement, PostgreSQL waited
+ * for the whole batch's decisions (a sixth of a CDI lane's time), and this process for the statement.
  */
-async function updateRows(
+const UPDATE_CHUNK = 1_000;
+
+/**
+ * The UPDATE's rows (serialized) and shape, a chunk of profiles at a time in id order, and into `tied` the email
+ * addresses the winning attributes tie to their users. The merge runs in the process that also answers /users/track
+ * (`ces start`): it yields every few hundred profiles so that acknowledgements are not held behind a whole batch, and
+ * serializes row by row for the same reason.
+ */
+async function* updateChunks(
   changes: Map<number, ProfileChange>,
   current: Map<number, CurrentRow>,
-): Promise<{ rows: string[]; shape: UpdateShape; tied: TiedEmails }> {
-  const rows: string[] = [];
-  const shape: UpdateShape = { events: false, purchases: false, standard: [], custom: false, times: false };
-  const standardSeen = new Set<string>();
-  const tied: TiedEmails = { ids: [], emails: [] };
+  tied: TiedEmails,
+): AsyncGenerator<{ rows: string[]; shape: UpdateShape }> {
+  let rows: string[] = [];
+  let shape: UpdateShape = { events: false, purchases: false, standard: [], custom: false, times: false };
+  let standardSeen = new Set<string>();
+  const chunk = () => {
+    shape.standard = Object.keys(STANDARD_COLUMNS).filter((col) => standardSeen.has(col));
+    const done = { rows, shape };
+    rows = [];
+    shape = { events: false, purchases: false, standard: [], custom: false, times: false };
+    standardSeen = new Set<string>();
+    return done;
+  };
   let sinceYield = 0;
-  // In id order, the UPDATE walks the table (and its pages in the buffer cache) forward instead of at random.
+  // In id order, the UPDATE walks the table (and its pages in the buffer cache) forward instead of at random; and
+  // the chunks, each in id order, lock their profiles in the same order as one statement would.
   for (const id of [...changes.keys()].sort((a, b) => a - b)) {
     const c = changes.get(id)!;
     if (++sinceYield === YIELD_EVERY) {
@@ -354,15 +374,16 @@ async function updateRows(
       tied.emails.push(tiedEmail);
     }
     // Attributes that all lost to newer stored values leave nothing to write.
-    if (row.ev || row.pu || row.times) rows.push(JSON.stringify(row));
+    if (!(row.ev || row.pu || row.times)) continue;
+    rows.push(JSON.stringify(row));
     if (row.ev) shape.events = true;
     if (row.pu) shape.purchases = true;
     if (row.cset || row.cdel) shape.custom = true;
     if (row.times) shape.times = true;
     if (row.std) for (const col of Object.keys(row.std)) standardSeen.add(col);
+    if (rows.length === UPDATE_CHUNK) yield chunk();
   }
-  shape.standard = Object.keys(STANDARD_COLUMNS).filter((col) => standardSeen.has(col));
-  return { rows, shape, tied };
+  if (rows.length > 0) yield chunk();
 }
 
 /** A subscription state stored for an address applies to the user the address was just tied to. */
