@@ -252,11 +252,7 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
   const changes = aggregateChanges(batches, targets, result);
   if (changes.size === 0) return result;
   const tied: TiedEmails = { ids: [], emails: [] };
-  const statements = async function* () {
-    for await (const { rows, shape } of updateChunks(changes, current, tied))
-      yield { statement: updateSql(shape), params: [`[${rows.join(',')}]`] };
-  };
-  await writeProfilesLoggedEach(client, statements(), 'SELECT count(*) FROM written');
+  await writeProfilesLoggedEach(client, chunkedUpdates(changes, current, tied), 'SELECT count(*) FROM written');
   if (tied.ids.length > 0) await applyTiedEmailStates(client, tied);
   return result;
 }
@@ -330,26 +326,27 @@ interface TiedEmails {
 const UPDATE_CHUNK = 1_000;
 
 /**
- * The UPDATE's rows (serialized) and shape, a chunk of profiles at a time in id order, and into `tied` the email
- * addresses the winning attributes tie to their users. The merge runs in the process that also answers /users/track
+ * The batch's UPDATE statements, one per chunk of profiles in id order, each setting only the columns its rows touch
+ * (`updateSql`), and into `tied` the email addresses the winning attributes tie to their users. The merge runs in the process that also answers /users/track
  * (`ces start`): it yields every few hundred profiles so that acknowledgements are not held behind a whole batch, and
  * serializes row by row for the same reason.
  */
-async function* updateChunks(
+async function* chunkedUpdates(
   changes: Map<number, ProfileChange>,
   current: Map<number, CurrentRow>,
   tied: TiedEmails,
-): AsyncGenerator<{ rows: string[]; shape: UpdateShape }> {
+): AsyncGenerator<{ statement: string; params: unknown[] }> {
+  const noShape = (): UpdateShape => ({ events: false, purchases: false, standard: [], custom: false, times: false });
   let rows: string[] = [];
-  let shape: UpdateShape = { events: false, purchases: false, standard: [], custom: false, times: false };
+  let shape = noShape();
   let standardSeen = new Set<string>();
   const chunk = () => {
     shape.standard = Object.keys(STANDARD_COLUMNS).filter((col) => standardSeen.has(col));
-    const done = { rows, shape };
+    const statement = { statement: updateSql(shape), params: [`[${rows.join(',')}]`] };
     rows = [];
-    shape = { events: false, purchases: false, standard: [], custom: false, times: false };
+    shape = noShape();
     standardSeen = new Set<string>();
-    return done;
+    return statement;
   };
   let sinceYield = 0;
   // In id order, the UPDATE walks the table (and its pages in the buffer cache) forward instead of at random; and
