@@ -84,7 +84,8 @@ async function expectExact(integration: string, round: string): Promise<void> {
   expect(rows[0]).toEqual({ n: ROWS, wrong: 0 });
 }
 
-function spawnWorker(): { child: ChildProcess; output: () => string } {
+/** A worker process; `batchRows` (CDI_BATCH_ROWS) 400 by default: many batches, so a fault falls mid-run. */
+function spawnWorker(batchRows = 400): { child: ChildProcess; output: () => string } {
   let output = '';
   const c = spawnCli(['worker', '--queues', 'cdi-sync'], {
     NODE_ENV: 'test',
@@ -95,7 +96,7 @@ function spawnWorker(): { child: ChildProcess; output: () => string } {
     REDIS_PREFIX: env.config.REDIS_PREFIX,
     LOCAL_STORE_DIR: env.config.LOCAL_STORE_DIR,
     MIGRATE_ON_START: 'false',
-    CDI_BATCH_ROWS: '400',
+    CDI_BATCH_ROWS: String(batchRows),
     [URL_ENV]: pgServer.url,
   });
   c.stdout!.on('data', (d) => (output += d));
@@ -136,7 +137,9 @@ describe('a CDI sync and its faults', () => {
   for (const mode of ['fast', 'immediate'] as const) {
     it(`PostgreSQL stopped (${mode}) mid-run: the worker lives on and finishes it`, async () => {
       const integration = await prepare(`pg_${mode}`);
-      const worker = spawnWorker();
+      // Batches of 4,800: each lane's UPDATE goes as two or three statements (1,000 profiles each), so the stop
+      // can fall between the statements of one transaction.
+      const worker = spawnWorker(4_800);
       child = worker.child;
       try {
         await trigger(integration);
