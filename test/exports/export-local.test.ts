@@ -33,6 +33,20 @@ const run = promisify(execFile);
 // leaves a tail; the finishing job cuts the three tails into two full parts and a short last one.
 const MEMBERS = 26_000;
 const TTL_SECONDS = 6;
+const EXPORTED_FIELDS = [
+  'external_id',
+  'service_id',
+  'first_name',
+  'email',
+  'dob',
+  'created_at',
+  'custom_attributes',
+  'custom_events',
+  'purchases',
+  'devices',
+  'campaigns_received',
+  'phone',
+];
 
 const env = useTestEnv({
   config: {
@@ -91,20 +105,7 @@ describe('segment export to the built-in store', () => {
   it('answers 201 before any worker runs; the link is 404 until ready', async () => {
     const res = await requestExport(env, env.ws.apiKey, {
       segment_id: 'us-users',
-      fields_to_export: [
-        'external_id',
-        'service_id',
-        'first_name',
-        'email',
-        'dob',
-        'created_at',
-        'custom_attributes',
-        'custom_events',
-        'purchases',
-        'devices',
-        'campaigns_received',
-        'phone',
-      ],
+      fields_to_export: EXPORTED_FIELDS,
       callback_endpoint: receiverUrl,
     });
     expect(res.status).toBe(201);
@@ -237,21 +238,29 @@ describe('segment export to the built-in store', () => {
     const zip = path.join(dir, 'all.zip');
     await writeFile(zip, res.rawPayload);
     const entries = await zipEntries(zip);
-    // The parts, then schema.json, the manifest and _SUCCESS, in the order they were written to the bucket.
-    expect(entries).toHaveLength(9);
-    expect(entries.slice(-3)).toEqual(CONTROL_FILES.map((f) => `${prefix}/${f}`));
+    // The spec's "ZIP of all user files": the parts, then the manifest, and nothing a client would misread as users
+    // (schema.json and _SUCCESS belong to the bucket layout only).
+    expect(entries).toHaveLength(7);
+    expect(entries.at(-1)).toBe(`${prefix}/manifest.json`);
     await run('unzip', ['-q', zip, '-d', dir]);
     const manifest: ExportManifest = JSON.parse(await readFile(path.join(dir, prefix, 'manifest.json'), 'utf8'));
-    // One NDJSON file per part, named after it, holding exactly that part's users.
+    expect(entries.slice(0, -1)).toEqual(manifest.parts.map((p) => `${prefix}/${p.file.replace(/\.zip$/, '.json')}`));
+    // Read as a client reads it: every entry but the manifest, line by line, is a user with only requested fields.
+    const requested = new Set(EXPORTED_FIELDS);
     const ids = new Set<string>();
-    for (const p of manifest.parts) {
-      const name = p.file.replace(/\.zip$/, '.json');
-      expect(entries).toContain(`${prefix}/${name}`);
-      const text = await readFile(path.join(dir, prefix, name), 'utf8');
-      const lines = text.split('\n').slice(0, -1);
-      expect(lines).toHaveLength(p.users);
-      for (const l of lines) ids.add(JSON.parse(l).external_id);
+    let lines = 0;
+    for (const entry of entries.filter((e) => !e.endsWith('/manifest.json'))) {
+      const text = await readFile(path.join(dir, entry), 'utf8');
+      for (const line of text.split('\n').filter(Boolean)) {
+        const user = JSON.parse(line) as Record<string, unknown>;
+        for (const key of Object.keys(user)) expect(requested).toContain(key);
+        expect(user.external_id).toMatch(/^ext-\d+$/);
+        ids.add(String(user.external_id));
+        lines++;
+      }
     }
+    // Each member once.
+    expect(lines).toBe(MEMBERS);
     expect(ids.size).toBe(MEMBERS);
 
     // The callback answered 503 once, then 200: two deliveries of the same body.
@@ -290,7 +299,8 @@ describe('segment export to the built-in store', () => {
     await writeFile(path.join(dir, 'all.zip'), dl.rawPayload);
     const { stdout } = await run(
       'unzip',
-      ['-p', path.join(dir, 'all.zip'), '*.json', '-x', '*/manifest.json', '*/schema.json'],
+      // As the README reads a download: every JSON entry but the manifest.
+      ['-p', path.join(dir, 'all.zip'), '*.json', '-x', '*/manifest.json'],
       { maxBuffer: 256 * 1024 * 1024 },
     );
     expect(stdout.split('\n').filter(Boolean)).toHaveLength(MEMBERS);

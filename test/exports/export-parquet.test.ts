@@ -231,7 +231,7 @@ describe('Parquet exports (output_format "parquet")', () => {
     await writeFile(zip, res.rawPayload);
     const prefix = done.manifest.object_prefix;
     expect((await zipEntries(zip)).sort()).toEqual(
-      [...done.manifest.parts.map((p) => `${prefix}/${p.file}`), ...CONTROL_FILES.map((f) => `${prefix}/${f}`)].sort(),
+      [...done.manifest.parts.map((p) => `${prefix}/${p.file}`), `${prefix}/manifest.json`].sort(),
     );
     for (const p of done.manifest.parts) {
       const { stdout } = await run('unzip', ['-p', zip, `${prefix}/${p.file}`], {

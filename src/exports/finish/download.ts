@@ -8,7 +8,7 @@ import { AppError, notFound } from '../../errors.js';
 import type { LocalNamespace } from '../../storage/local-store.js';
 import type { ObjectStore } from '../../storage/object-store.js';
 import { storeFor } from '../../storage/stores.js';
-import { MANIFEST_FILE, SCHEMA_FILE, SUCCESS_FILE } from '../key-layout.js';
+import { MANIFEST_FILE } from '../key-layout.js';
 import { exportByObjectPrefix } from '../export-rows.js';
 
 const OBJECT_PREFIX = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-\d{1,12}$/;
@@ -125,7 +125,7 @@ export function exportDownload(config: Pick<Config, 'LOCAL_STORE_DIR'>, exp: Dow
 /**
  * One ZIP of all the export's user files, streamed: each part's NDJSON as `<object_prefix>/<part name>.json`
  * (decompressed from the stored part and deflated again at level 1), or each Parquet part as it is stored
- * (`<part name>.parquet`, uncompressed entry), then schema.json, the manifest and _SUCCESS. One part is read at a time.
+ * (`<part name>.parquet`, uncompressed entry), then the manifest. One part is read at a time.
  */
 function downloadZip(store: ObjectStore, exp: DownloadableExport): Readable {
   const zip = new ZipArchive({ zlib: { level: 1 } });
@@ -159,12 +159,9 @@ function downloadZip(store: ObjectStore, exp: DownloadableExport): Readable {
       });
     }
     if (aborted) return;
-    // In the order they are written to the bucket; exports finished before schema.json and _SUCCESS existed lack them.
-    for (const file of [SCHEMA_FILE, MANIFEST_FILE, SUCCESS_FILE]) {
-      const key = `${exp.keyPrefix}/${file}`;
-      if (file !== MANIFEST_FILE && (await store.head(key)) === null) continue;
-      zip.append(await store.get(key), { name: `${exp.objectPrefix}/${file}` });
-    }
+    // The spec's "ZIP of all user files": a client reads every entry as users, so of the bucket's control files only
+    // the manifest (there since the first release) goes in; schema.json and _SUCCESS stay in the bucket layout.
+    zip.append(await store.get(`${exp.keyPrefix}/${MANIFEST_FILE}`), { name: `${exp.objectPrefix}/${MANIFEST_FILE}` });
     await zip.finalize();
   })().catch((err: unknown) => out.destroy(err as Error));
   return out;
