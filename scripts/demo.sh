@@ -53,8 +53,11 @@ stop_service() {
     wait "$SERVICE_PID" 2>/dev/null || true
   fi
 }
+# Whatever ends the demo stops the service: Ctrl-C, and a SIGTERM or SIGINT sent to `npm run demo` (npm passes it to
+# this shell, which package.json's `exec` makes its direct child: a `sh -c` between them would die of it and leave
+# this shell, and the service, running), or the terminal closing.
 trap stop_service EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT TERM HUP
 
 for i in $(seq 1 120); do
   if ! kill -0 "$SERVICE_PID" 2>/dev/null; then echo "the service exited before becoming ready (port ${PORT} taken?)" >&2; exit 1; fi

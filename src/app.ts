@@ -3,6 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from './context.js';
 import { registerAuth } from './http/auth-hook.js';
+import { registerBodyKeys } from './http/body-keys.js';
 import { registerErrorHandler } from './http/error-handler.js';
 import { registerIdempotency } from './http/idempotency.js';
 import { registerHostileInput } from './http/hostile-input.js';
@@ -37,8 +38,8 @@ function createServer(ctx: AppContext) {
 
 /**
  * The server, then (in this order, which is the order their hooks run in) the route catalog, the schema compilers and
- * body parser, the response hooks, error handling, auth, idempotency, hostile-input checks, the OpenAPI document,
- * and last the routes. Each `register*` adds its hooks to the root instance, so they apply to every route.
+ * body parser, the response hooks, error handling, auth, idempotency, the body's top-level keys, hostile-input checks,
+ * the OpenAPI document, and last the routes. Each `register*` adds its hooks to the root instance, so they apply to every route.
  */
 export async function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Promise<FastifyInstance> {
   const app = createServer(ctx);
@@ -51,6 +52,7 @@ export async function buildApp(ctx: AppContext, options: BuildAppOptions = {}): 
   registerErrorHandler(app);
   registerAuth(app);
   registerIdempotency(app);
+  registerBodyKeys(app);
   registerHostileInput(app);
   await registerOpenApi(app);
   await registerOperations(app);

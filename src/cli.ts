@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { ConfigError, loadConfig } from './config.js';
 import { registerCommands } from './cli/index.js';
+import { quietOnBrokenPipe } from './cli/output.js';
 
 /**
  * `ces`: the one command line of the service. Each command loads the configuration itself, and what it runs only
@@ -18,6 +19,9 @@ function packageVersion(): string {
   }
   return 'unknown';
 }
+
+quietOnBrokenPipe(process.stdout);
+quietOnBrokenPipe(process.stderr);
 
 const program = new Command('ces')
   .description('Customer engagement service: API, workers and operations')
@@ -74,14 +78,14 @@ program
   .command('migrate')
   .description('apply pending database migrations')
   .action(async () => {
-    const [{ reachDependencies }, { createPool }, { migrate }, { createLogger }] = await Promise.all([
+    const [{ reachDependencies }, { createPool }, { migrate }, { createCommandLogger }] = await Promise.all([
       import('./context.js'),
       import('./db/pool.js'),
       import('./db/migrate.js'),
       import('./logger.js'),
     ]);
     const cfg = config();
-    const log = createLogger(cfg.LOG_LEVEL);
+    const log = createCommandLogger(cfg.LOG_LEVEL);
     const pool = createPool(cfg, 1);
     try {
       await reachDependencies(cfg, pool);

@@ -91,6 +91,19 @@ export function loggedUrl(req: LoggedRequest): { url: string | undefined; query?
 }
 
 /**
+ * The logger of a one-shot command (`ces cdi sync`, `ces export`, `ces migrate`...): its lines go to stderr, so that
+ * stdout holds only what the command prints for the person or the script reading it. A reader of stderr that has
+ * gone (`2>&1 | head`) makes the lines go nowhere, never the command fail.
+ */
+export function createCommandLogger(level: string): Logger {
+  const destination = pino.destination({ fd: 2, sync: true });
+  destination.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+  });
+  return createLogger(level, {}, destination);
+}
+
+/**
  * The one root logger of a process; request and job loggers are its children. `destination` is for tests that read
  * what a process logs.
  */

@@ -3,8 +3,8 @@ import { readJob, recordSyncJob, type SyncJob } from '../cdi/jobs.js';
 import { startSync } from '../cdi/schedules.js';
 import { runSync } from '../cdi/sync.js';
 import type { Config } from '../config.js';
-import { createPool } from '../db/pool.js';
-import { createLogger } from '../logger.js';
+import { createPool, type Pool } from '../db/pool.js';
+import { createCommandLogger } from '../logger.js';
 import { Metrics } from '../metrics.js';
 import { Queues } from '../queues/index.js';
 import { closeRedis, createRedis, redisKeyPrefix } from '../redis.js';
@@ -24,6 +24,13 @@ export async function listCommand(config: () => Config, opts: { workspace?: stri
     const integrations = await allIntegrations(pool, ws?.id);
     if (integrations.length === 0)
       console.log('no CDI integrations (declare them under cdi_integrations in the workspace file)');
+    // Over every workspace, each line says whose integration it is: workspace names repeat across companies.
+    const owners = ws
+      ? undefined
+      : await workspaceOwners(
+          pool,
+          integrations.map((i) => i.workspaceId),
+        );
     for (const i of integrations) {
       const last = await pool.query<{ id: string }>(
         `SELECT id FROM cdi_sync_jobs WHERE integration_id = $1 ORDER BY started_at DESC, id DESC LIMIT 1`,
@@ -39,8 +46,9 @@ export async function listCommand(config: () => Config, opts: { workspace?: stri
           ? `every ${i.schedule.every_minutes} min`
           : `cron "${i.schedule.cron}" ${i.schedule.time_zone}`
         : 'on demand';
+      const owner = owners ? `  ${owners.get(i.workspaceId) ?? `workspace ${i.workspaceId}`}` : '';
       console.log(
-        `${i.id}  ${i.name}  ${source}  ${schedule}  last run: ${job ? `${job.startedAt.toISOString()} ${describe(job)}` : 'never'}`,
+        `${i.id}  ${i.name}${owner}  ${source}  ${schedule}  last run: ${job ? `${job.startedAt.toISOString()} ${describe(job)}` : 'never'}`,
       );
     }
   } catch (err) {
@@ -51,13 +59,23 @@ export async function listCommand(config: () => Config, opts: { workspace?: stri
   }
 }
 
+/** `workspace "<name>" of "<company>"` by workspace id. */
+async function workspaceOwners(pool: Pool, workspaceIds: string[]): Promise<Map<string, string>> {
+  const { rows } = await pool.query<{ id: string; name: string; company: string }>(
+    `SELECT w.id::text, w.name, c.name AS company FROM workspaces w JOIN companies c ON c.id = w.company_id
+      WHERE w.id = ANY($1::uuid[])`,
+    [[...new Set(workspaceIds)]],
+  );
+  return new Map(rows.map((r) => [r.id, `workspace ${JSON.stringify(r.name)} of ${JSON.stringify(r.company)}`]));
+}
+
 /** `ces cdi sync <integration> [--wait]`. */
 export async function syncCommand(config: () => Config, ref: string, opts: CdiSyncOptions): Promise<void> {
   const cfg = config();
   const pool = createPool(cfg, 3);
   const redis = createRedis(cfg, 'producer', { enableOfflineQueue: true });
   const queues = new Queues(redis, redisKeyPrefix(cfg));
-  const log = createLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL);
+  const log = createCommandLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL);
   try {
     const ws = opts.workspace ? await findWorkspace(pool, opts.workspace) : undefined;
     const integration = await findIntegration(pool, ref, ws?.id);

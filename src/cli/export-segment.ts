@@ -13,7 +13,7 @@ import { EXPORT_SHARD_QUEUE } from '../queues/export-shard.js';
 import { closeRedis, createRedis, redisKeyPrefix } from '../redis.js';
 import { localWorkspaceDir } from '../storage/local-store.js';
 import { findWorkspace } from './workspace-lookup.js';
-import { createLogger } from '../logger.js';
+import { createCommandLogger } from '../logger.js';
 
 export interface ExportOptions {
   workspace: string;
@@ -118,7 +118,7 @@ export async function runExportCommand(config: () => Config, opts: ExportOptions
     const ws = await findWorkspace(pool, opts.workspace);
     if (opts.changesSince === 'last') body.data.changes_since = await lastReadyExport(pool, ws.id, opts.segment);
     const created = await createExport(
-      { config: cfg, pool, redis, queues, log: createLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL) },
+      { config: cfg, pool, redis, queues, log: createCommandLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL) },
       { workspaceId: ws.id, companyId: ws.companyId },
       body.data,
     );

@@ -7,7 +7,7 @@ import { AppError } from '../errors.js';
 import { runImport, type ImportProgress } from '../ingest/import/run-import.js';
 import { createImport, ImportRequest, type ImportStatus } from '../ingest/import/imports.js';
 import { enqueueImport } from '../queues/bulk-import.js';
-import { createLogger } from '../logger.js';
+import { createCommandLogger } from '../logger.js';
 import { Metrics } from '../metrics.js';
 import { Queues } from '../queues/index.js';
 import { createRedis, redisKeyPrefix } from '../redis.js';
@@ -134,7 +134,7 @@ export async function runImportCommand(
 ): Promise<void> {
   const cfg = config();
   const pool = createPool(cfg, 3);
-  const log = createLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL);
+  const log = createCommandLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL);
   let importId = opts.resume;
   try {
     if (!importId) {

@@ -701,6 +701,7 @@ CREATE TABLE profiles (
   CONSTRAINT profiles_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 CREATE INDEX profiles_bucket ON profiles USING btree (workspace_id, random_bucket, id);
+CREATE INDEX profiles_device_ids ON profiles USING gin (jsonb_path_query_array(devices, '$[*]."device_id"'::jsonpath) jsonb_path_ops);
 CREATE INDEX profiles_email ON profiles USING btree (workspace_id, lower(email)) WHERE (email IS NOT NULL);
 CREATE UNIQUE INDEX profiles_external_id ON profiles USING btree (workspace_id, external_id) WHERE (external_id IS NOT NULL);
 CREATE INDEX profiles_phone ON profiles USING btree (workspace_id, phone) WHERE (phone IS NOT NULL);

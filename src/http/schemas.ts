@@ -87,5 +87,12 @@ export function documentedBody(schema: z.ZodType, description?: string) {
     string,
     unknown
   >;
-  return z.unknown().meta(description === undefined ? json : { ...json, description });
+  const body = z.unknown().meta(description === undefined ? json : { ...json, description });
+  documentedSchemas.set(body, schema);
+  return body;
 }
+
+/** The schema a `documentedBody` was made from: what the body's top-level keys are checked against (body-keys.ts). */
+const documentedSchemas = new WeakMap<z.ZodType, z.ZodType>();
+
+export const documentedSchemaOf = (body: z.ZodType): z.ZodType | undefined => documentedSchemas.get(body);

@@ -46,8 +46,18 @@ interface CandidateRow {
 
 const CANDIDATE_COLUMNS = 'p.id, p.external_id IS NOT NULL AS identified, p.updated_at';
 
-/** Per kind: the statement that finds the profiles of `$2` (values, or labels with `$3` names) in workspace `$1`. */
-const CANDIDATE_SQL: Record<UserRef['kind'], string> = {
+/** Kinds an identifier of which may name any number of profiles, and how a profile `p` matches the value `i.v`. */
+const SHARED_MATCH = {
+  email: 'lower(p.email) = lower(i.v)',
+  phone: 'p.phone = i.v',
+  // The expression of the index profiles_device_ids (migration 0310), so that the index serves it.
+  device_id: `jsonb_path_query_array(p.devices, '$[*].device_id'::jsonpath) @> jsonb_build_array(i.v)`,
+} as const;
+type SharedKind = keyof typeof SHARED_MATCH;
+const isShared = (kind: UserRef['kind']): kind is SharedKind => kind in SHARED_MATCH;
+
+/** Per kind whose identifier names at most one profile: the statement that finds them in workspace `$1`. */
+const SINGLE_SQL: Record<Exclude<UserRef['kind'], SharedKind>, string> = {
   external_id: `SELECT i.n::int AS n, ${CANDIDATE_COLUMNS} FROM unnest($2::text[]) WITH ORDINALITY AS i(v, n)
                   JOIN profiles p ON p.workspace_id = $1 AND p.external_id = i.v
                 UNION ALL
@@ -58,30 +68,45 @@ const CANDIDATE_SQL: Record<UserRef['kind'], string> = {
   user_alias: `SELECT i.n::int AS n, ${CANDIDATE_COLUMNS} FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS i(label, name, n)
                  JOIN profile_aliases a ON a.workspace_id = $1 AND a.alias_label = i.label AND a.alias_name = i.name
                  JOIN profiles p ON p.id = a.profile_id`,
-  email: `SELECT i.n::int AS n, ${CANDIDATE_COLUMNS} FROM unnest($2::text[]) WITH ORDINALITY AS i(v, n)
-            JOIN profiles p ON p.workspace_id = $1 AND lower(p.email) = lower(i.v)`,
-  phone: `SELECT i.n::int AS n, ${CANDIDATE_COLUMNS} FROM unnest($2::text[]) WITH ORDINALITY AS i(v, n)
-            JOIN profiles p ON p.workspace_id = $1 AND p.phone = i.v`,
-  // No index holds device ids (no ingestion path writes devices): this reads the workspace's profiles. docs/user-data.md.
-  device_id: `SELECT i.n::int AS n, ${CANDIDATE_COLUMNS} FROM unnest($2::text[]) WITH ORDINALITY AS i(v, n)
-                JOIN profiles p ON p.workspace_id = $1 AND p.devices @> jsonb_build_array(jsonb_build_object('device_id', i.v))`,
 };
 
 /**
- * Every profile each reference matches, in the references' order, most recently updated first: one profile for an
- * external_id, service_id or alias; any number for an email address, phone number or device id.
+ * The statement that finds the profiles of `$2` (values, or labels with `$3` names) in workspace `$1`. With `limit`,
+ * an identifier that many profiles share gives at most `$3` of them, the most recently updated, read in that order
+ * (the rest are never fetched).
  */
-export async function findCandidates(db: Db, workspaceId: string, refs: UserRef[]): Promise<Candidate[][]> {
+export function candidatesSql(kind: UserRef['kind'], options: { limit?: boolean } = {}): string {
+  if (!isShared(kind)) return SINGLE_SQL[kind];
+  const values = 'FROM unnest($2::text[]) WITH ORDINALITY AS i(v, n)';
+  if (!options.limit)
+    return `SELECT i.n::int AS n, ${CANDIDATE_COLUMNS} ${values} JOIN profiles p ON p.workspace_id = $1 AND ${SHARED_MATCH[kind]}`;
+  return `SELECT i.n::int AS n, c.id, c.identified, c.updated_at ${values}
+            CROSS JOIN LATERAL (SELECT ${CANDIDATE_COLUMNS} FROM profiles p WHERE p.workspace_id = $1 AND ${SHARED_MATCH[kind]}
+                                 ORDER BY p.updated_at DESC, p.id DESC LIMIT $3) c`;
+}
+
+/**
+ * Every profile each reference matches, in the references' order, most recently updated first: one profile for an
+ * external_id, service_id or alias; any number for an email address, phone number or device id, or at most
+ * `limitPerRef` of them (the most recently updated) when it is given.
+ */
+export async function findCandidates(
+  db: Db,
+  workspaceId: string,
+  refs: UserRef[],
+  options: { limitPerRef?: number } = {},
+): Promise<Candidate[][]> {
   const found: Candidate[][] = refs.map(() => []);
   const kinds = [...new Set(refs.map((r) => r.kind))];
   for (const kind of kinds) {
     const positions = refs.flatMap((r, i) => (r.kind === kind ? [i] : []));
     const mine = positions.map((i) => refs[i]!);
+    const limit = isShared(kind) ? options.limitPerRef : undefined;
     const params: unknown[] =
       kind === 'user_alias'
         ? [workspaceId, mine.map((r) => (r as { label: string }).label), mine.map((r) => (r as { name: string }).name)]
-        : [workspaceId, mine.map((r) => (r as { value: string }).value)];
-    const { rows } = await db.query<CandidateRow>(CANDIDATE_SQL[kind], params);
+        : [workspaceId, mine.map((r) => (r as { value: string }).value), ...(limit === undefined ? [] : [limit])];
+    const { rows } = await db.query<CandidateRow>(candidatesSql(kind, { limit: limit !== undefined }), params);
     for (const r of rows) {
       const list = found[positions[r.n - 1]!]!;
       if (!list.some((c) => c.id === r.id)) list.push({ id: r.id, identified: r.identified, updatedAt: r.updated_at });

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { RATE_LIMITS } from '../auth/rate-limit.js';
 import { apiKeyOf } from '../http/principals.js';
 import { acceptDelete, acceptIdentify, acceptMerge, acceptRemove, acceptRename } from '../user-data/accept.js';
-import { exportByIdentifiers } from '../user-data/export-ids.js';
+import { exportByIdentifiers, MAX_USERS_PER_IDENTIFIER } from '../user-data/export-ids.js';
 import {
   DeleteBody,
   ExportIdsBody,
@@ -29,6 +29,12 @@ export const ExportIdsResponse = z.object({
     .array(z.record(z.string(), z.unknown()))
     .describe('One object per user, as a segment export line renders it'),
   invalid_user_ids: z.array(z.string()).optional(),
+  truncated_user_ids: z
+    .array(z.string())
+    .optional()
+    .describe(
+      `Identifiers (an email address, phone number or device id) that name more than ${MAX_USERS_PER_IDENTIFIER} users: users holds the ${MAX_USERS_PER_IDENTIFIER} most recently updated of each`,
+    ),
   message: z.string(),
 });
 
@@ -56,7 +62,7 @@ function exportIdsRoute(base: FastifyInstance): void {
         description:
           `Up to ${MAX_USER_DATA_ENTRIES} external_ids and user_aliases, or one of device_id, service_id, email_address, phone; fields_to_export ` +
           "takes the segment export's field names (default: all). Each user is rendered as a segment export line renders it; identifiers that " +
-          'name nobody are listed in invalid_user_ids.',
+          `name nobody are listed in invalid_user_ids; one that names more than ${MAX_USERS_PER_IDENTIFIER} users answers the ${MAX_USERS_PER_IDENTIFIER} most recently updated and is listed in truncated_user_ids.`,
         tags: ['users'],
         body: ExportIdsBody,
         response: { 201: ExportIdsResponse },

@@ -4,12 +4,17 @@ import { EXPORT_FIELDS, type ExportField } from '../exports/request/request-body
 import { findCandidates, refText } from '../profiles/lookup.js';
 import { exportIdsRefs, type ExportIdsBody } from './requests.js';
 
+/** At most this many users of one identifier are answered (an email address, phone number or device id). */
+export const MAX_USERS_PER_IDENTIFIER = 50;
+
 /**
  * POST /users/export/ids: the users the request names, each rendered by the segment export's own line (src/exports/
  * line-query.ts), so that the same user and fields give the same JSON in both. Users come in the order the request
  * names them (a user named twice, once); an email address, phone number or device id may name several users, most
- * recently updated first. Identifiers that name nobody are listed in invalid_user_ids (an alias as `label:name`).
- * Answered as JSON text built around the lines PostgreSQL wrote: nothing is parsed and serialized again.
+ * recently updated first, at most MAX_USERS_PER_IDENTIFIER of them: one that names more is listed in
+ * truncated_user_ids, so that a shared identifier neither answers without bound nor is cut short in silence.
+ * Identifiers that name nobody are listed in invalid_user_ids (an alias as `label:name`). Answered as JSON text built
+ * around the lines PostgreSQL wrote: nothing is parsed and serialized again.
  */
 export async function exportByIdentifiers(
   pool: Pool,
@@ -18,8 +23,14 @@ export async function exportByIdentifiers(
   now = new Date(),
 ): Promise<string> {
   const refs = exportIdsRefs(body);
-  const candidates = await findCandidates(pool, workspaceId, refs);
+  // One more than are answered, to know that there were more.
+  const candidates = await findCandidates(pool, workspaceId, refs, { limitPerRef: MAX_USERS_PER_IDENTIFIER + 1 });
   const invalid = refs.flatMap((ref, i) => (candidates[i]!.length === 0 ? [refText(ref)] : []));
+  const truncated = refs.flatMap((ref, i) => {
+    if (candidates[i]!.length <= MAX_USERS_PER_IDENTIFIER) return [];
+    candidates[i]!.length = MAX_USERS_PER_IDENTIFIER;
+    return [refText(ref)];
+  });
   const ids = [...new Set(candidates.flat().map((c) => c.id))];
   let lines: string[] = [];
   if (ids.length > 0) {
@@ -32,5 +43,6 @@ export async function exportByIdentifiers(
     const byId = new Map(rows.map((r) => [r.id, r.line]));
     lines = ids.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));
   }
-  return `{"users":[${lines.join(',')}],${invalid.length > 0 ? `"invalid_user_ids":${JSON.stringify(invalid)},` : ''}"message":"success"}`;
+  const listed = (key: string, values: string[]) => (values.length > 0 ? `"${key}":${JSON.stringify(values)},` : '');
+  return `{"users":[${lines.join(',')}],${listed('invalid_user_ids', invalid)}${listed('truncated_user_ids', truncated)}"message":"success"}`;
 }

@@ -2,31 +2,47 @@ import { generateSecret, hashSecret, secretPrefix } from '../auth/secrets.js';
 import type { PoolClient } from '../db/pool.js';
 import { failOnIssues } from './apply-issues.js';
 import { formatPath, type FileIssue } from './parse.js';
+import { mergeDeclared } from './declared-merge.js';
+import { allowedStrings } from '../scim/catalog.js';
 import { SPECS, type ApplyRun, type DeclaredWorkspace, type Kind, type Path } from './apply-specs.js';
 import type { WorkspaceFile } from './schema.js';
 import { upsert, type UpsertCounts } from './upsert.js';
 
-/** The company and its workspaces, which every other kind hangs from; their ids. */
+/**
+ * The company and its workspaces, which every other kind hangs from; their ids. A file that names them to declare
+ * something else leaves out what it does not say: absent settings and destination stay as stored, settings given in
+ * part replace only the keys they give (./declared-merge.ts), and `export_destination: null` removes a destination.
+ */
 export async function applyTenancy(
   client: PoolClient,
   file: WorkspaceFile,
   counts: Record<Kind, UpsertCounts>,
+  issues: FileIssue[],
 ): Promise<{ companyId: string; workspaceIds: Map<string, string>; workspaces: DeclaredWorkspace[] }> {
-  counts.companies = await upsert(client, SPECS.companies, [
-    { name: file.company.name, settings: file.company.settings },
+  const storedCompany = await client.query<{ settings: unknown }>('SELECT settings FROM companies WHERE name = $1', [
+    file.company.name,
   ]);
+  const companySettings = mergeDeclared(storedCompany.rows[0]?.settings ?? {}, file.company.settings);
+  checkPermissionSets(file, companySettings, issues);
+  counts.companies = await upsert(client, SPECS.companies, [{ name: file.company.name, settings: companySettings }]);
   const companyId = (
     await client.query<{ id: string }>('SELECT id FROM companies WHERE name = $1', [file.company.name])
   ).rows[0]!.id;
 
+  const storedWorkspaces = await client.query<{ name: string; settings: unknown; export_destination: unknown }>(
+    'SELECT name, settings, export_destination FROM workspaces WHERE company_id = $1 AND name = ANY($2)',
+    [companyId, file.workspaces.map((w) => w.name)],
+  );
+  const stored = new Map(storedWorkspaces.rows.map((r) => [r.name, r]));
   counts.workspaces = await upsert(
     client,
     SPECS.workspaces,
     file.workspaces.map((w) => ({
       company_id: companyId,
       name: w.name,
-      settings: w.settings,
-      export_destination: w.export_destination,
+      settings: mergeDeclared(stored.get(w.name)?.settings ?? {}, w.settings),
+      export_destination:
+        w.export_destination === undefined ? (stored.get(w.name)?.export_destination ?? null) : w.export_destination,
     })),
   );
   const wsRows = await client.query<{ id: string; name: string }>(
@@ -41,6 +57,25 @@ export async function applyTenancy(
   }));
 
   return { companyId, workspaceIds: wsId, workspaces };
+}
+
+/**
+ * Permission sets stand for workspace-level SCIM permissions: the built-in ones plus the company's extensions, as
+ * they stand once this file's settings are merged into the stored ones (a file may name a permission that only the
+ * stored settings add).
+ */
+function checkPermissionSets(file: WorkspaceFile, companySettings: unknown, issues: FileIssue[]): void {
+  const scimAllowed = allowedStrings(companySettings).workspace;
+  file.permission_sets.forEach((set, si) =>
+    set.permissions.forEach((perm, pi) => {
+      if (!scimAllowed.has(perm)) {
+        issues.push({
+          path: formatPath(['permission_sets', si, 'permissions', pi]),
+          message: `unknown workspace permission "${perm}" (neither built in nor listed in company.settings.scim.permissions)`,
+        });
+      }
+    }),
+  );
 }
 
 /**

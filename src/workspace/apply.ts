@@ -61,8 +61,9 @@ async function applyIn(client: PoolClient, file: WorkspaceFile, now: Date): Prom
     Kind,
     UpsertCounts
   >;
-  const { companyId, workspaceIds, workspaces } = await applyTenancy(client, file, counts);
-  const run: ApplyRun = { client, file, now, counts, issues: [], generatedSecrets: [], companyId, workspaces };
+  const issues: ApplyRun['issues'] = [];
+  const { companyId, workspaceIds, workspaces } = await applyTenancy(client, file, counts, issues);
+  const run: ApplyRun = { client, file, now, counts, issues, generatedSecrets: [], companyId, workspaces };
   await applySecrets(run);
   await applyObjects(run);
   await applyReferences(run);

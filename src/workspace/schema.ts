@@ -10,7 +10,6 @@ import {
   partSizingRefusal,
 } from '../exports/request/request-body.js';
 import { isPermission, PERMISSIONS } from '../auth/permissions.js';
-import { allowedStrings } from '../scim/catalog.js';
 import { Permissions as ScimPermissionsBody } from '../scim/schemas.js';
 import { SegmentFilterSchema } from '../segments/filter.js';
 import { Destination } from '../storage/destination.js';
@@ -340,15 +339,16 @@ export const RecordsSchema = z.strictObject({
 
 export const WorkspaceSchema = z.strictObject({
   name: Name,
-  settings: z.strictObject({ should_inline_css: z.boolean().optional() }).default({}),
+  /** Absent: the stored settings stay; given: its keys replace the stored ones, the others stay. */
+  settings: z.strictObject({ should_inline_css: z.boolean().optional() }).optional(),
   apps: z.array(AppSchema).max(100).default([]),
   teams: z
     .array(z.strictObject({ name: Name }))
     .max(1000)
     .default([]),
   api_keys: z.array(ApiKeySchema).max(1000).default([]),
-  /** Absent means none: exports go to the built-in local bucket. */
-  export_destination: Destination.optional(),
+  /** Absent: the stored destination stays; null: none, exports go to the built-in local bucket. */
+  export_destination: Destination.nullable().optional(),
   tags: z.array(Tag).max(MAX_ITEMS).default([]),
   content_blocks: z
     .array(z.strictObject({ name: Name, content: z.string().max(500_000) }))
@@ -388,7 +388,8 @@ const WorkspaceFileFields = z.strictObject({
           })
           .optional(),
       })
-      .default({}),
+      // Absent: the stored settings stay (a file naming the company to declare something else must not wipe them).
+      .optional(),
   }),
   scim_tokens: z.array(ScimTokenSchema).max(100).default([]),
   permission_sets: z
@@ -417,7 +418,6 @@ type Path = (string | number)[];
  */
 export const WorkspaceFileSchema = WorkspaceFileFields.superRefine((file, ctx) => {
   checkCompanyNames(file, ctx);
-  checkPermissionSets(file, ctx);
   reportDuplicateField(ctx, file.workspaces, 'name', ['workspaces'], 'workspace name');
   checkSecretsAcrossFile(file, ctx);
   checkIdsAcrossWorkspaces(file, ctx);
@@ -475,22 +475,6 @@ function checkCompanyNames(file: ParsedFile, ctx: z.RefinementCtx): void {
     (g) => g.display_name.toLowerCase(),
     (i) => ['scim_groups', i, 'display_name'],
     'SCIM group display_name',
-  );
-}
-
-/** Permission sets stand for workspace-level SCIM permissions: the built-in ones plus this file's extensions. */
-function checkPermissionSets(file: ParsedFile, ctx: z.RefinementCtx): void {
-  const scimAllowed = allowedStrings({ scim: file.company.settings.scim }).workspace;
-  file.permission_sets.forEach((set, si) =>
-    set.permissions.forEach((perm, pi) => {
-      if (!scimAllowed.has(perm)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['permission_sets', si, 'permissions', pi],
-          message: `unknown workspace permission "${perm}" (neither built in nor listed in company.settings.scim.permissions)`,
-        });
-      }
-    }),
   );
 }
 

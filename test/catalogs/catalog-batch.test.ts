@@ -266,7 +266,9 @@ describe('PUT /catalogs/{name}/items: every error id, alone', () => {
     ['unable-to-coerce-value', { items: [item('a', { Rating: 'four' })] }, 'unable-to-coerce-value'],
     ['unable-to-coerce-value (NUL text)', { items: [item('a', { Name: 'a\u0000b' })] }, 'unable-to-coerce-value'],
     ['item-array-invalid (not an array)', { items: { id: 'a' } }, 'item-array-invalid'],
-    ['item-array-invalid (missing)', { itms: [item('a')] }, 'item-array-invalid'],
+    ['item-array-invalid (missing)', {}, 'item-array-invalid'],
+    // A misspelt `items` is named as the unknown key it is (docs/api.md), in the catalog body.
+    ['invalid-request (items misspelt)', { itms: [item('a')] }, 'invalid-request'],
     ['item-array-invalid (empty)', { items: [] }, 'item-array-invalid'],
     ['item-array-invalid (element)', { items: [item('a'), 'b'] }, 'item-array-invalid'],
     ['item-array-invalid (body is an array)', [item('a')], 'item-array-invalid'],

@@ -130,7 +130,11 @@ describe('POST /templates/email/create', () => {
     ],
     ['too many tags', { ...valid, tags: Array.from({ length: 101 }, () => 'promo') }, 'At most 100 tags'],
     ['a tag too long', { ...valid, tags: ['t'.repeat(256)] }, 'A tag is at most 255 characters'],
-    ['an unknown field', { ...valid, descriptoin: 'typo' }, 'Unknown field: descriptoin'],
+    [
+      'an unknown field',
+      { ...valid, descriptoin: 'typo' },
+      'Invalid body: unknown key "descriptoin" (this endpoint takes body, plaintext_body, preheader, should_inline_css, subject, tags, template_name)',
+    ],
     ['an array body', [valid], 'Request body must be a JSON object'],
   ];
   it.each(refusals)('refuses %s with the exact message and stores nothing', async (_name, payload, message) => {

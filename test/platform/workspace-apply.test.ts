@@ -378,20 +378,31 @@ describe('invalid workspace files', () => {
     ).not.toThrow();
   });
 
-  it('checks permission sets against the SCIM permissions, built in and declared', () => {
-    expectFileError(
-      () =>
-        parseWorkspaceFile(
-          `company: { name: S, settings: { scim: { permissions: { workspace: [view_reports] } } } }\n` +
-            `permission_sets:\n  - { name: ok, permissions: [basic_access, view_reports] }\n  - { name: bad, permissions: [basic_access, fly_rockets] }\n`,
-        ),
-      /^permission_sets\[1\]\.permissions\[1\]: unknown workspace permission "fly_rockets"/,
-    );
-    expect(() =>
+  it('checks permission sets against the SCIM permissions, built in and declared, when it applies', async () => {
+    // The check is made against the settings as they stand once the file's are merged into the stored ones, so at
+    // apply time; a refused file writes nothing.
+    const err = await applyWorkspaceFile(
+      env.ctx.pool,
+      parseWorkspaceFile(
+        `company: { name: S, settings: { scim: { permissions: { workspace: [view_reports] } } } }\n` +
+          `permission_sets:\n  - { name: ok, permissions: [basic_access, view_reports] }\n  - { name: bad, permissions: [basic_access, fly_rockets] }\n`,
+      ),
+    ).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkspaceFileError);
+    expect((err as WorkspaceFileError).issues).toEqual([
+      {
+        path: 'permission_sets[1].permissions[1]',
+        message: expect.stringMatching(/^unknown workspace permission "fly_rockets"/),
+      },
+    ]);
+    expect(await q(`SELECT 1 FROM companies WHERE name = 'S'`)).toEqual([]);
+    const ok = await applyWorkspaceFile(
+      env.ctx.pool,
       parseWorkspaceFile(
         `company: { name: S, settings: { scim: { permissions: [view_reports] } } }\npermission_sets: [{ name: ok, permissions: [view_reports] }]\n`,
       ),
-    ).not.toThrow();
+    );
+    expect(ok.counts.permission_sets.created).toBe(1);
   });
 
   it('reports YAML and JSON syntax errors with their line, and an empty file', () => {

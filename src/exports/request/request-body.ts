@@ -69,7 +69,7 @@ function httpUrl(value: string): URL | null {
   }
 }
 
-/** The body of POST /users/export/segment. Unknown keys are ignored, as clients of the original send extras. */
+/** The body of POST /users/export/segment. An unknown key is refused for every body (src/http/body-keys.ts). */
 export const ExportRequestSchema = z.object({
   segment_id: z
     .string({ error: 'segment_id is required and must be a string' })
