@@ -1,6 +1,7 @@
-import { isPlainObject } from '../ingest/accept/validate-rules.js';
+import { MAX_IDENTIFIER_CHARS, isPlainObject } from '../ingest/accept/validate-rules.js';
 import { validateAttributes } from '../ingest/accept/validate.js';
 import type { TrackAttributes } from '../ingest/types.js';
+import { describeUnstorable, textProblem } from '../lib/storable.js';
 import type { UserRef } from '../profiles/lookup.js';
 
 /**
@@ -112,6 +113,36 @@ function payloadOf(value: unknown): Record<string, unknown> | string {
 
 const IDENTIFIER_KEYS = ['external_id', 'user_alias', 'service_id', 'braze_id'];
 
+/** The identifier columns, as a refusal names them. */
+const IDENTIFIER_COLUMNS = [
+  'external_id',
+  'alias_name',
+  'alias_label',
+  'service_id',
+  'braze_id',
+  'email',
+  'phone',
+] as const;
+
+/**
+ * Why an identifier the row gives cannot be used, whatever the row does with it (attributes, a phone lookup, a
+ * delete): /users/track's rules for an identifier, said of the column. A value PostgreSQL cannot store would fail the
+ * lookup or the write of the whole batch, again on every retry, instead of this one row.
+ */
+function identifierProblem(row: SourceRow): string | null {
+  for (const column of IDENTIFIER_COLUMNS) {
+    const value = text(row[column]);
+    if (value === undefined) continue;
+    const name = column.toUpperCase();
+    if (value === '') return `'${name}' must not be empty`;
+    const problem = textProblem(value);
+    if (problem) return describeUnstorable({ ...problem, path: name, inKey: false }, 0);
+    // UTF-16 units, as /users/track's rule for an identifier counts them.
+    if (value.length > MAX_IDENTIFIER_CHARS) return `'${name}' may be at most ${MAX_IDENTIFIER_CHARS} characters`;
+  }
+  return null;
+}
+
 /**
  * What a row does. `fallbackTime` stands for a missing UPDATED_AT (a bucket file has none): the sync's start. An
  * identifier is taken from its column, never from PAYLOAD (which must not hold one, as the public API says).
@@ -144,6 +175,8 @@ export function rowItem(row: SourceRow, fallbackTime: string): RowItem {
       reason:
         'the row names its user more than once: give one of EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE',
     };
+  const badIdentifier = identifierProblem(row);
+  if (badIdentifier !== null) return { kind: 'refused', reason: badIdentifier };
 
   if (truthy(row.deleted)) {
     const target: UserRef =
