@@ -4,7 +4,8 @@ import { PAGE_SIZE } from './integrations.js';
 
 /**
  * The sync jobs (runs) of an integration: one runs at a time (a partial unique index), each counts what it synced and
- * refused, and says where it has got to (./sync.ts commits that with every batch).
+ * refused. Where a sync has got to is the integration's (a table's watermark, a file's position), committed with every
+ * batch, so that the next run, or this one resumed, goes on from there.
  */
 
 export type JobStatus = 'running' | 'success' | 'partial' | 'error' | 'config_error';
@@ -23,7 +24,6 @@ export interface SyncJob {
   lastTimestampSynced: Date | null;
   rejectsKey: string | null;
   error: string | null;
-  cursor: { key: string; etag: string; done: number } | null;
 }
 
 interface JobRow {
@@ -39,7 +39,6 @@ interface JobRow {
   last_timestamp_synced: Date | null;
   rejects_key: string | null;
   error: string | null;
-  cursor: SyncJob['cursor'];
 }
 
 const fromRow = (r: JobRow): SyncJob => ({
@@ -55,7 +54,6 @@ const fromRow = (r: JobRow): SyncJob => ({
   lastTimestampSynced: r.last_timestamp_synced,
   rejectsKey: r.rejects_key,
   error: r.error,
-  cursor: r.cursor,
 });
 
 type Db = Pick<Pool | PoolClient, 'query'>;
@@ -106,7 +104,7 @@ export async function finishJob(
   const { rows } = await db.query<JobRow>(
     `UPDATE cdi_sync_jobs SET
        status = coalesce($2, CASE WHEN rows_failed = 0 THEN 'success' WHEN rows_synced = 0 THEN 'error' ELSE 'partial' END),
-       error = $3, rejects_key = coalesce($4, rejects_key), finished_at = now(), cursor = NULL
+       error = $3, rejects_key = coalesce($4, rejects_key), finished_at = now()
       WHERE id = $1 AND status = 'running' RETURNING *`,
     [jobId, outcome.status ?? null, outcome.error?.slice(0, 1000) ?? null, outcome.rejectsKey ?? null],
   );
