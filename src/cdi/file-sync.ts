@@ -5,7 +5,7 @@ import { commitBatch, type Item, type SyncDeps } from './batch-apply.js';
 import { fileRows, pendingFiles, type FileFormat } from './file-source.js';
 import type { CdiIntegration } from './integrations.js';
 import type { SyncJob } from './jobs.js';
-import { rowItem } from './rows.js';
+import { latestRowTime, rowItem } from './rows.js';
 
 /**
  * A bucket source: each new file in key order, its position (the integration's, cdi_file_positions) committed with
@@ -82,6 +82,7 @@ async function syncFile(
   const progress = fileProgress(integration.id, job, file, position.rowsAt);
   let read = 0;
   let batch: Item[] = [];
+  const latest = latestRowTime();
   const commit = async (last: boolean) => {
     const upTo = read;
     await commitBatch(deps, job, batch, (client) => progress(client, upTo, last), null);
@@ -94,7 +95,7 @@ async function syncFile(
     batch.push(
       'refused' in r
         ? { item: { kind: 'refused', reason: r.refused }, row: null, at }
-        : { item: rowItem(r.row, position.rowsAt), row: r.row, at },
+        : { item: rowItem(r.row, position.rowsAt, latest), row: r.row, at },
     );
     if (batch.length >= deps.config.CDI_BATCH_ROWS) await commit(false);
   }

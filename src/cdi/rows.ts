@@ -94,6 +94,25 @@ export function rowTime(value: unknown, fallback: string): string | { refused: s
   return date.toISOString();
 }
 
+/** How far ahead of this service's clock a row's UPDATED_AT may be (clocks drift); beyond, the row is refused. */
+export const MAX_AHEAD_MS = 5 * 60_000;
+
+/** The latest UPDATED_AT a row may have now, as rowTime prints times. */
+export const latestRowTime = (now = Date.now()): string => new Date(now + MAX_AHEAD_MS).toISOString();
+
+/** Why a row stamped `at` is refused: it is too far ahead (see MAX_AHEAD_MS). */
+export const aheadReason = (at: string) =>
+  `UPDATED_AT ${at} is more than ${MAX_AHEAD_MS / 60_000} minutes ahead of this service's clock`;
+
+/**
+ * Whether a time rowTime printed is later than `latest` (a time of this millennium, as latestRowTime prints it): both
+ * are ISO strings of 24 characters for years 0 to 9999, ordered as text; beyond, Date prints a signed six-digit year.
+ */
+export function isAfter(at: string, latest: string): boolean {
+  if (at.length === 24) return at > latest;
+  return at.startsWith('+');
+}
+
 const MAX_PAYLOAD_BYTES = 1024 * 1024;
 
 function payloadOf(value: unknown): Record<string, unknown> | string {
@@ -144,12 +163,14 @@ function identifierProblem(row: SourceRow): string | null {
 }
 
 /**
- * What a row does. `fallbackTime` stands for a missing UPDATED_AT (a bucket file has none): the sync's start. An
- * identifier is taken from its column, never from PAYLOAD (which must not hold one, as the public API says).
+ * What a row does. `fallbackTime` stands for a missing UPDATED_AT (a bucket file has none: the time the file was first
+ * read); an UPDATED_AT after `latest` refuses the row (latestRowTime). An identifier is taken from its column, never
+ * from PAYLOAD (which must not hold one, as the public API says).
  */
-export function rowItem(row: SourceRow, fallbackTime: string): RowItem {
+export function rowItem(row: SourceRow, fallbackTime: string, latest: string): RowItem {
   const at = rowTime(row.updated_at, fallbackTime);
   if (typeof at !== 'string') return { kind: 'refused', reason: at.refused };
+  if (isAfter(at, latest)) return { kind: 'refused', reason: aheadReason(at) };
   const externalId = text(row.external_id);
   const aliasName = text(row.alias_name);
   const aliasLabel = text(row.alias_label);

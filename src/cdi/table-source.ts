@@ -1,6 +1,6 @@
 import pg from 'pg';
 import QueryStream from 'pg-query-stream';
-import { columnMap, type CdiColumn, type SourceRow } from './rows.js';
+import { aheadReason, columnMap, type CdiColumn, type SourceRow } from './rows.js';
 
 /**
  * A PostgreSQL table (or view) as a Cloud Data Ingestion source, reached with the connection string an environment
@@ -18,6 +18,11 @@ export interface TableRow {
   /** UPDATED_AT to the microsecond, as PostgreSQL prints it in UTC: the watermark keeps this exact value. */
   ts: string;
   hash: string;
+  /**
+   * Why the row is refused before it is read further: an UPDATED_AT too far ahead of the clock, or infinite. Such a
+   * row never moves the watermark nor is recorded as taken: it is read (and refused) again until its time comes.
+   */
+  refused?: string;
 }
 
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
@@ -75,8 +80,11 @@ export class TableSource {
     }
   }
 
-  /** The ordered query from `watermark` (inclusive), or from the start. */
-  private query(watermark: string | null): { sql: string; params: unknown[] } {
+  /**
+   * The ordered query from `watermark` (inclusive), or from the start. `latest` is the latest UPDATED_AT a row may
+   * have (latestRowTime): each row says whether it is past it, compared by PostgreSQL, whatever the time's range.
+   */
+  private query(watermark: string | null, latest: string): { sql: string; params: unknown[] } {
     const cols = [...this.columns.entries()];
     const select = cols
       .map(([ours, theirs]) => (ours === 'updated_at' ? null : `${quoteIdent(theirs)} AS ${ours}`))
@@ -86,10 +94,12 @@ export class TableSource {
     const hashed = cols.map(([, theirs]) => `coalesce(${quoteIdent(theirs)}::text, chr(30))`).join(', ');
     const outer = [...cols.filter(([ours]) => ours !== 'updated_at').map(([ours]) => `r.${ours}`), 'r.ts', 'r.hash'];
     // The ordering time stays in the subquery: read out, it would be parsed into a Date for every row, unused.
-    const sql = `SELECT ${outer.join(', ')} FROM (SELECT ${[...select, `${ts} AS ts`, `md5(concat_ws(chr(31), ${hashed})) AS hash`].join(', ')}, ${updated} AS order_at
-                   FROM ${this.relation} WHERE ${updated} IS NOT NULL ${watermark ? `AND ${updated} >= $1::timestamptz` : ''}) r
+    const at = `${updated}::timestamptz`;
+    const ahead = `(${at} > $1::timestamptz OR NOT isfinite(${at})) AS ahead`;
+    const sql = `SELECT ${outer.join(', ')}, r.ahead FROM (SELECT ${[...select, `${ts} AS ts`, `md5(concat_ws(chr(31), ${hashed})) AS hash`, ahead].join(', ')}, ${updated} AS order_at
+                   FROM ${this.relation} WHERE ${updated} IS NOT NULL ${watermark ? `AND ${updated} >= $2::timestamptz` : ''}) r
                   ORDER BY r.order_at, r.hash`;
-    return { sql, params: watermark ? [watermark] : [] };
+    return { sql, params: watermark ? [latest, watermark] : [latest] };
   }
 
   /**
@@ -97,19 +107,29 @@ export class TableSource {
    * watermark's exact time already taken, and rows past it that a lane of an unfinished batch committed). One query:
    * the caller applies each batch before asking for the next, and the stream waits meanwhile.
    */
-  async *batches(watermark: string | null, synced: ReadonlySet<string>, size: number): AsyncGenerator<TableRow[]> {
-    const { sql, params } = this.query(watermark);
+  async *batches(
+    watermark: string | null,
+    synced: ReadonlySet<string>,
+    size: number,
+    latest: string,
+  ): AsyncGenerator<TableRow[]> {
+    const { sql, params } = this.query(watermark, latest);
     const stream = this.client.query(new QueryStream(sql, params, { batchSize: Math.min(size, 5_000) }));
     let batch: TableRow[] = [];
     try {
       for await (const raw of stream as AsyncIterable<Record<string, unknown>>) {
-        const ts = raw.ts as string;
+        // NULL for an infinite time (refused below); named so, it sorts after every time in the rejects' order.
+        const ts = (raw.ts as string | null) ?? 'infinity';
         const hash = raw.hash as string;
         if (synced.has(hash)) continue;
         const row: SourceRow = {};
         for (const key of this.columns.keys()) if (key !== 'updated_at') row[key] = raw[key];
         row.updated_at = ts;
-        batch.push({ row, ts, hash });
+        batch.push(
+          raw.ahead === true
+            ? { row, ts, hash, refused: raw.ts === null ? 'UPDATED_AT is not a finite time' : aheadReason(ts) }
+            : { row, ts, hash },
+        );
         if (batch.length >= size) {
           yield batch;
           batch = [];
