@@ -82,11 +82,13 @@ async function syncFile(
   const progress = fileProgress(integration.id, job, file, position.rowsAt);
   let read = 0;
   let batch: Item[] = [];
+  let bytes = 0;
   const latest = latestRowTime();
   const commit = async (last: boolean) => {
     const upTo = read;
     await commitBatch(deps, job, batch, (client) => progress(client, upTo, last), null);
     batch = [];
+    bytes = 0;
   };
   for await (const r of fileRows(opened.store, file.key, integration.source.format as FileFormat)) {
     read++;
@@ -97,7 +99,8 @@ async function syncFile(
         ? { item: { kind: 'refused', reason: r.refused }, row: null, at }
         : { item: rowItem(r.row, position.rowsAt, latest), row: r.row, at },
     );
-    if (batch.length >= deps.config.CDI_BATCH_ROWS) await commit(false);
+    bytes += r.bytes;
+    if (batch.length >= deps.config.CDI_BATCH_ROWS || bytes >= deps.config.CDI_BATCH_BYTES) await commit(false);
   }
   await commit(true);
 }

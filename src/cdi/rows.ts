@@ -113,13 +113,58 @@ export function isAfter(at: string, latest: string): boolean {
   return at.startsWith('+');
 }
 
-const MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** The largest PAYLOAD, in bytes of its JSON text (as the source gives it, or as JSON.stringify writes an object). */
+export const MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** What a refused row keeps of its payload in the rejects: the first kilobyte. */
+export const KEPT_PAYLOAD_BYTES = 1024;
+const TOO_LARGE = 'PAYLOAD is larger than 1 MB';
+
+/**
+ * A PAYLOAD a source found larger than MAX_PAYLOAD_BYTES before reading it whole (./table-source.ts asks PostgreSQL
+ * its size; ./file-source.ts counts a line's bytes): the row is refused, and only the payload's first kilobyte is
+ * held, which is what its reject shows.
+ */
+export class PayloadTooLarge {
+  constructor(readonly head: string) {}
+  toJSON(): string {
+    return this.head;
+  }
+}
+
+/** The first `max` bytes of a string's UTF-8, never cutting a character (nor a surrogate pair) in two. */
+export function headOf(s: string, max = KEPT_PAYLOAD_BYTES): string {
+  let cut = s.length > max ? s.slice(0, max) : s;
+  if (cut.length < s.length && /[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1);
+  const bytes = Buffer.from(cut, 'utf8');
+  if (bytes.length <= max) return cut;
+  let end = max;
+  // Back to the first byte of the character that straddles the limit.
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--;
+  return bytes.subarray(0, end).toString('utf8');
+}
+
+/**
+ * A refused row as its reject shows it: verbatim, but its payload kept to its first kilobyte (of its JSON text for an
+ * object), so the rejects hold no more of a row than needed to find it.
+ */
+export function rejectedRow(row: SourceRow): SourceRow {
+  const payload = row.payload;
+  if (payload === null || payload === undefined || typeof payload === 'number' || typeof payload === 'boolean')
+    return row;
+  if (payload instanceof PayloadTooLarge) return { ...row, payload: payload.head };
+  const text = typeof payload === 'string' ? payload : JSON.stringify(payload);
+  if (text === undefined) return row;
+  return text.length <= KEPT_PAYLOAD_BYTES / 3 || Buffer.byteLength(text) <= KEPT_PAYLOAD_BYTES
+    ? row
+    : { ...row, payload: headOf(text) };
+}
 
 function payloadOf(value: unknown): Record<string, unknown> | string {
   if (value === null || value === undefined) return {};
+  if (value instanceof PayloadTooLarge) return TOO_LARGE;
   let parsed = value;
   if (typeof value === 'string') {
-    if (Buffer.byteLength(value) > MAX_PAYLOAD_BYTES) return 'PAYLOAD is larger than 1 MB';
+    if (value.length > MAX_PAYLOAD_BYTES / 3 && Buffer.byteLength(value) > MAX_PAYLOAD_BYTES) return TOO_LARGE;
     try {
       parsed = JSON.parse(value);
     } catch {

@@ -1,11 +1,19 @@
 import pg from 'pg';
-import QueryStream from 'pg-query-stream';
-import { aheadReason, columnMap, type CdiColumn, type SourceRow } from './rows.js';
+import {
+  aheadReason,
+  columnMap,
+  headOf,
+  KEPT_PAYLOAD_BYTES,
+  MAX_PAYLOAD_BYTES,
+  PayloadTooLarge,
+  type CdiColumn,
+  type SourceRow,
+} from './rows.js';
 
 /**
  * A PostgreSQL table (or view) as a Cloud Data Ingestion source, reached with the connection string an environment
- * variable names (read when the sync runs, never stored or logged). Rows are read in one ordered query, streamed with
- * backpressure: those with UPDATED_AT at or after the integration's watermark, in (UPDATED_AT, row hash) order, the
+ * variable names (read when the sync runs, never stored or logged). Rows are read in one ordered query, through a
+ * cursor fetched a few megabytes at a time as the sync asks: those with UPDATED_AT at or after the integration's watermark, in (UPDATED_AT, row hash) order, the
  * ones already synced left out by their hash. A row's hash is md5 over every column the sync reads,
  * so an identical row is one row, and a row changed in place with the same UPDATED_AT is a new one.
  */
@@ -26,6 +34,14 @@ export interface TableRow {
 }
 
 const quoteIdent = (name: string) => `"${name.replaceAll('"', '""')}"`;
+
+/** Bytes of source rows one FETCH asks for (see `batches`), and the most rows one asks for. */
+const FETCH_BYTES = 4 * 1024 * 1024;
+const MAX_FETCH_ROWS = 1_000;
+/** The first FETCH knows no row's size yet: a few rows, whatever their size. */
+const FIRST_FETCH_ROWS = 16;
+/** What a row costs besides its payload, counted against the limits (identifiers, time, hash, their objects). */
+const ROW_OVERHEAD_BYTES = 256;
 
 export class TableSource {
   private constructor(
@@ -82,7 +98,9 @@ export class TableSource {
 
   /**
    * The ordered query from `watermark` (inclusive), or from the start. `latest` is the latest UPDATED_AT a row may
-   * have (latestRowTime): each row says whether it is past it, compared by PostgreSQL, whatever the time's range.
+   * have (latestRowTime): each row says whether it is past it, compared by PostgreSQL, whatever the time's range. Each
+   * row says its PAYLOAD's size too (`octet_length` of its text, whatever its type): one over the cap is not sent, only
+   * its first kilobyte, so no row larger than the cap is ever read into this process.
    */
   private query(watermark: string | null, latest: string): { sql: string; params: unknown[] } {
     const cols = [...this.columns.entries()];
@@ -92,52 +110,98 @@ export class TableSource {
     const updated = quoteIdent(this.columns.get('updated_at')!);
     const ts = `to_char(${updated}::timestamptz, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
     const hashed = cols.map(([, theirs]) => `coalesce(${quoteIdent(theirs)}::text, chr(30))`).join(', ');
-    const outer = [...cols.filter(([ours]) => ours !== 'updated_at').map(([ours]) => `r.${ours}`), 'r.ts', 'r.hash'];
+    const tooLarge = `r.payload_bytes > ${MAX_PAYLOAD_BYTES}`;
+    const outer = [
+      ...cols
+        .filter(([ours]) => ours !== 'updated_at')
+        .map(([ours]) =>
+          ours === 'payload' ? `CASE WHEN ${tooLarge} THEN NULL ELSE r.payload END AS payload` : `r.${ours}`,
+        ),
+      'r.ts',
+      'r.hash',
+      'r.ahead',
+      'r.payload_bytes',
+      this.columns.has('payload')
+        ? `CASE WHEN ${tooLarge} THEN left(r.payload::text, ${KEPT_PAYLOAD_BYTES}) END AS payload_head`
+        : 'NULL AS payload_head',
+    ];
+    const payload = this.columns.get('payload');
+    const bytes = payload ? `coalesce(octet_length(${quoteIdent(payload)}::text), 0)` : '0';
     // The ordering time stays in the subquery: read out, it would be parsed into a Date for every row, unused.
     const at = `${updated}::timestamptz`;
     const ahead = `(${at} > $1::timestamptz OR NOT isfinite(${at})) AS ahead`;
-    const sql = `SELECT ${outer.join(', ')}, r.ahead FROM (SELECT ${[...select, `${ts} AS ts`, `md5(concat_ws(chr(31), ${hashed})) AS hash`, ahead].join(', ')}, ${updated} AS order_at
+    const inner = [
+      ...select,
+      `${ts} AS ts`,
+      `md5(concat_ws(chr(31), ${hashed})) AS hash`,
+      ahead,
+      `${bytes} AS payload_bytes`,
+    ];
+    const sql = `SELECT ${outer.join(', ')} FROM (SELECT ${inner.join(', ')}, ${updated} AS order_at
                    FROM ${this.relation} WHERE ${updated} IS NOT NULL ${watermark ? `AND ${updated} >= $2::timestamptz` : ''}) r
                   ORDER BY r.order_at, r.hash`;
     return { sql, params: watermark ? [latest, watermark] : [latest] };
   }
 
+  /** A row as the query gave it, or null when its hash says it was taken already. */
+  private tableRow(raw: Record<string, unknown>, synced: ReadonlySet<string>): TableRow | null {
+    const hash = raw.hash as string;
+    if (synced.has(hash)) return null;
+    // NULL for an infinite time (refused below); named so, it sorts after every time in the rejects' order.
+    const ts = (raw.ts as string | null) ?? 'infinity';
+    const row: SourceRow = {};
+    for (const key of this.columns.keys()) if (key !== 'updated_at') row[key] = raw[key];
+    if (raw.payload_head !== null && raw.payload_head !== undefined)
+      row.payload = new PayloadTooLarge(headOf(raw.payload_head as string));
+    row.updated_at = ts;
+    if (raw.ahead !== true) return { row, ts, hash };
+    return { row, ts, hash, refused: raw.ts === null ? 'UPDATED_AT is not a finite time' : aheadReason(ts) };
+  }
+
   /**
-   * The rows from the watermark on, `size` at a time, leaving out those whose hash is in `synced` (rows at the
-   * watermark's exact time already taken, and rows past it that a lane of an unfinished batch committed). One query:
-   * the caller applies each batch before asking for the next, and the stream waits meanwhile.
+   * The rows from the watermark on, in batches of at most `size` rows and about `maxBytes` bytes, leaving out those
+   * whose hash is in `synced` (rows at the watermark's exact time already taken, and rows past it that a lane of an
+   * unfinished batch committed). One query, read through a cursor: the caller applies each batch before asking for the
+   * next, and nothing is fetched meanwhile. Each FETCH asks for as many rows as FETCH_BYTES holds at the size of the
+   * largest row of the one before, so a table of large payloads is read a few rows at a time, and one of small rows a
+   * thousand at a time. (A run of large rows right after small ones makes one fetch larger than that: at most
+   * MAX_FETCH_ROWS rows of the cap each.)
    */
   async *batches(
     watermark: string | null,
     synced: ReadonlySet<string>,
-    size: number,
+    limits: { rows: number; bytes: number },
     latest: string,
   ): AsyncGenerator<TableRow[]> {
     const { sql, params } = this.query(watermark, latest);
-    const stream = this.client.query(new QueryStream(sql, params, { batchSize: Math.min(size, 5_000) }));
-    let batch: TableRow[] = [];
+    await this.client.query('BEGIN READ ONLY');
     try {
-      for await (const raw of stream as AsyncIterable<Record<string, unknown>>) {
-        // NULL for an infinite time (refused below); named so, it sorts after every time in the rejects' order.
-        const ts = (raw.ts as string | null) ?? 'infinity';
-        const hash = raw.hash as string;
-        if (synced.has(hash)) continue;
-        const row: SourceRow = {};
-        for (const key of this.columns.keys()) if (key !== 'updated_at') row[key] = raw[key];
-        row.updated_at = ts;
-        batch.push(
-          raw.ahead === true
-            ? { row, ts, hash, refused: raw.ts === null ? 'UPDATED_AT is not a finite time' : aheadReason(ts) }
-            : { row, ts, hash },
-        );
-        if (batch.length >= size) {
-          yield batch;
-          batch = [];
+      await this.client.query(`DECLARE ces_cdi_rows NO SCROLL CURSOR FOR ${sql}`, params);
+      let fetch = FIRST_FETCH_ROWS;
+      let batch: TableRow[] = [];
+      let bytes = 0;
+      for (;;) {
+        const { rows } = await this.client.query<Record<string, unknown>>(`FETCH ${fetch} FROM ces_cdi_rows`);
+        let largest = 0;
+        for (const raw of rows) {
+          const size = ROW_OVERHEAD_BYTES + Math.min(Number(raw.payload_bytes), MAX_PAYLOAD_BYTES);
+          largest = Math.max(largest, size);
+          const row = this.tableRow(raw, synced);
+          if (row === null) continue;
+          batch.push(row);
+          bytes += size;
+          if (batch.length >= limits.rows || bytes >= limits.bytes) {
+            yield batch;
+            batch = [];
+            bytes = 0;
+          }
         }
+        if (rows.length < fetch) break;
+        fetch = Math.max(1, Math.min(MAX_FETCH_ROWS, Math.floor(FETCH_BYTES / largest)));
       }
       if (batch.length > 0) yield batch;
     } finally {
-      stream.destroy();
+      await this.client.query('ROLLBACK').catch(() => {});
     }
   }
 

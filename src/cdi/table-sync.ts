@@ -181,7 +181,12 @@ export async function syncTable(
     // query's snapshot is taken as it starts, so a row it sees was written before, whatever time it claims.
     const latest = latestRowTime();
     const batches = ahead(
-      source.batches(watermark, synced, deps.config.CDI_BATCH_ROWS, latest),
+      source.batches(
+        watermark,
+        synced,
+        { rows: deps.config.CDI_BATCH_ROWS, bytes: deps.config.CDI_BATCH_BYTES },
+        latest,
+      ),
       async (rows: TableRow[]): Promise<TableBatch> => ({ rows, items: await itemsOf(rows, startedAt, latest) }),
     );
     for await (const batch of batches) watermark = await applyBatch(deps, job, integration.id, watermark, batch);
