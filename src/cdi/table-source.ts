@@ -21,6 +21,22 @@ import {
 /** The source cannot be read as configured: the run ends as `config_error`, with this message. */
 export class SourceConfigError extends Error {}
 
+/**
+ * What PostgreSQL answers when the source is not as configured, which no retry mends: no privilege (42501), no such
+ * table, column or schema (42P01, 42703, 3F000), the login or the database refused (28000, 28P01, 3D000). Anything
+ * else (a connection refused, reset or timed out; the server shutting down; a deadlock) is a passing fault: thrown
+ * as it is, so that the job is retried with backoff and resumes where it stopped.
+ */
+const CONFIG_STATES = new Set(['42501', '42P01', '42703', '3F000', '28000', '28P01', '3D000']);
+
+/** A source's error as the run should take it: a SourceConfigError (the run ends at once) or the error itself. */
+export function sourceError(err: unknown, context: string): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && CONFIG_STATES.has(code))
+    return new SourceConfigError(`${context}: ${(err as Error).message}`);
+  return err;
+}
+
 export interface TableRow {
   row: SourceRow;
   /** UPDATED_AT to the microsecond, as PostgreSQL prints it in UTC: the watermark keeps this exact value. */
@@ -65,7 +81,8 @@ export class TableSource {
     try {
       await client.connect();
     } catch (err) {
-      throw new SourceConfigError(`cannot connect to the source named by ${urlEnv}: ${(err as Error).message}`);
+      await client.end().catch(() => {});
+      throw sourceError(err, `the source named by ${urlEnv} refused the connection`);
     }
     try {
       await client.query(`SET TIME ZONE 'UTC'`);
@@ -89,11 +106,22 @@ export class TableSource {
         throw new SourceConfigError(
           `${table} has no identifier column (EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE)`,
         );
-      return new TableSource(client, found.name, columns);
+      const source = new TableSource(client, found.name, columns);
+      await source.probe();
+      return source;
     } catch (err) {
       await client.end().catch(() => {});
-      throw err;
+      throw sourceError(err, `${table} cannot be read`);
     }
+  }
+
+  /**
+   * Reads no row, but checks what the sync will read: the columns, with this login's privileges. A table it may not
+   * read fails here (42501) rather than at the first batch, where it would be retried as a passing fault.
+   */
+  private async probe(): Promise<void> {
+    const columns = [...this.columns.values()].map(quoteIdent).join(', ');
+    await this.client.query(`SELECT ${columns} FROM ${this.relation} LIMIT 0`);
   }
 
   /**
@@ -159,9 +187,9 @@ export class TableSource {
   }
 
   /**
-   * The rows from the watermark on, in batches of at most `size` rows and about `maxBytes` bytes, leaving out those
-   * whose hash is in `synced` (rows at the watermark's exact time already taken, and rows past it that a lane of an
-   * unfinished batch committed). One query, read through a cursor: the caller applies each batch before asking for the
+   * The rows from the watermark on, in batches of at most `limits.rows` rows and about `limits.bytes` bytes, leaving
+   * out those whose hash is in `synced` (rows at the watermark's exact time already taken, and rows past it that a
+   * lane of an unfinished batch committed). One query, read through a cursor: the caller applies each batch before asking for the
    * next, and nothing is fetched meanwhile. Each FETCH asks for as many rows as FETCH_BYTES holds at the size of the
    * largest row of the one before, so a table of large payloads is read a few rows at a time, and one of small rows a
    * thousand at a time. (A run of large rows right after small ones makes one fetch larger than that: at most
@@ -174,6 +202,21 @@ export class TableSource {
     latest: string,
   ): AsyncGenerator<TableRow[]> {
     const { sql, params } = this.query(watermark, latest);
+    try {
+      yield* this.fetched(sql, params, synced, limits);
+    } catch (err) {
+      // A privilege revoked, or the table dropped, while the run reads it: no retry mends that either.
+      throw sourceError(err, `${this.relation} cannot be read`);
+    }
+  }
+
+  /** `batches`' reading, through a cursor of its own in a read-only transaction of the source connection. */
+  private async *fetched(
+    sql: string,
+    params: unknown[],
+    synced: ReadonlySet<string>,
+    limits: { rows: number; bytes: number },
+  ): AsyncGenerator<TableRow[]> {
     await this.client.query('BEGIN READ ONLY');
     try {
       await this.client.query(`DECLARE ces_cdi_rows NO SCROLL CURSOR FOR ${sql}`, params);
