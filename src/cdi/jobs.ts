@@ -95,7 +95,10 @@ export async function runningJob(db: Db, integrationId: string): Promise<SyncJob
   return rows[0] ? fromRow(rows[0]) : undefined;
 }
 
-/** Ends a run: its status from what it synced and refused, unless it failed as a whole. */
+/**
+ * Ends a run: its status from what it synced and refused, unless it failed as a whole. A run that moved no watermark
+ * (nothing new) reports the integration's, so that its last_timestamp_synced always says how fresh the data is.
+ */
 export async function finishJob(
   db: Db,
   jobId: string,
@@ -104,7 +107,8 @@ export async function finishJob(
   const { rows } = await db.query<JobRow>(
     `UPDATE cdi_sync_jobs SET
        status = coalesce($2, CASE WHEN rows_failed = 0 THEN 'success' WHEN rows_synced = 0 THEN 'error' ELSE 'partial' END),
-       error = $3, rejects_key = coalesce($4, rejects_key), finished_at = now()
+       error = $3, rejects_key = coalesce($4, rejects_key), finished_at = now(),
+       last_timestamp_synced = coalesce(last_timestamp_synced, (SELECT i.watermark FROM cdi_integrations i WHERE i.id = integration_id))
       WHERE id = $1 AND status = 'running' RETURNING *`,
     [jobId, outcome.status ?? null, outcome.error?.slice(0, 1000) ?? null, outcome.rejectsKey ?? null],
   );
