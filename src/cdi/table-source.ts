@@ -37,6 +37,18 @@ export function sourceError(err: unknown, context: string): unknown {
   return err;
 }
 
+/** Where a read starts: the watermark, and whether the rows at its exact time are read again (and left out by hash). */
+export interface ReadStart {
+  watermark: string | null;
+  inclusive: boolean;
+}
+
+/** The rows at one time, summed up: how many (distinct), and md5 over their hashes in byte order (null for none). */
+export interface WatermarkDigest {
+  n: number;
+  digest: string | null;
+}
+
 export interface TableRow {
   row: SourceRow;
   /** UPDATED_AT to the microsecond, as PostgreSQL prints it in UTC: the watermark keeps this exact value. */
@@ -124,20 +136,47 @@ export class TableSource {
     await this.client.query(`SELECT ${columns} FROM ${this.relation} LIMIT 0`);
   }
 
+  /** A row's hash: md5 over every column the sync reads (see the class). */
+  private hashExpression(): string {
+    const hashed = [...this.columns.values()].map((theirs) => `coalesce(${quoteIdent(theirs)}::text, chr(30))`);
+    return `md5(concat_ws(chr(31), ${hashed.join(', ')}))`;
+  }
+
   /**
-   * The ordered query from `watermark` (inclusive), or from the start. `latest` is the latest UPDATED_AT a row may
+   * The distinct rows the source holds at exactly `watermark`: how many, and md5 over their hashes in byte order (null
+   * when none), what `watermarkDigest` gives of the hashes kept for that time when every one of them was taken. Reads
+   * only the rows at that time (by the index on UPDATED_AT, if the table has one) and sends two values back.
+   */
+  async rowsAt(watermark: string): Promise<WatermarkDigest> {
+    const updated = quoteIdent(this.columns.get('updated_at')!);
+    try {
+      const { rows } = await this.client.query<WatermarkDigest>(
+        `SELECT count(*)::int AS n, md5(string_agg(hash, '' ORDER BY hash)) AS digest
+           FROM (SELECT DISTINCT ${this.hashExpression()} COLLATE "C" AS hash
+                   FROM ${this.relation} WHERE ${updated} = $1::timestamptz) s`,
+        [watermark],
+      );
+      return rows[0]!;
+    } catch (err) {
+      throw sourceError(err, `${this.relation} cannot be read`);
+    }
+  }
+
+  /**
+   * The ordered query from `start.watermark` (inclusive, or exclusive when every row at its time was taken), or from
+   * the start. `latest` is the latest UPDATED_AT a row may
    * have (latestRowTime): each row says whether it is past it, compared by PostgreSQL, whatever the time's range. Each
    * row says its PAYLOAD's size too (`octet_length` of its text, whatever its type): one over the cap is not sent, only
    * its first kilobyte, so no row larger than the cap is ever read into this process.
    */
-  private query(watermark: string | null, latest: string): { sql: string; params: unknown[] } {
+  private query(start: ReadStart, latest: string): { sql: string; params: unknown[] } {
+    const { watermark } = start;
     const cols = [...this.columns.entries()];
     const select = cols
       .map(([ours, theirs]) => (ours === 'updated_at' ? null : `${quoteIdent(theirs)} AS ${ours}`))
       .filter(Boolean);
     const updated = quoteIdent(this.columns.get('updated_at')!);
     const ts = `to_char(${updated}::timestamptz, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
-    const hashed = cols.map(([, theirs]) => `coalesce(${quoteIdent(theirs)}::text, chr(30))`).join(', ');
     const tooLarge = `r.payload_bytes > ${MAX_PAYLOAD_BYTES}`;
     const outer = [
       ...cols
@@ -158,15 +197,9 @@ export class TableSource {
     // The ordering time stays in the subquery: read out, it would be parsed into a Date for every row, unused.
     const at = `${updated}::timestamptz`;
     const ahead = `(${at} > $1::timestamptz OR NOT isfinite(${at})) AS ahead`;
-    const inner = [
-      ...select,
-      `${ts} AS ts`,
-      `md5(concat_ws(chr(31), ${hashed})) AS hash`,
-      ahead,
-      `${bytes} AS payload_bytes`,
-    ];
+    const inner = [...select, `${ts} AS ts`, `${this.hashExpression()} AS hash`, ahead, `${bytes} AS payload_bytes`];
     const sql = `SELECT ${outer.join(', ')} FROM (SELECT ${inner.join(', ')}, ${updated} AS order_at
-                   FROM ${this.relation} WHERE ${updated} IS NOT NULL ${watermark ? `AND ${updated} >= $2::timestamptz` : ''}) r
+                   FROM ${this.relation} WHERE ${updated} IS NOT NULL ${watermark ? `AND ${updated} ${start.inclusive ? '>=' : '>'} $2::timestamptz` : ''}) r
                   ORDER BY r.order_at, r.hash`;
     return { sql, params: watermark ? [latest, watermark] : [latest] };
   }
@@ -196,12 +229,12 @@ export class TableSource {
    * MAX_FETCH_ROWS rows of the cap each.)
    */
   async *batches(
-    watermark: string | null,
+    start: ReadStart,
     synced: ReadonlySet<string>,
     limits: { rows: number; bytes: number },
     latest: string,
   ): AsyncGenerator<TableRow[]> {
-    const { sql, params } = this.query(watermark, latest);
+    const { sql, params } = this.query(start, latest);
     try {
       yield* this.fetched(sql, params, synced, limits);
     } catch (err) {

@@ -4,7 +4,7 @@ import { commitBatch, commitLanes, type Item, type SyncDeps } from './batch-appl
 import type { CdiIntegration } from './integrations.js';
 import type { SyncJob } from './jobs.js';
 import { latestRowTime, rowItem, type RowItem, type SourceRow } from './rows.js';
-import { TableSource, type TableRow } from './table-source.js';
+import { TableSource, type ReadStart, type TableRow, type WatermarkDigest } from './table-source.js';
 
 /**
  * A table source's sync: the rows from the watermark on, in (UPDATED_AT, hash) order, a batch at a time. A batch is
@@ -159,6 +159,41 @@ async function applyBatch(
   return last;
 }
 
+/**
+ * Where the run starts reading, and the hashes of the rows it must leave out there. From the watermark, inclusive,
+ * leaving out the rows taken at its exact time and those a lane of an unfinished batch committed; but when no lane's
+ * rows are pending and the source's rows at the watermark's time are exactly those taken (same count, same digest of
+ * their hashes), from just after it, leaving out nothing. A table loaded in one transaction has one UPDATED_AT for all
+ * its rows: a run with nothing new then reads two digests instead of every row again (and holds no hash in memory).
+ */
+async function startOf(
+  deps: SyncDeps,
+  source: TableSource,
+  integrationId: string,
+): Promise<{ start: ReadStart; synced: Set<string> }> {
+  const state = await deps.pool.query<{ watermark: string | null; lanes: boolean } & WatermarkDigest>(
+    `SELECT to_char(i.watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS watermark,
+            EXISTS (SELECT 1 FROM cdi_lane_rows l WHERE l.integration_id = i.id) AS lanes,
+            w.n, w.digest
+       FROM cdi_integrations i,
+            LATERAL (SELECT count(*)::int AS n, md5(string_agg(row_hash COLLATE "C", '' ORDER BY row_hash COLLATE "C")) AS digest
+                       FROM cdi_watermark_rows WHERE integration_id = i.id) w
+      WHERE i.id = $1`,
+    [integrationId],
+  );
+  const { watermark, lanes, n, digest } = state.rows[0]!;
+  if (watermark !== null && !lanes) {
+    const there = await source.rowsAt(watermark);
+    if (there.n === n && there.digest === digest) return { start: { watermark, inclusive: false }, synced: new Set() };
+  }
+  const hashes = await deps.pool.query<{ hashes: string[] }>(
+    `SELECT coalesce((SELECT array_agg(row_hash) FROM cdi_watermark_rows w WHERE w.integration_id = $1), '{}')
+            || coalesce((SELECT array_agg(h) FROM cdi_lane_rows l, unnest(l.row_hashes) h WHERE l.integration_id = $1), '{}') AS hashes`,
+    [integrationId],
+  );
+  return { start: { watermark, inclusive: true }, synced: new Set(hashes.rows[0]!.hashes) };
+}
+
 /** A table source: from the watermark on, each batch applied and moving it. */
 export async function syncTable(
   deps: SyncDeps,
@@ -168,25 +203,13 @@ export async function syncTable(
 ): Promise<void> {
   const source = await TableSource.open(integration.source.url_env, integration.source.table, deps.env);
   try {
-    const state = await deps.pool.query<{ watermark: string | null; hashes: string[] }>(
-      `SELECT to_char(i.watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS watermark,
-              coalesce((SELECT array_agg(row_hash) FROM cdi_watermark_rows w WHERE w.integration_id = i.id), '{}')
-              || coalesce((SELECT array_agg(h) FROM cdi_lane_rows l, unnest(l.row_hashes) h WHERE l.integration_id = i.id), '{}') AS hashes
-         FROM cdi_integrations i WHERE i.id = $1`,
-      [integration.id],
-    );
-    let watermark = state.rows[0]!.watermark;
-    const synced = new Set(state.rows[0]!.hashes);
+    const { start, synced } = await startOf(deps, source, integration.id);
+    let watermark = start.watermark;
     // One bound for the whole run, as PostgreSQL compares it in the query and the rows' validation does after: the
     // query's snapshot is taken as it starts, so a row it sees was written before, whatever time it claims.
     const latest = latestRowTime();
     const batches = ahead(
-      source.batches(
-        watermark,
-        synced,
-        { rows: deps.config.CDI_BATCH_ROWS, bytes: deps.config.CDI_BATCH_BYTES },
-        latest,
-      ),
+      source.batches(start, synced, { rows: deps.config.CDI_BATCH_ROWS, bytes: deps.config.CDI_BATCH_BYTES }, latest),
       async (rows: TableRow[]): Promise<TableBatch> => ({ rows, items: await itemsOf(rows, startedAt, latest) }),
     );
     for await (const batch of batches) watermark = await applyBatch(deps, job, integration.id, watermark, batch);
