@@ -97,7 +97,9 @@ export async function runningJob(db: Db, integrationId: string): Promise<SyncJob
 
 /**
  * Ends a run: its status from what it synced and refused, unless it failed as a whole. A run that moved no watermark
- * (nothing new) reports the integration's, so that its last_timestamp_synced always says how fresh the data is.
+ * (nothing new) reports the integration's, so that its last_timestamp_synced always says how fresh the data is. Its
+ * refused rows go from cdi_sync_rejects in the same statement, whatever the end: they are the source's rows verbatim,
+ * kept only for the run's rejects file (./sync.ts writes it first when it can).
  */
 export async function finishJob(
   db: Db,
@@ -105,11 +107,13 @@ export async function finishJob(
   outcome: { status?: JobStatus; error?: string | null; rejectsKey?: string | null },
 ): Promise<SyncJob | undefined> {
   const { rows } = await db.query<JobRow>(
-    `UPDATE cdi_sync_jobs SET
+    `WITH ended AS (UPDATE cdi_sync_jobs SET
        status = coalesce($2, CASE WHEN rows_failed = 0 THEN 'success' WHEN rows_synced = 0 THEN 'error' ELSE 'partial' END),
        error = $3, rejects_key = coalesce($4, rejects_key), finished_at = now(),
        last_timestamp_synced = coalesce(last_timestamp_synced, (SELECT i.watermark FROM cdi_integrations i WHERE i.id = integration_id))
-      WHERE id = $1 AND status = 'running' RETURNING *`,
+      WHERE id = $1 AND status = 'running' RETURNING *),
+          forgotten AS (DELETE FROM cdi_sync_rejects WHERE job_id = $1)
+     SELECT * FROM ended`,
     [jobId, outcome.status ?? null, outcome.error?.slice(0, 1000) ?? null, outcome.rejectsKey ?? null],
   );
   return rows[0] ? fromRow(rows[0]) : undefined;

@@ -4,7 +4,7 @@ import { cdiSyncJob } from '../../jobs/cdi-sync.js';
 import { recordSyncJob } from '../../src/cdi/jobs.js';
 import { drainThrough } from '../../src/ingest/apply/drain-staging.js';
 import { CDI_SYNC_QUEUE, syncJobId } from '../../src/queues/cdi-sync.js';
-import { attributesOf, jobRow, putLocal, syncOnce, waitForRun } from '../helpers/cdi.js';
+import { attributesOf, jobRow, putLocal, rejectsOf, syncOnce, waitForRun } from '../helpers/cdi.js';
 import { useTestEnv } from '../helpers/context.js';
 import { insertProfiles } from '../helpers/export-fixtures.js';
 import { bearer } from '../helpers/seed.js';
@@ -18,6 +18,7 @@ import { bearer } from '../helpers/seed.js';
 
 const env = useTestEnv({ workspaces: ['ws'], config: { CDI_BATCH_ROWS: '2' } });
 const INTEGRATION = randomUUID();
+const REJECTS = randomUUID();
 const USERS = ['ext-1', 'ext-2', 'ext-3', 'ext-4', 'ext-5', 'ext-6'];
 
 beforeAll(async () => {
@@ -35,13 +36,24 @@ beforeAll(async () => {
   await db.query(
     `CREATE TRIGGER position_trap BEFORE UPDATE ON profiles FOR EACH ROW EXECUTE FUNCTION position_trap()`,
   );
-  await db.query(`INSERT INTO cdi_integrations (id, workspace_id, name, source) VALUES ($1, $2, 'drops', $3)`, [
-    INTEGRATION,
-    env.ws.workspaceId,
-    JSON.stringify({ type: 'bucket', prefix: 'cdi/pos/', format: 'ndjson' }),
-  ]);
+  for (const [id, prefix] of [
+    [INTEGRATION, 'cdi/pos/'],
+    [REJECTS, 'cdi/rejects/'],
+  ] as const)
+    await db.query(`INSERT INTO cdi_integrations (id, workspace_id, name, source) VALUES ($1, $2, $3, $4)`, [
+      id,
+      env.ws.workspaceId,
+      prefix,
+      JSON.stringify({ type: 'bucket', prefix, format: 'ndjson' }),
+    ]);
   env.startWorkers([cdiSyncJob]);
 });
+
+/** Queues a recorded run with one attempt only, as the worker's last attempt: it ends `error` if it fails. */
+async function runOnce(integration: string): Promise<void> {
+  const job = await recordSyncJob(env.ctx.pool, env.ws.workspaceId, integration, 'api');
+  await env.ctx.queues.get(CDI_SYNC_QUEUE).add('sync', { jobId: job.id }, { attempts: 1, jobId: syncJobId(job.id) });
+}
 
 async function track(externalId: string, tier: string): Promise<void> {
   const res = await env.app.inject({
@@ -64,10 +76,7 @@ describe('CDI file positions', () => {
     );
     await db.query(`INSERT INTO position_trap VALUES (true)`);
     // The first run, queued with one attempt only: it fails for good at its third batch (ext-5, ext-6).
-    const first = await recordSyncJob(db, env.ws.workspaceId, INTEGRATION, 'api');
-    await env.ctx.queues
-      .get(CDI_SYNC_QUEUE)
-      .add('sync', { jobId: first.id }, { attempts: 1, jobId: syncJobId(first.id) });
+    await runOnce(INTEGRATION);
     expect(await waitForRun(env, env.ws, INTEGRATION)).toMatchObject({ job_status: 'error', rows_synced: 4 });
     for (const u of USERS.slice(0, 4)) expect(await attributesOf(env, env.ws, u)).toMatchObject({ tier: 'file' });
 
@@ -94,5 +103,37 @@ describe('CDI file positions', () => {
     expect(await jobRow(env, INTEGRATION)).toMatchObject({ attempts: 1 });
     // And nothing is left to take.
     expect(await syncOnce(env, env.ws, INTEGRATION)).toMatchObject({ job_status: 'success', rows_synced: 0 });
+  });
+
+  it('a run that failed for good leaves no refused row in PostgreSQL: they go to its rejects file', async () => {
+    // The verbatim rows of cdi_sync_rejects are personal data: they must not outlive the run, whatever its end.
+    const db = env.ctx.pool;
+    await putLocal(
+      env,
+      env.ws,
+      'cdi/rejects/a.ndjson',
+      [
+        JSON.stringify({ external_id: 'ext-1', payload: { tier: 'x' }, deleted: 'maybe', phone: '+1555' }),
+        JSON.stringify({ external_id: 'ext-2', payload: { tier: 'rejects' } }),
+        JSON.stringify({ external_id: 'ext-5', payload: { tier: 'rejects' } }),
+      ].join('\n'),
+    );
+    await db.query(`INSERT INTO position_trap VALUES (true)`);
+    try {
+      await runOnce(REJECTS);
+      expect(await waitForRun(env, env.ws, REJECTS)).toMatchObject({
+        job_status: 'error',
+        rows_synced: 1,
+        rows_failed_with_errors: 1,
+      });
+    } finally {
+      await db.query(`DELETE FROM position_trap`);
+    }
+    const job = await jobRow(env, REJECTS);
+    const left = await db.query(`SELECT count(*)::int AS n FROM cdi_sync_rejects WHERE job_id = $1`, [job.id]);
+    expect(left.rows[0].n).toBe(0);
+    expect(job.rejects_key).toBe(`cdi/rejects/${job.id as string}.rejects.ndjson`);
+    const rejects = await rejectsOf(env, env.ws, REJECTS);
+    expect(rejects).toEqual([expect.objectContaining({ reason: expect.stringContaining('more than once'), line: 1 })]);
   });
 });

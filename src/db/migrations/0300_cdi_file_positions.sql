@@ -33,3 +33,7 @@ BEGIN
   RETURN NEW;
 END
 $$;
+
+-- The refused rows of runs that ended before this migration: a run that failed for good kept them (they are source
+-- rows verbatim). A run now forgets them when it ends, whatever its end (src/cdi/jobs.ts, finishJob).
+DELETE FROM cdi_sync_rejects r USING cdi_sync_jobs j WHERE j.id = r.job_id AND j.status <> 'running';
