@@ -10,7 +10,12 @@
  *  1. a sync of the first BENCH_SMALL_ROWS (100,000) rows of the table: the memory of a small table;
  *  2. a sync of the rest (the watermark moved past the first part): rows/s over the whole remaining table;
  *  3. the whole table again from the start, after VACUUM: every profile rewritten before, as a scheduled sync of the
- *     same users finds them (1 and 2 are each profile's first rewrite after the bulk load, the worst case).
+ *     same users finds them (1 and 2 are each profile's first rewrite after the bulk load, the worst case);
+ *  4. `one-time`: a copy of the table whose rows all share one UPDATED_AT (a table loaded in one transaction), synced
+ *     by an integration of its own, then synced again with nothing new (`one-time-again`): the second run's time
+ *     over the first's says what a scheduled run costs when the warehouse has not changed (issue 40: at most 0.2).
+ * BENCH_CASES picks the cases, comma-separated (`small`, `rest`, `again`, `one-time`; all by default): `rest` reads the
+ * table past `small`'s watermark, so it means the rest only after `small`.
  * The ceiling, measured in the same run before the syncs: how many of these profile rows PostgreSQL alone rewrites
  * per second, in set-based statements of 50,000 random profiles (`UPDATE ... SET updated_at = now()`, rolled back),
  * as bench:ingest measures it. A synced row rewrites its profile at least once, so rows/s / ceiling is the share of
@@ -35,6 +40,15 @@ const SOURCE = `${SCHEMA}_source`;
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/ces';
 const CEILING_ROWS = 50_000;
 const INTEGRATION = 'b7c2d1e0-0000-4000-8000-00000000cd10';
+/** The integration over the table whose rows share one UPDATED_AT (case `one-time`). */
+const ONE_TIME_INTEGRATION = 'b7c2d1e0-0000-4000-8000-00000000cd11';
+const ALL_CASES = ['small', 'rest', 'again', 'one-time'] as const;
+type BenchCase = (typeof ALL_CASES)[number];
+const CASES: BenchCase[] = (process.env.BENCH_CASES ?? ALL_CASES.join(',')).split(',').map((c) => {
+  if (!(ALL_CASES as readonly string[]).includes(c.trim()))
+    throw new Error(`BENCH_CASES: unknown case ${c} (cases: ${ALL_CASES.join(', ')})`);
+  return c.trim() as BenchCase;
+});
 
 const log = (line: string) => console.log(`[bench:cdi] ${line}`);
 
@@ -87,12 +101,28 @@ async function prepare(pool: Pool): Promise<string> {
   );
   await pool.query(`CREATE INDEX ON ${SOURCE}.user_updates ("UPDATED_AT")`);
   await pool.query(`ANALYZE ${SOURCE}.user_updates`);
-  await pool.query(`DELETE FROM cdi_integrations WHERE id = $1`, [INTEGRATION]);
+  await pool.query(`DELETE FROM cdi_integrations WHERE id = ANY($1)`, [[INTEGRATION, ONE_TIME_INTEGRATION]]);
   await pool.query(`INSERT INTO cdi_integrations (id, workspace_id, name, source) VALUES ($1, $2, 'bench', $3)`, [
     INTEGRATION,
     ws,
     JSON.stringify({ type: 'postgres', url_env: 'BENCH_CDI_SOURCE_URL', table: `${SOURCE}.user_updates_view` }),
   ]);
+  if (CASES.includes('one-time') && process.env.BENCH_PREPARE_ONLY !== '1') {
+    // The same rows, all at one time, as a table loaded (or rewritten) in one transaction stamps them.
+    await pool.query(
+      `CREATE TABLE ${SOURCE}.one_time AS SELECT timestamptz '2026-03-01' AS "UPDATED_AT", "SERVICE_ID", "PAYLOAD" FROM ${SOURCE}.user_updates`,
+    );
+    await pool.query(`CREATE INDEX ON ${SOURCE}.one_time ("UPDATED_AT")`);
+    await pool.query(`ANALYZE ${SOURCE}.one_time`);
+    await pool.query(
+      `INSERT INTO cdi_integrations (id, workspace_id, name, source) VALUES ($1, $2, 'bench one time', $3)`,
+      [
+        ONE_TIME_INTEGRATION,
+        ws,
+        JSON.stringify({ type: 'postgres', url_env: 'BENCH_CDI_SOURCE_URL', table: `${SOURCE}.one_time` }),
+      ],
+    );
+  }
   log(
     `source table of ${USERS.toLocaleString('en-US')} rows written in ${((Date.now() - started) / 1000).toFixed(1)} s`,
   );
@@ -131,9 +161,9 @@ async function build(): Promise<void> {
 }
 
 /** Runs the built `ces cdi sync --wait` in a process of its own, reading its peak RSS from /proc while it runs. */
-function syncProcess(): Promise<{ code: number | null; output: string; peakMb: number }> {
+function syncProcess(integration: string): Promise<{ code: number | null; output: string; peakMb: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'dist/src/cli.js'), 'cdi', 'sync', INTEGRATION, '--wait'], {
+    const child = spawn(process.execPath, [path.join(ROOT, 'dist/src/cli.js'), 'cdi', 'sync', integration, '--wait'], {
       cwd: ROOT,
       env: {
         ...process.env,
@@ -161,10 +191,10 @@ function syncProcess(): Promise<{ code: number | null; output: string; peakMb: n
   });
 }
 
-async function lastRun(pool: Pool): Promise<{ rows: number; seconds: number; status: string }> {
+async function lastRun(pool: Pool, integration: string): Promise<{ rows: number; seconds: number; status: string }> {
   const { rows } = await pool.query<{ rows_synced: number; s: number; status: string }>(
     `SELECT rows_synced, extract(epoch FROM finished_at - started_at)::float8 AS s, status FROM cdi_sync_jobs WHERE integration_id = $1 ORDER BY started_at DESC LIMIT 1`,
-    [INTEGRATION],
+    [integration],
   );
   return { rows: rows[0]!.rows_synced, seconds: rows[0]!.s, status: rows[0]!.status };
 }
@@ -186,6 +216,25 @@ async function main(): Promise<void> {
     );
     await pool.query('CHECKPOINT').catch(() => {});
     const results: Record<string, unknown>[] = [];
+    const run = async (name: string, integration: string) => {
+      const proc = await syncProcess(integration);
+      if (proc.code !== 0) throw new Error(`ces cdi sync failed:\n${proc.output}`);
+      const last = await lastRun(pool, integration);
+      const rate = last.rows / last.seconds;
+      results.push({
+        run: name,
+        rows: last.rows,
+        status: last.status,
+        seconds: Number(last.seconds.toFixed(1)),
+        'rows/s': Math.round(rate),
+        'rows/s / ceiling': Number((rate / ceiling).toFixed(2)),
+        'peak RSS MB': proc.peakMb,
+      });
+      log(
+        `${name}: ${last.rows.toLocaleString('en-US')} rows in ${last.seconds.toFixed(1)} s: ${Math.round(rate).toLocaleString('en-US')} rows/s, ${(rate / ceiling).toFixed(2)} of the ceiling, peak RSS ${proc.peakMb} MB (${last.status})`,
+      );
+      return last;
+    };
     // The first part of the table through a view, then the whole table through it: the second run starts past the
     // first's watermark, so together they sync every row once.
     for (const [name, rows] of [
@@ -193,6 +242,7 @@ async function main(): Promise<void> {
       ['rest', USERS],
       ['again', USERS],
     ] as const) {
+      if (!CASES.includes(name)) continue;
       if (name === 'again') {
         // The whole table once more, every profile rewritten once before and vacuumed since: what a scheduled sync of
         // the same users finds (the first two runs are each profile's first rewrite after a bulk load, the worst case:
@@ -206,21 +256,18 @@ async function main(): Promise<void> {
       await pool.query(
         `CREATE OR REPLACE VIEW ${SOURCE}.user_updates_view AS SELECT * FROM ${SOURCE}.user_updates ORDER BY "UPDATED_AT" LIMIT ${rows}`,
       );
-      const run = await syncProcess();
-      if (run.code !== 0) throw new Error(`ces cdi sync failed:\n${run.output}`);
-      const last = await lastRun(pool);
-      const rate = last.rows / last.seconds;
-      results.push({
-        run: name,
-        rows: last.rows,
-        status: last.status,
-        seconds: Number(last.seconds.toFixed(1)),
-        'rows/s': Math.round(rate),
-        'rows/s / ceiling': Number((rate / ceiling).toFixed(2)),
-        'peak RSS MB': run.peakMb,
-      });
+      await run(name, INTEGRATION);
+    }
+    if (CASES.includes('one-time')) {
+      // Every row at one UPDATED_AT: the first run takes them all, the second finds nothing new.
+      await pool.query('VACUUM profiles');
+      await pool.query('CHECKPOINT').catch(() => {});
+      const first = await run('one-time', ONE_TIME_INTEGRATION);
+      const again = await run('one-time-again', ONE_TIME_INTEGRATION);
+      const ratio = again.seconds / first.seconds;
+      results.push({ run: 'one-time-again / one-time', seconds: Number(ratio.toFixed(3)) });
       log(
-        `${name}: ${last.rows.toLocaleString('en-US')} rows in ${last.seconds.toFixed(1)} s: ${Math.round(rate).toLocaleString('en-US')} rows/s, ${(rate / ceiling).toFixed(2)} of the ceiling, peak RSS ${run.peakMb} MB (${last.status})`,
+        `one-time: nothing new took ${again.seconds.toFixed(1)} s against ${first.seconds.toFixed(1)} s for the first run: ${ratio.toFixed(3)} of it (target: at most 0.2)`,
       );
     }
     console.log(JSON.stringify({ users: USERS, ceilingRowsPerSecond: Math.round(ceiling), runs: results }));

@@ -1,13 +1,13 @@
-import { finishJob } from '../src/cdi/jobs.js';
 import { startScheduledSync, syncCdiSchedules } from '../src/cdi/schedules.js';
-import { runSync } from '../src/cdi/sync.js';
+import { endFailedRun, runSync } from '../src/cdi/sync.js';
 import { CDI_SYNC_QUEUE, CdiSyncPayload, registerCdiSchedulesSync } from '../src/queues/cdi-sync.js';
 import { defineJob } from '../src/queue-processors.js';
 
 /**
  * Cloud Data Ingestion: runs of syncs (each resumes where its last committed batch left it, so a retry after a crash
  * applies nothing twice), the integrations' schedule ticks, and the re-sync of their schedulers with the workspace
- * file's integrations (at worker start and every five minutes). A run whose attempts are spent ends as `error`.
+ * file's integrations (at worker start and every five minutes). A run whose attempts are spent ends as `error`, its
+ * refused rows written to its rejects file and gone from PostgreSQL.
  */
 export const cdiSyncJob = defineJob({
   queue: CDI_SYNC_QUEUE,
@@ -29,6 +29,6 @@ export const cdiSyncJob = defineJob({
     // Only a run has a row to end; a schedule tick or re-sync failing for good leaves nothing waiting.
     const payload = CdiSyncPayload.safeParse(job.data);
     if (!payload.success || !('jobId' in payload.data)) return;
-    await finishJob(ctx.pool, payload.data.jobId, { status: 'error', error: (err as Error).message });
+    await endFailedRun(ctx, payload.data.jobId, (err as Error).message);
   },
 });

@@ -206,6 +206,16 @@ export const ConfigSchema = z.object({
   CDI_BATCH_ROWS: int(10_000)
     .pipe(z.number().min(1).max(1_000_000))
     .describe('Rows a Cloud Data Ingestion sync applies (and commits its progress with) per transaction.'),
+  CDI_BATCH_BYTES: int(8 * 1024 * 1024)
+    .pipe(
+      z
+        .number()
+        .min(1024 * 1024)
+        .max(1024 * 1024 * 1024),
+    )
+    .describe(
+      'Bytes of source rows (mostly their PAYLOAD, at most 1 MB each) at which a Cloud Data Ingestion batch ends before CDI_BATCH_ROWS rows, so that a source of large payloads syncs in bounded memory: the sync holds about two batches at once, one applied while the next is read and validated.',
+    ),
   CDI_APPLY_LANES: int(2)
     .pipe(z.number().min(1).max(8))
     .describe(

@@ -10,7 +10,7 @@ import type { Metrics } from '../metrics.js';
 import { deleteProfiles } from '../profiles/erase.js';
 import { findCandidates, resolveOne, serviceIdsOf } from '../profiles/lookup.js';
 import type { SyncJob } from './jobs.js';
-import { attributesItem, type RowItem, type SourceRow } from './rows.js';
+import { attributesItem, rejectedRow, type RowItem, type SourceRow } from './rows.js';
 
 /**
  * Applying a batch of a sync's rows with the progress it makes, in one transaction (`commitBatch`), or split by user
@@ -21,7 +21,7 @@ import { attributesItem, type RowItem, type SourceRow } from './rows.js';
 
 export interface SyncDeps {
   pool: Pool;
-  config: Pick<Config, 'LOCAL_STORE_DIR' | 'CDI_BATCH_ROWS' | 'CDI_APPLY_LANES'>;
+  config: Pick<Config, 'LOCAL_STORE_DIR' | 'CDI_BATCH_ROWS' | 'CDI_BATCH_BYTES' | 'CDI_APPLY_LANES'>;
   log: Logger;
   metrics: Metrics;
   /** Where connection strings are read from (the process's environment). */
@@ -51,7 +51,7 @@ export interface Item {
 }
 
 const rejectOf = (i: Item, reason: string): Reject => ({
-  line: JSON.stringify({ reason, ...(i.at ?? {}), ...(i.row ? { row: i.row } : {}) }),
+  line: JSON.stringify({ reason, ...(i.at ?? {}), ...(i.row ? { row: rejectedRow(i.row) } : {}) }),
   order: i.order ?? null,
 });
 

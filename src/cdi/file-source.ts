@@ -2,27 +2,37 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { duckdb } from '../lib/duckdb.js';
 import { LocalStore } from '../storage/local-store.js';
 import type { ObjectStore, StoredObject } from '../storage/object-store.js';
-import { normaliseRow, type SourceRow } from './rows.js';
+import type { DuckDBConnection } from '@duckdb/node-api';
+import {
+  headOf,
+  KEPT_PAYLOAD_BYTES,
+  MAX_PAYLOAD_BYTES,
+  normaliseRow,
+  PayloadTooLarge,
+  type SourceRow,
+} from './rows.js';
 
 /**
  * Files under a prefix of the workspace's store as a Cloud Data Ingestion source (docs/cdi.md): NDJSON (optionally
  * gzipped), CSV with a header, or Parquet, each row the table layout's columns (any letter case; no UPDATED_AT needed,
- * the sync's start stands for it). A file is taken once per key and etag, files in key order; rows in file order.
- * Parquet and CSV are read by DuckDB from a local copy (the built-in store's file itself, or a download), streamed a
+ * the time a run began reading the file stands for it). A file is taken once per key and etag, files in key order;
+ * rows in file order. Parquet and CSV are read by DuckDB from a local copy (the built-in store's file itself, or a download), streamed a
  * chunk at a time, so memory stays flat whatever the file's size.
  */
 
 export type FileFormat = 'parquet' | 'ndjson' | 'csv';
 
-/** What a file row is: its columns, or why the line could not be read (the line's number, never its content). */
-export type FileRow = { row: SourceRow } | { refused: string };
+/**
+ * What a file row is: its columns, or why the line could not be read (the line's number, never its content); `bytes`
+ * about what it holds in memory, which bounds a batch.
+ */
+export type FileRow = ({ row: SourceRow } | { refused: string }) & { bytes: number };
 
 /** The rejects files the sync writes beside its sources, which are not sources. */
 export const REJECTS_SUFFIX = '.rejects.ndjson';
@@ -55,38 +65,124 @@ const DUCKDB_READERS: Record<'parquet' | 'csv', (file: string) => string> = {
   csv: (file) => `read_csv('${file.replaceAll("'", "''")}', header = true, all_varchar = true)`,
 };
 
+/** Why a payload over the cap is not read: the column (named by DuckDB) that carries its first kilobyte instead. */
+const HEAD_COLUMN = '__ces_payload_head';
+const quoteDuck = (name: string) => `"${name.replaceAll('"', '""')}"`;
+
+/**
+ * The query of a Parquet or CSV file's rows, each one JSON object. Its PAYLOAD column (if any) is measured first, as
+ * JSON text when it is a struct, map or list: one over the cap is replaced by NULL and its first kilobyte, so that a
+ * larger payload never reaches this process.
+ */
+async function duckdbQuery(conn: DuckDBConnection, reader: string): Promise<string> {
+  const described = await conn.runAndReadAll(`DESCRIBE SELECT * FROM ${reader}`);
+  const payload = described.getRows().find(([name]) => String(name).toLowerCase() === 'payload');
+  if (!payload) return `SELECT to_json(t)::VARCHAR AS j FROM ${reader} t`;
+  const column = quoteDuck(String(payload[0]));
+  const type = String(payload[1]).toUpperCase();
+  const text = type === 'VARCHAR' ? column : type === 'JSON' ? `${column}::VARCHAR` : `to_json(${column})::VARCHAR`;
+  // strlen counts bytes; left counts characters (the head is cut to a kilobyte of bytes in Node).
+  return `SELECT to_json(t)::VARCHAR AS j FROM (
+            SELECT * REPLACE (CASE WHEN strlen(${text}) > ${MAX_PAYLOAD_BYTES} THEN NULL ELSE ${column} END AS ${column}),
+                   CASE WHEN strlen(${text}) > ${MAX_PAYLOAD_BYTES} THEN left(${text}, ${KEPT_PAYLOAD_BYTES}) END AS ${HEAD_COLUMN}
+              FROM ${reader}) t`;
+}
+
+/** A row DuckDB wrote as JSON, its payload marked too large when the query found it so. */
+function duckdbRow(json: string): FileRow {
+  const raw = JSON.parse(json) as Record<string, unknown>;
+  const head = raw[HEAD_COLUMN];
+  const row = normaliseRow(raw);
+  if (typeof head === 'string') row.payload = new PayloadTooLarge(headOf(head));
+  return { row, bytes: json.length };
+}
+
 async function* duckdbRows(file: string, format: 'parquet' | 'csv'): AsyncGenerator<FileRow> {
   const db = await duckdb();
   const conn = await db.connect();
   try {
     // Each row as one JSON object: text stays text, a Parquet struct or JSON column becomes nested JSON.
-    const result = await conn.stream(`SELECT to_json(t)::VARCHAR AS j FROM ${DUCKDB_READERS[format](file)} t`);
+    const result = await conn.stream(await duckdbQuery(conn, DUCKDB_READERS[format](file)));
     for (;;) {
       const chunk = await result.fetchChunk();
       if (!chunk || chunk.rowCount === 0) break;
-      for (const [j] of chunk.getRows()) yield { row: normaliseRow(JSON.parse(String(j)) as Record<string, unknown>) };
+      for (const [j] of chunk.getRows()) yield duckdbRow(String(j));
     }
   } finally {
     conn.closeSync();
   }
 }
 
+/**
+ * The longest NDJSON line read: longer ones are refused without being held whole (a PAYLOAD of at most 1 MB written
+ * as escaped JSON text takes more than 1 MB of its line, rarely four times as much).
+ */
+const MAX_LINE_BYTES = 4 * MAX_PAYLOAD_BYTES;
+
+/** The lines of a byte stream (split at \n, a \r before it dropped); a line over `max` bytes comes as null, unread. */
+export async function* boundedLines(body: AsyncIterable<Buffer>, max: number): AsyncGenerator<string | null> {
+  let parts: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  const line = (): string | null => {
+    if (over) return null;
+    const text = (parts.length === 1 ? parts[0]! : Buffer.concat(parts)).toString('utf8');
+    return text.endsWith('\r') ? text.slice(0, -1) : text;
+  };
+  for await (const chunk of body) {
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf(0x0a, start);
+      const piece = chunk.subarray(start, nl === -1 ? chunk.length : nl);
+      if (!over && size + piece.length > max) {
+        over = true;
+        parts = [];
+      } else if (!over) parts.push(piece);
+      size += piece.length;
+      if (nl === -1) break;
+      yield line();
+      parts = [];
+      size = 0;
+      over = false;
+      start = nl + 1;
+    }
+  }
+  if (size > 0 || over) yield line();
+}
+
+/** The payload of an NDJSON row, or its too-large marker: measured only when its line could hold more than the cap. */
+function cappedPayload(value: unknown, line: string): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  // A UTF-16 unit is at most 3 bytes of UTF-8: most lines are too short to need counting.
+  if (line.length * 3 <= MAX_PAYLOAD_BYTES || Buffer.byteLength(line) <= MAX_PAYLOAD_BYTES) return value;
+  const text = JSON.stringify(value);
+  return Buffer.byteLength(text) > MAX_PAYLOAD_BYTES ? new PayloadTooLarge(headOf(text)) : value;
+}
+
 async function* ndjsonRows(body: Readable, gzipped: boolean): AsyncGenerator<FileRow> {
-  const lines = createInterface({ input: gzipped ? body.pipe(createGunzip()) : body, crlfDelay: Infinity });
+  const input = gzipped ? body.pipe(createGunzip()) : body;
   let n = 0;
-  for await (const line of lines) {
+  for await (const line of boundedLines(input, MAX_LINE_BYTES)) {
     n++;
+    if (line === null) {
+      yield { refused: `line ${n} is longer than ${MAX_LINE_BYTES / MAX_PAYLOAD_BYTES} MB`, bytes: 0 };
+      continue;
+    }
     if (line.trim() === '') continue;
     let value: unknown;
     try {
       value = JSON.parse(line);
     } catch {
-      yield { refused: `line ${n} is not JSON` };
+      yield { refused: `line ${n} is not JSON`, bytes: 0 };
       continue;
     }
-    if (value === null || typeof value !== 'object' || Array.isArray(value))
-      yield { refused: `line ${n} is not a JSON object` };
-    else yield { row: normaliseRow(value as Record<string, unknown>) };
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      yield { refused: `line ${n} is not a JSON object`, bytes: 0 };
+      continue;
+    }
+    const row = normaliseRow(value as Record<string, unknown>);
+    if (row.payload !== undefined) row.payload = cappedPayload(row.payload, line);
+    yield { row, bytes: line.length };
   }
 }
 

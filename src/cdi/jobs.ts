@@ -4,7 +4,8 @@ import { PAGE_SIZE } from './integrations.js';
 
 /**
  * The sync jobs (runs) of an integration: one runs at a time (a partial unique index), each counts what it synced and
- * refused, and says where it has got to (./sync.ts commits that with every batch).
+ * refused. Where a sync has got to is the integration's (a table's watermark, a file's position), committed with every
+ * batch, so that the next run, or this one resumed, goes on from there.
  */
 
 export type JobStatus = 'running' | 'success' | 'partial' | 'error' | 'config_error';
@@ -23,7 +24,6 @@ export interface SyncJob {
   lastTimestampSynced: Date | null;
   rejectsKey: string | null;
   error: string | null;
-  cursor: { key: string; etag: string; done: number } | null;
 }
 
 interface JobRow {
@@ -39,7 +39,6 @@ interface JobRow {
   last_timestamp_synced: Date | null;
   rejects_key: string | null;
   error: string | null;
-  cursor: SyncJob['cursor'];
 }
 
 const fromRow = (r: JobRow): SyncJob => ({
@@ -55,7 +54,6 @@ const fromRow = (r: JobRow): SyncJob => ({
   lastTimestampSynced: r.last_timestamp_synced,
   rejectsKey: r.rejects_key,
   error: r.error,
-  cursor: r.cursor,
 });
 
 type Db = Pick<Pool | PoolClient, 'query'>;
@@ -97,17 +95,25 @@ export async function runningJob(db: Db, integrationId: string): Promise<SyncJob
   return rows[0] ? fromRow(rows[0]) : undefined;
 }
 
-/** Ends a run: its status from what it synced and refused, unless it failed as a whole. */
+/**
+ * Ends a run: its status from what it synced and refused, unless it failed as a whole. A run that moved no watermark
+ * (nothing new) reports the integration's, so that its last_timestamp_synced always says how fresh the data is. Its
+ * refused rows go from cdi_sync_rejects in the same statement, whatever the end: they are the source's rows verbatim,
+ * kept only for the run's rejects file (./sync.ts writes it first when it can).
+ */
 export async function finishJob(
   db: Db,
   jobId: string,
   outcome: { status?: JobStatus; error?: string | null; rejectsKey?: string | null },
 ): Promise<SyncJob | undefined> {
   const { rows } = await db.query<JobRow>(
-    `UPDATE cdi_sync_jobs SET
+    `WITH ended AS (UPDATE cdi_sync_jobs SET
        status = coalesce($2, CASE WHEN rows_failed = 0 THEN 'success' WHEN rows_synced = 0 THEN 'error' ELSE 'partial' END),
-       error = $3, rejects_key = coalesce($4, rejects_key), finished_at = now(), cursor = NULL
-      WHERE id = $1 AND status = 'running' RETURNING *`,
+       error = $3, rejects_key = coalesce($4, rejects_key), finished_at = now(),
+       last_timestamp_synced = coalesce(last_timestamp_synced, (SELECT i.watermark FROM cdi_integrations i WHERE i.id = integration_id))
+      WHERE id = $1 AND status = 'running' RETURNING *),
+          forgotten AS (DELETE FROM cdi_sync_rejects WHERE job_id = $1)
+     SELECT * FROM ended`,
     [jobId, outcome.status ?? null, outcome.error?.slice(0, 1000) ?? null, outcome.rejectsKey ?? null],
   );
   return rows[0] ? fromRow(rows[0]) : undefined;

@@ -1,6 +1,7 @@
-import { isPlainObject } from '../ingest/accept/validate-rules.js';
+import { MAX_IDENTIFIER_CHARS, isPlainObject } from '../ingest/accept/validate-rules.js';
 import { validateAttributes } from '../ingest/accept/validate.js';
 import type { TrackAttributes } from '../ingest/types.js';
+import { describeUnstorable, textProblem } from '../lib/storable.js';
 import type { UserRef } from '../profiles/lookup.js';
 
 /**
@@ -93,13 +94,77 @@ export function rowTime(value: unknown, fallback: string): string | { refused: s
   return date.toISOString();
 }
 
-const MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** How far ahead of this service's clock a row's UPDATED_AT may be (clocks drift); beyond, the row is refused. */
+export const MAX_AHEAD_MS = 5 * 60_000;
+
+/** The latest UPDATED_AT a row may have now, as rowTime prints times. */
+export const latestRowTime = (now = Date.now()): string => new Date(now + MAX_AHEAD_MS).toISOString();
+
+/** Why a row stamped `at` is refused: it is too far ahead (see MAX_AHEAD_MS). */
+export const aheadReason = (at: string) =>
+  `UPDATED_AT ${at} is more than ${MAX_AHEAD_MS / 60_000} minutes ahead of this service's clock`;
+
+/**
+ * Whether a time rowTime printed is later than `latest` (a time of this millennium, as latestRowTime prints it): both
+ * are ISO strings of 24 characters for years 0 to 9999, ordered as text; beyond, Date prints a signed six-digit year.
+ */
+export function isAfter(at: string, latest: string): boolean {
+  if (at.length === 24) return at > latest;
+  return at.startsWith('+');
+}
+
+/** The largest PAYLOAD, in bytes of its JSON text (as the source gives it, or as JSON.stringify writes an object). */
+export const MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** What a refused row keeps of its payload in the rejects: the first kilobyte. */
+export const KEPT_PAYLOAD_BYTES = 1024;
+const TOO_LARGE = 'PAYLOAD is larger than 1 MB';
+
+/**
+ * A PAYLOAD a source found larger than MAX_PAYLOAD_BYTES before reading it whole (./table-source.ts asks PostgreSQL
+ * its size; ./file-source.ts counts a line's bytes): the row is refused, and only the payload's first kilobyte is
+ * held, which is what its reject shows.
+ */
+export class PayloadTooLarge {
+  constructor(readonly head: string) {}
+  toJSON(): string {
+    return this.head;
+  }
+}
+
+/** The first `max` bytes of a string's UTF-8, never cutting a character (nor a surrogate pair) in two. */
+export function headOf(s: string, max = KEPT_PAYLOAD_BYTES): string {
+  let cut = s.length > max ? s.slice(0, max) : s;
+  if (cut.length < s.length && /[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1);
+  const bytes = Buffer.from(cut, 'utf8');
+  if (bytes.length <= max) return cut;
+  let end = max;
+  // Back to the first byte of the character that straddles the limit.
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--;
+  return bytes.subarray(0, end).toString('utf8');
+}
+
+/**
+ * A refused row as its reject shows it: verbatim, but its payload kept to its first kilobyte (of its JSON text for an
+ * object), so the rejects hold no more of a row than needed to find it.
+ */
+export function rejectedRow(row: SourceRow): SourceRow {
+  const payload = row.payload;
+  if (payload === null || payload === undefined || typeof payload === 'number' || typeof payload === 'boolean')
+    return row;
+  if (payload instanceof PayloadTooLarge) return { ...row, payload: payload.head };
+  const text = typeof payload === 'string' ? payload : JSON.stringify(payload);
+  if (text === undefined) return row;
+  return text.length <= KEPT_PAYLOAD_BYTES / 3 || Buffer.byteLength(text) <= KEPT_PAYLOAD_BYTES
+    ? row
+    : { ...row, payload: headOf(text) };
+}
 
 function payloadOf(value: unknown): Record<string, unknown> | string {
   if (value === null || value === undefined) return {};
+  if (value instanceof PayloadTooLarge) return TOO_LARGE;
   let parsed = value;
   if (typeof value === 'string') {
-    if (Buffer.byteLength(value) > MAX_PAYLOAD_BYTES) return 'PAYLOAD is larger than 1 MB';
+    if (value.length > MAX_PAYLOAD_BYTES / 3 && Buffer.byteLength(value) > MAX_PAYLOAD_BYTES) return TOO_LARGE;
     try {
       parsed = JSON.parse(value);
     } catch {
@@ -112,13 +177,45 @@ function payloadOf(value: unknown): Record<string, unknown> | string {
 
 const IDENTIFIER_KEYS = ['external_id', 'user_alias', 'service_id', 'braze_id'];
 
+/** The identifier columns, as a refusal names them. */
+const IDENTIFIER_COLUMNS = [
+  'external_id',
+  'alias_name',
+  'alias_label',
+  'service_id',
+  'braze_id',
+  'email',
+  'phone',
+] as const;
+
 /**
- * What a row does. `fallbackTime` stands for a missing UPDATED_AT (a bucket file has none): the sync's start. An
- * identifier is taken from its column, never from PAYLOAD (which must not hold one, as the public API says).
+ * Why an identifier the row gives cannot be used, whatever the row does with it (attributes, a phone lookup, a
+ * delete): /users/track's rules for an identifier, said of the column. A value PostgreSQL cannot store would fail the
+ * lookup or the write of the whole batch, again on every retry, instead of this one row.
  */
-export function rowItem(row: SourceRow, fallbackTime: string): RowItem {
+function identifierProblem(row: SourceRow): string | null {
+  for (const column of IDENTIFIER_COLUMNS) {
+    const value = text(row[column]);
+    if (value === undefined) continue;
+    const name = column.toUpperCase();
+    if (value === '') return `'${name}' must not be empty`;
+    const problem = textProblem(value);
+    if (problem) return describeUnstorable({ ...problem, path: name, inKey: false }, 0);
+    // UTF-16 units, as /users/track's rule for an identifier counts them.
+    if (value.length > MAX_IDENTIFIER_CHARS) return `'${name}' may be at most ${MAX_IDENTIFIER_CHARS} characters`;
+  }
+  return null;
+}
+
+/**
+ * What a row does. `fallbackTime` stands for a missing UPDATED_AT (a bucket file has none: the time the file was first
+ * read); an UPDATED_AT after `latest` refuses the row (latestRowTime). An identifier is taken from its column, never
+ * from PAYLOAD (which must not hold one, as the public API says).
+ */
+export function rowItem(row: SourceRow, fallbackTime: string, latest: string): RowItem {
   const at = rowTime(row.updated_at, fallbackTime);
   if (typeof at !== 'string') return { kind: 'refused', reason: at.refused };
+  if (isAfter(at, latest)) return { kind: 'refused', reason: aheadReason(at) };
   const externalId = text(row.external_id);
   const aliasName = text(row.alias_name);
   const aliasLabel = text(row.alias_label);
@@ -144,6 +241,8 @@ export function rowItem(row: SourceRow, fallbackTime: string): RowItem {
       reason:
         'the row names its user more than once: give one of EXTERNAL_ID, ALIAS_NAME and ALIAS_LABEL, SERVICE_ID, EMAIL or PHONE',
     };
+  const badIdentifier = identifierProblem(row);
+  if (badIdentifier !== null) return { kind: 'refused', reason: badIdentifier };
 
   if (truthy(row.deleted)) {
     const target: UserRef =

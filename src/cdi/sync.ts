@@ -61,6 +61,31 @@ async function writeRejects(
 }
 
 /**
+ * Ends a run whose attempts are spent (the job's last attempt failed): its rejects file written if the store takes it,
+ * then the run ended `error`, which forgets its refused rows whether or not the file could be written (finishJob).
+ */
+export async function endFailedRun(deps: SyncDeps, jobId: string, error: string): Promise<void> {
+  const job = await readJob(deps.pool, jobId);
+  if (!job || job.status !== 'running') return;
+  let rejectsKey: string | null = null;
+  let opened: WorkspaceStore | undefined;
+  try {
+    const integration = await getIntegration(deps.pool, job.workspaceId, job.integrationId);
+    const { destination, namespace } = await workspaceStorage(deps.pool, job.workspaceId);
+    opened = storeFor(deps.config, destination, namespace);
+    rejectsKey = await writeRejects(deps, job, integration, opened);
+  } catch (err) {
+    deps.log.warn(
+      { cdiJobId: jobId, reason: (err as Error).message },
+      'CDI sync failed for good, and its refused rows could not be written to the store: they are dropped',
+    );
+  } finally {
+    opened?.close();
+  }
+  await finishJob(deps.pool, jobId, { status: 'error', error, rejectsKey });
+}
+
+/**
  * Runs (or resumes) a sync to its end and returns its job. Holds a session advisory lock on the integration for the
  * whole run, so two runners of one integration (a stalled job retried while the first still works) never interleave;
  * the lock goes with the connection if the process dies. A source that cannot be read as configured ends the run as

@@ -3,8 +3,8 @@ import { yieldToEventLoop } from '../ingest/apply/apply-transaction.js';
 import { commitBatch, commitLanes, type Item, type SyncDeps } from './batch-apply.js';
 import type { CdiIntegration } from './integrations.js';
 import type { SyncJob } from './jobs.js';
-import { rowItem, type SourceRow } from './rows.js';
-import { TableSource, type TableRow } from './table-source.js';
+import { latestRowTime, rowItem, type RowItem, type SourceRow } from './rows.js';
+import { TableSource, type ReadStart, type TableRow, type WatermarkDigest } from './table-source.js';
 
 /**
  * A table source's sync: the rows from the watermark on, in (UPDATED_AT, hash) order, a batch at a time. A batch is
@@ -63,12 +63,13 @@ const VALIDATE_SLICE = 500;
  * milliseconds, and every statement of the lanes applying the batch before waited that long for its result to be
  * read (a lane sends about ten statements per batch).
  */
-async function itemsOf(rows: TableRow[], startedAt: string): Promise<Item[]> {
+async function itemsOf(rows: TableRow[], startedAt: string, latest: string): Promise<Item[]> {
   const items: Item[] = [];
   for (let i = 0; i < rows.length; i++) {
     if (i > 0 && i % VALIDATE_SLICE === 0) await yieldToEventLoop();
     const r = rows[i]!;
-    items.push({ item: rowItem(r.row, startedAt), row: r.row, order: `${r.ts} ${r.hash}` });
+    const item: RowItem = r.refused ? { kind: 'refused', reason: r.refused } : rowItem(r.row, startedAt, latest);
+    items.push({ item, row: r.row, order: `${r.ts} ${r.hash}` });
   }
   return items;
 }
@@ -107,31 +108,39 @@ export async function moveWatermark(
   );
 }
 
-/** Applies one batch (its rows' progress with it), in one transaction or over lanes, and moves the watermark. */
+/**
+ * Applies one batch (its rows' progress with it), in one transaction or over lanes, and moves the watermark. Rows
+ * refused for their time (TableRow.refused) are counted and written to the rejects, but are not taken: they move
+ * neither the watermark nor the hashes of rows taken, so the next run reads them again.
+ */
 async function applyBatch(
   deps: SyncDeps,
   job: SyncJob,
   integrationId: string,
   previous: string | null,
-  { rows, items }: TableBatch,
-): Promise<string> {
-  const last = rows[rows.length - 1]!.ts;
+  { rows: read, items }: TableBatch,
+): Promise<string | null> {
+  const rows = read.some((r) => r.refused) ? read.filter((r) => !r.refused) : read;
+  const last = rows.length > 0 ? rows[rows.length - 1]!.ts : previous;
+  const moveTo = (client: PoolClient) =>
+    rows.length > 0 ? moveWatermark(client, integrationId, previous, rows) : Promise.resolve();
   const lanes = deps.config.CDI_APPLY_LANES;
   if (lanes <= 1 || items.some((i) => i.item.kind === 'delete')) {
-    await commitBatch(deps, job, items, (client) => moveWatermark(client, integrationId, previous, rows), last);
+    await commitBatch(deps, job, items, moveTo, rows.length > 0 ? last : null);
     return last;
   }
   // Each lane's items, and beside them the source rows they came from (whose hashes and times the lane records).
   const split: Item[][] = Array.from({ length: lanes }, () => []);
   const splitRows: TableRow[][] = Array.from({ length: lanes }, () => []);
   items.forEach((item, n) => {
-    const lane = laneOf(rows[n]!.row, lanes);
+    const lane = laneOf(read[n]!.row, lanes);
     split[lane]!.push(item);
-    splitRows[lane]!.push(rows[n]!);
+    if (!read[n]!.refused) splitRows[lane]!.push(read[n]!);
   });
   // Each lane's rows are synced once it commits, whatever becomes of the others: their hashes and times, one array each.
   await commitLanes(deps, job, split, async (client, lane) => {
     const laneRows = splitRows[lane]!;
+    if (laneRows.length === 0) return;
     await client.query(`INSERT INTO cdi_lane_rows (integration_id, row_hashes, row_times) VALUES ($1, $2, $3)`, [
       integrationId,
       laneRows.map((r) => r.hash),
@@ -139,6 +148,7 @@ async function applyBatch(
     ]);
   });
   // Every lane has committed: the batch is synced, and the watermark moves past it.
+  if (rows.length === 0) return last;
   await withTransaction(deps.pool, async (client) => {
     await moveWatermark(client, integrationId, previous, rows);
     await client.query(`UPDATE cdi_sync_jobs SET last_timestamp_synced = $2::timestamptz WHERE id = $1`, [
@@ -147,6 +157,41 @@ async function applyBatch(
     ]);
   });
   return last;
+}
+
+/**
+ * Where the run starts reading, and the hashes of the rows it must leave out there. From the watermark, inclusive,
+ * leaving out the rows taken at its exact time and those a lane of an unfinished batch committed; but when no lane's
+ * rows are pending and the source's rows at the watermark's time are exactly those taken (same count, same digest of
+ * their hashes), from just after it, leaving out nothing. A table loaded in one transaction has one UPDATED_AT for all
+ * its rows: a run with nothing new then reads two digests instead of every row again (and holds no hash in memory).
+ */
+async function startOf(
+  deps: SyncDeps,
+  source: TableSource,
+  integrationId: string,
+): Promise<{ start: ReadStart; synced: Set<string> }> {
+  const state = await deps.pool.query<{ watermark: string | null; lanes: boolean } & WatermarkDigest>(
+    `SELECT to_char(i.watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS watermark,
+            EXISTS (SELECT 1 FROM cdi_lane_rows l WHERE l.integration_id = i.id) AS lanes,
+            w.n, w.digest
+       FROM cdi_integrations i,
+            LATERAL (SELECT count(*)::int AS n, md5(string_agg(row_hash COLLATE "C", '' ORDER BY row_hash COLLATE "C")) AS digest
+                       FROM cdi_watermark_rows WHERE integration_id = i.id) w
+      WHERE i.id = $1`,
+    [integrationId],
+  );
+  const { watermark, lanes, n, digest } = state.rows[0]!;
+  if (watermark !== null && !lanes) {
+    const there = await source.rowsAt(watermark);
+    if (there.n === n && there.digest === digest) return { start: { watermark, inclusive: false }, synced: new Set() };
+  }
+  const hashes = await deps.pool.query<{ hashes: string[] }>(
+    `SELECT coalesce((SELECT array_agg(row_hash) FROM cdi_watermark_rows w WHERE w.integration_id = $1), '{}')
+            || coalesce((SELECT array_agg(h) FROM cdi_lane_rows l, unnest(l.row_hashes) h WHERE l.integration_id = $1), '{}') AS hashes`,
+    [integrationId],
+  );
+  return { start: { watermark, inclusive: true }, synced: new Set(hashes.rows[0]!.hashes) };
 }
 
 /** A table source: from the watermark on, each batch applied and moving it. */
@@ -158,18 +203,14 @@ export async function syncTable(
 ): Promise<void> {
   const source = await TableSource.open(integration.source.url_env, integration.source.table, deps.env);
   try {
-    const state = await deps.pool.query<{ watermark: string | null; hashes: string[] }>(
-      `SELECT to_char(i.watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS watermark,
-              coalesce((SELECT array_agg(row_hash) FROM cdi_watermark_rows w WHERE w.integration_id = i.id), '{}')
-              || coalesce((SELECT array_agg(h) FROM cdi_lane_rows l, unnest(l.row_hashes) h WHERE l.integration_id = i.id), '{}') AS hashes
-         FROM cdi_integrations i WHERE i.id = $1`,
-      [integration.id],
-    );
-    let watermark = state.rows[0]!.watermark;
-    const synced = new Set(state.rows[0]!.hashes);
+    const { start, synced } = await startOf(deps, source, integration.id);
+    let watermark = start.watermark;
+    // One bound for the whole run, as PostgreSQL compares it in the query and the rows' validation does after: the
+    // query's snapshot is taken as it starts, so a row it sees was written before, whatever time it claims.
+    const latest = latestRowTime();
     const batches = ahead(
-      source.batches(watermark, synced, deps.config.CDI_BATCH_ROWS),
-      async (rows: TableRow[]): Promise<TableBatch> => ({ rows, items: await itemsOf(rows, startedAt) }),
+      source.batches(start, synced, { rows: deps.config.CDI_BATCH_ROWS, bytes: deps.config.CDI_BATCH_BYTES }, latest),
+      async (rows: TableRow[]): Promise<TableBatch> => ({ rows, items: await itemsOf(rows, startedAt, latest) }),
     );
     for await (const batch of batches) watermark = await applyBatch(deps, job, integration.id, watermark, batch);
   } finally {

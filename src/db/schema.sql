@@ -132,6 +132,16 @@ CREATE TABLE catalogs (
   CONSTRAINT catalogs_workspace_id_name_key UNIQUE (workspace_id, name)
 );
 
+CREATE TABLE cdi_file_positions (
+  integration_id uuid NOT NULL,
+  key text NOT NULL,
+  etag text NOT NULL,
+  done bigint NOT NULL,
+  rows_at timestamp with time zone NOT NULL,
+  CONSTRAINT cdi_file_positions_pkey PRIMARY KEY (integration_id, key, etag),
+  CONSTRAINT cdi_file_positions_integration_id_fkey FOREIGN KEY (integration_id) REFERENCES cdi_integrations(id) ON DELETE CASCADE
+);
+
 CREATE TABLE cdi_files_synced (
   integration_id uuid NOT NULL,
   key text NOT NULL,
@@ -177,7 +187,6 @@ CREATE TABLE cdi_sync_jobs (
   finished_at timestamp with time zone,
   rows_synced bigint DEFAULT 0 NOT NULL,
   rows_failed bigint DEFAULT 0 NOT NULL,
-  cursor jsonb,
   last_timestamp_synced timestamp with time zone,
   rejects_key text,
   error text,
@@ -873,6 +882,7 @@ BEGIN
     NEW.watermark := NULL;
     DELETE FROM cdi_watermark_rows WHERE integration_id = NEW.id;
     DELETE FROM cdi_lane_rows WHERE integration_id = NEW.id;
+    DELETE FROM cdi_file_positions WHERE integration_id = NEW.id;
   END IF;
   RETURN NEW;
 END

@@ -175,4 +175,23 @@ describe('CDI apply lanes', () => {
     expect(run).toMatchObject({ job_status: 'success', rows_synced: 0 });
     expect((await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM applied_log`)).rows[0]!.n).toBe(before);
   });
+
+  it('a row added later at the same time is taken, once: the rows at the watermark no longer match those taken', async () => {
+    // The run before read only the two digests of the rows at the watermark's time (they matched); now they differ.
+    const db = env.ctx.pool;
+    await warehouse.query(`INSERT INTO ${TABLE} VALUES (timestamptz '2026-01-01', 'lane-late', '{"tier": "late"}')`);
+    const before = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM applied_log`)).rows[0]!.n;
+    expect(await sync()).toMatchObject({ job_status: 'success', rows_synced: 1 });
+    expect(await sync()).toMatchObject({ job_status: 'success', rows_synced: 0 });
+    // lane-late's profile written once, and no other profile written again.
+    const applied = await db.query<{ n: number; late: number }>(
+      `SELECT count(*)::int AS n, count(*) FILTER (WHERE external_id = 'lane-late')::int AS late FROM applied_log`,
+    );
+    expect(applied.rows[0]).toEqual({ n: before + 1, late: 1 });
+    const kept = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM cdi_watermark_rows WHERE integration_id = $1`,
+      [INTEGRATION],
+    );
+    expect(kept.rows[0]!.n).toBe(ROWS + 1);
+  });
 });

@@ -202,8 +202,14 @@ describe('CDI from a PostgreSQL table', () => {
     // Older than the watermark: not taken (docs/cdi.md says so and why).
     expect((await profile('ext-8'))!.custom_attributes).not.toMatchObject({ tier: 'too-late' });
     // Nothing of the first run applied again (ext-2's row would have reset nothing, but counts say it).
+    // A run with nothing new still says how fresh the data is: the integration's watermark.
     const again = await sync();
-    expect(again).toMatchObject({ job_status: 'success', rows_synced: 0, rows_failed_with_errors: 0 });
+    expect(again).toMatchObject({
+      job_status: 'success',
+      rows_synced: 0,
+      rows_failed_with_errors: 0,
+      last_timestamp_synced: '2026-01-02T00:00:00.000Z',
+    });
   });
 
   it("answers the public API's refusals: 400 invalid id, 404 unknown or another workspace's, 429 while a run runs, bad cursors", async () => {

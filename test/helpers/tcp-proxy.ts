@@ -14,7 +14,12 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'): Promise<TcpProxy> {
+export async function startTcpProxy(
+  targetPort: number,
+  targetHost = '127.0.0.1',
+  /** The port to listen on: a free one by default; a given one to come back where a closed proxy was. */
+  listenPort = 0,
+): Promise<TcpProxy> {
   const open = new Set<{ client: Socket; upstream: Socket }>();
   const state = { resetNew: false };
   const server: Server = createServer((client) => {
@@ -40,7 +45,7 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
+    server.listen(listenPort, '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as { port: number };
   return {
