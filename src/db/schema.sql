@@ -640,6 +640,18 @@ CREATE TABLE profile_external_ids (
 );
 CREATE INDEX profile_external_ids_profile ON profile_external_ids USING btree (profile_id);
 
+CREATE TABLE profile_merged_identifiers (
+  profile_id bigint NOT NULL,
+  workspace_id uuid NOT NULL,
+  kind text NOT NULL,
+  value text NOT NULL,
+  alias_label text,
+  merged_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT profile_merged_identifiers_kind_check CHECK ((kind = ANY (ARRAY['external_id'::text, 'service_id'::text, 'email'::text, 'phone'::text, 'user_alias'::text]))),
+  CONSTRAINT profile_merged_identifiers_profile_id_fkey FOREIGN KEY (profile_id) REFERENCES profiles(id) ON DELETE CASCADE
+);
+CREATE INDEX profile_merged_identifiers_profile ON profile_merged_identifiers USING btree (profile_id);
+
 CREATE TABLE profile_tombstones (
   profile_id bigint NOT NULL,
   workspace_id uuid NOT NULL,
@@ -848,6 +860,7 @@ CREATE TABLE uninstall_events (
   CONSTRAINT uninstall_events_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 CREATE INDEX uninstall_events_app ON uninstall_events USING btree (app_id, occurred_at);
+CREATE INDEX uninstall_events_profile ON uninstall_events USING btree (profile_id) WHERE (profile_id IS NOT NULL);
 CREATE INDEX uninstall_events_series ON uninstall_events USING btree (workspace_id, occurred_at);
 
 CREATE TABLE workspaces (
