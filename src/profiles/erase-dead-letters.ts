@@ -1,5 +1,5 @@
 import type { PoolClient } from '../db/pool.js';
-import type { ErasedIdentifier } from './erase.js';
+import type { ErasedIdentifier } from './erased-identifiers.js';
 
 /**
  * An erased user's objects in dead letters (ingest_dead_letters): refused objects of many users, kept for an operator

@@ -1,5 +1,13 @@
 import type { PoolClient } from '../db/pool.js';
+import {
+  eraseConsent,
+  eraseLiveActivityTokens,
+  eraseScheduledRecipients,
+  forgetIdempotencyAnswers,
+  unlinkUninstalls,
+} from './erase-copies.js';
 import { scrubDeadLetters } from './erase-dead-letters.js';
+import type { ErasedIdentifier, IdentifierKind } from './erased-identifiers.js';
 
 /**
  * Deleting profiles: the row (its aliases and deprecated external ids go with it, by cascade), leaving the tombstone
@@ -10,24 +18,6 @@ import { scrubDeadLetters } from './erase-dead-letters.js';
  * 0290): their identifiers name the person up to the merge. What is kept on purpose, and why, is in docs/privacy.md:
  * an address's unsubscribe and hard bounce stay (suppression lists), and exports already delivered are the customer's.
  */
-
-export type IdentifierKind = 'external_id' | 'service_id' | 'email' | 'phone' | 'user_alias';
-
-/** One identifier of an erased user, and until when a copy naming it is theirs. */
-export interface ErasedIdentifier {
-  kind: IdentifierKind;
-  /** The value; an alias's name; an address lower-cased. */
-  value: string;
-  /** An alias's label. */
-  label: string | null;
-  /**
-   * 'infinity' for the profile's own identifiers; for one a merge folded in, the merge's time (PostgreSQL's text):
-   * the identifier was freed then, and a copy written since names whoever took it.
-   */
-  until: string;
-  /** `until` in milliseconds since the epoch (Infinity for the profile's own). */
-  untilMs: number;
-}
 
 /** The identifiers of `profileIds` and of the profiles merged into them, read before their rows go. */
 async function identifiersOf(client: PoolClient, profileIds: number[]): Promise<ErasedIdentifier[]> {
@@ -81,13 +71,7 @@ export async function deleteProfiles(
   return deleted.rowCount ?? 0;
 }
 
-/** The identifiers of some kinds as two parallel arrays, values and their bounds, for `unnest($n, $n+1)`. */
-export function boundedValues(ids: ErasedIdentifier[], kinds?: IdentifierKind[]): [string[], string[]] {
-  const chosen = kinds ? ids.filter((i) => kinds.includes(i.kind)) : ids;
-  return [chosen.map((i) => i.value), chosen.map((i) => i.until)];
-}
-
-/** The copies of an erased user's data outside their profile row. */
+/** The copies of an erased user's data outside their profile row, in the order docs/privacy.md lists them. */
 async function eraseCopies(
   client: PoolClient,
   workspaceId: string,
@@ -95,28 +79,9 @@ async function eraseCopies(
   ids: ErasedIdentifier[],
 ): Promise<void> {
   await scrubDeadLetters(client, workspaceId, ids);
-  // Answers replayed for an Idempotency-Key may repeat an identifier (a rename's external_ids): those keys are forgotten.
-  await client.query(
-    `DELETE FROM idempotency_keys k
-      WHERE k.workspace_id = $1 AND k.response IS NOT NULL
-        AND EXISTS (SELECT 1 FROM unnest($2::text[], $3::timestamptz[]) AS v(value, until)
-                     WHERE k.created_at <= v.until AND jsonb_path_exists(k.response, '$.** ? (@ == $v)', jsonb_build_object('v', v.value)))`,
-    [workspaceId, ...boundedValues(ids)],
-  );
-  await client.query(
-    `DELETE FROM live_activity_tokens t USING live_activities l, apps a, unnest($2::text[], $3::timestamptz[]) AS v(value, until)
-      WHERE t.live_activity_id = l.id AND l.app_id = a.id AND a.workspace_id = $1 AND t.external_id = v.value AND t.created_at <= v.until`,
-    [workspaceId, ...boundedValues(ids, ['external_id'])],
-  );
-  // Consent given per address goes; an unsubscribe stays, as a suppression list must (docs/privacy.md).
-  await client.query(
-    `DELETE FROM email_subscriptions s USING unnest($2::text[], $3::timestamptz[]) AS v(value, until)
-      WHERE s.workspace_id = $1 AND s.email = v.value AND s.updated_at <= v.until AND s.state <> 'unsubscribed'`,
-    [workspaceId, ...boundedValues(ids, ['email'])],
-  );
-  // The uninstall counts stay (KPI series); what tied them to the person does not.
-  await client.query(
-    `UPDATE uninstall_events SET profile_id = NULL WHERE workspace_id = $1 AND profile_id = ANY($2::bigint[])`,
-    [workspaceId, profileIds],
-  );
+  await forgetIdempotencyAnswers(client, workspaceId, ids);
+  await eraseLiveActivityTokens(client, workspaceId, ids);
+  await eraseConsent(client, workspaceId, ids);
+  await unlinkUninstalls(client, workspaceId, profileIds);
+  await eraseScheduledRecipients(client, workspaceId, ids);
 }

@@ -1,0 +1,89 @@
+import type { PoolClient } from '../db/pool.js';
+import { boundedValues, identifierColumns, type ErasedIdentifier } from './erased-identifiers.js';
+
+/**
+ * The erasure of each copy of a person outside their profile row (src/profiles/erase.ts says which, docs/privacy.md
+ * why). Each statement runs in the erasure's transaction, which holds the workspace's whole ingestion lock; each
+ * matches the person's identifiers exactly, and a merged-in identifier only on copies written up to its merge.
+ */
+
+/** Answers replayed for an Idempotency-Key that repeat an identifier (a rename's external_ids): the keys are forgotten. */
+export async function forgetIdempotencyAnswers(
+  client: PoolClient,
+  workspaceId: string,
+  ids: ErasedIdentifier[],
+): Promise<void> {
+  await client.query(
+    `DELETE FROM idempotency_keys k
+      WHERE k.workspace_id = $1 AND k.response IS NOT NULL
+        AND EXISTS (SELECT 1 FROM unnest($2::text[], $3::timestamptz[]) AS v(value, until)
+                     WHERE k.created_at <= v.until AND jsonb_path_exists(k.response, '$.** ? (@ == $v)', jsonb_build_object('v', v.value)))`,
+    [workspaceId, ...boundedValues(ids)],
+  );
+}
+
+/** Live activity push tokens registered with one of the person's external ids. */
+export async function eraseLiveActivityTokens(
+  client: PoolClient,
+  workspaceId: string,
+  ids: ErasedIdentifier[],
+): Promise<void> {
+  await client.query(
+    `DELETE FROM live_activity_tokens t USING live_activities l, apps a, unnest($2::text[], $3::timestamptz[]) AS v(value, until)
+      WHERE t.live_activity_id = l.id AND l.app_id = a.id AND a.workspace_id = $1 AND t.external_id = v.value AND t.created_at <= v.until`,
+    [workspaceId, ...boundedValues(ids, ['external_id'])],
+  );
+}
+
+/** Consent given per address goes; an unsubscribe stays, as a suppression list must (docs/privacy.md). */
+export async function eraseConsent(client: PoolClient, workspaceId: string, ids: ErasedIdentifier[]): Promise<void> {
+  await client.query(
+    `DELETE FROM email_subscriptions s USING unnest($2::text[], $3::timestamptz[]) AS v(value, until)
+      WHERE s.workspace_id = $1 AND s.email = v.value AND s.updated_at <= v.until AND s.state <> 'unsubscribed'`,
+    [workspaceId, ...boundedValues(ids, ['email'])],
+  );
+}
+
+/** The uninstall counts stay (KPI series); what tied them to the person does not. */
+export async function unlinkUninstalls(client: PoolClient, workspaceId: string, profileIds: number[]): Promise<void> {
+  await client.query(
+    `UPDATE uninstall_events SET profile_id = NULL WHERE workspace_id = $1 AND profile_id = ANY($2::bigint[])`,
+    [workspaceId, profileIds],
+  );
+}
+
+/** Whether recipient `<e>` of schedule `s` is named by identifier `v` (kind, value, label, until). */
+const NAMES_RECIPIENT = `s.created_at <= v.until
+  AND ((v.kind = 'external_id' AND e->>'external_user_id' = v.value)
+       OR (v.kind = 'user_alias' AND e->'user_alias'->>'alias_name' = v.value AND e->'user_alias'->>'alias_label' = v.label))`;
+
+/**
+ * Scheduled canvas sends name their recipients (external_user_id or user_alias) with per-recipient
+ * trigger_properties and canvas_entry_properties: the person's entries go, from every schedule of the workspace
+ * (sent ones too: the row is a copy all the same). A schedule of recipients (not a broadcast) left with none would
+ * send to nobody: one still to send is cancelled, so its firings do nothing (src/canvases/fire.ts).
+ */
+export async function eraseScheduledRecipients(
+  client: PoolClient,
+  workspaceId: string,
+  ids: ErasedIdentifier[],
+): Promise<void> {
+  const named = ids.filter((i) => i.kind === 'external_id' || i.kind === 'user_alias');
+  if (named.length === 0) return;
+  await client.query(
+    `WITH v AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS v(kind, value, label, until)),
+          hit AS (
+            SELECT s.id,
+                   (SELECT coalesce(jsonb_agg(r.e ORDER BY r.i), '[]'::jsonb) FROM jsonb_array_elements(s.recipients) WITH ORDINALITY AS r(e, i)
+                     WHERE NOT EXISTS (SELECT 1 FROM v, LATERAL (SELECT r.e) AS x(e) WHERE ${NAMES_RECIPIENT})) AS kept
+              FROM canvas_schedules s JOIN canvases c ON c.id = s.canvas_id
+             WHERE c.workspace_id = $1 AND jsonb_typeof(s.recipients) = 'array'
+               AND EXISTS (SELECT 1 FROM jsonb_array_elements(s.recipients) AS e, v WHERE ${NAMES_RECIPIENT})
+               FOR UPDATE OF s)
+     UPDATE canvas_schedules s
+        SET recipients = hit.kept, updated_at = now(),
+            state = CASE WHEN jsonb_array_length(hit.kept) = 0 AND NOT s.broadcast AND s.state IN ('scheduled', 'sending') THEN 'cancelled' ELSE s.state END
+       FROM hit WHERE s.id = hit.id`,
+    [workspaceId, ...identifierColumns(named)],
+  );
+}
