@@ -35,6 +35,27 @@ export async function eraseLiveActivityTokens(
   );
 }
 
+/**
+ * An unsubscribe set on a profile (email_subscribe in an attributes object) lives on the profile only: kept as its
+ * address's suppression, as POST /email/status and a hard bounce store it (email_subscriptions), when the profile
+ * goes (a deletion, or a merge into a profile that keeps another address). At the profile's unsubscribe time, so
+ * GET /email/unsubscribes lists the address as before; an address state written later than that stands, as the
+ * hard-bounce writer has it.
+ */
+export async function keepUnsubscribes(client: PoolClient, workspaceId: string, profileIds: number[]): Promise<void> {
+  await client.query(
+    `INSERT INTO email_subscriptions (workspace_id, email, state, updated_at)
+     SELECT $1, lower(p.email), 'unsubscribed', max(coalesce((p.attribute_times->>'email_subscribe')::timestamptz, p.updated_at))
+       FROM profiles p
+      WHERE p.workspace_id = $1 AND p.id = ANY($2::bigint[]) AND p.email_subscribe = 'unsubscribed' AND p.email IS NOT NULL
+      GROUP BY lower(p.email)
+     ON CONFLICT (workspace_id, email) DO UPDATE SET state = 'unsubscribed', updated_at = EXCLUDED.updated_at
+      WHERE email_subscriptions.updated_at <= EXCLUDED.updated_at
+        AND NOT (email_subscriptions.state = 'unsubscribed' AND email_subscriptions.updated_at = EXCLUDED.updated_at)`,
+    [workspaceId, profileIds],
+  );
+}
+
 /** Consent given per address goes; an unsubscribe stays, as a suppression list must (docs/privacy.md). */
 export async function eraseConsent(client: PoolClient, workspaceId: string, ids: ErasedIdentifier[]): Promise<void> {
   await client.query(

@@ -4,6 +4,7 @@ import {
   eraseLiveActivityTokens,
   eraseScheduledRecipients,
   forgetIdempotencyAnswers,
+  keepUnsubscribes,
   unlinkUninstalls,
 } from './erase-copies.js';
 import { scrubDeadLetters } from './erase-dead-letters.js';
@@ -52,8 +53,8 @@ async function identifiersOf(client: PoolClient, profileIds: number[]): Promise<
 }
 
 /**
- * Deletes profiles inside the caller's transaction (which holds the workspace's ingestion lock). Returns how many
- * rows went. With `erase`, the copies above go in the same transaction, so an erasure is whole or not at all.
+ * Deletes profiles inside the caller's transaction (which holds the workspace's ingestion lock), an unsubscribe on
+ * one of them kept for its address (a suppression list, docs/privacy.md). Returns how many rows went. With `erase`, the copies above go in the same transaction, so an erasure is whole or not at all.
  */
 export async function deleteProfiles(
   client: PoolClient,
@@ -63,6 +64,7 @@ export async function deleteProfiles(
 ): Promise<number> {
   if (profileIds.length === 0) return 0;
   const identifiers = options.erase ? await identifiersOf(client, profileIds) : null;
+  await keepUnsubscribes(client, workspaceId, profileIds);
   const deleted = await client.query(`DELETE FROM profiles WHERE workspace_id = $1 AND id = ANY($2::bigint[])`, [
     workspaceId,
     profileIds,

@@ -97,3 +97,58 @@ describe('scheduled canvas sends (canvas_schedules.recipients)', () => {
     );
   });
 });
+
+async function unsubscribes(email: string) {
+  const res = await env.app.inject({
+    method: 'GET',
+    url: `/email/unsubscribes?email=${encodeURIComponent(email)}`,
+    headers: bearer(env.ws.apiKey),
+  });
+  expect(res.statusCode, res.body).toBe(200);
+  return (res.json() as { emails: Array<{ email: string; unsubscribed_at: string }> }).emails;
+}
+
+describe('an unsubscribe set through attributes (email_subscribe on the profile)', () => {
+  it('outlives the deletion as the address suppression: still listed, and a new user with the address is unsubscribed', async () => {
+    const t = randomUUID().slice(0, 6);
+    const email = `Quiet.${t}@Example.com`;
+    const at = '2026-03-01T10:00:00.000Z';
+    await track({
+      attributes: [{ external_id: `quiet-${t}`, email, email_subscribe: 'unsubscribed', first_name: 'Q' }],
+    });
+    await env.ctx.pool.query(
+      `UPDATE profiles SET attribute_times = attribute_times || jsonb_build_object('email_subscribe', $2::text) WHERE external_id = $1`,
+      [`quiet-${t}`, at],
+    );
+    const listed = [{ email: email.toLowerCase(), unsubscribed_at: at }];
+    expect(await unsubscribes(email)).toEqual(listed);
+
+    await erase({ external_ids: [`quiet-${t}`] });
+    expect(await q(`SELECT 1 FROM profiles WHERE external_id = $1`, [`quiet-${t}`])).toEqual([]);
+    expect(await unsubscribes(email)).toEqual(listed);
+    // The address comes back with a new sign-up: it is not mailable.
+    await track({ attributes: [{ external_id: `again-${t}`, email }] });
+    expect(await q(`SELECT email_subscribe FROM profiles WHERE external_id = $1`, [`again-${t}`])).toEqual([
+      { email_subscribe: 'unsubscribed' },
+    ]);
+  });
+
+  it('outlives a merge that drops the address (the kept user has its own)', async () => {
+    const t = randomUUID().slice(0, 6);
+    const [a, b] = [`qa-${t}`, `qb-${t}`];
+    await track({
+      attributes: [
+        { external_id: a, email: `${a}@example.com`, email_subscribe: 'unsubscribed' },
+        { external_id: b, email: `${b}@example.com`, email_subscribe: 'opted_in' },
+      ],
+    });
+    const before = await unsubscribes(`${a}@example.com`);
+    expect(before).toHaveLength(1);
+    await post('/users/merge', {
+      merge_updates: [{ identifier_to_merge: { external_id: a }, identifier_to_keep: { external_id: b } }],
+    });
+    await applyStaged();
+    expect(await q(`SELECT email FROM profiles WHERE external_id = $1`, [b])).toEqual([{ email: `${b}@example.com` }]);
+    expect(await unsubscribes(`${a}@example.com`)).toEqual(before);
+  });
+});
