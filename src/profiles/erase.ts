@@ -7,6 +7,7 @@ import {
   keepUnsubscribes,
   unlinkUninstalls,
 } from './erase-copies.js';
+import { eraseCdiRejects } from './erase-cdi-rejects.js';
 import { scrubDeadLetters } from './erase-dead-letters.js';
 import type { ErasedIdentifier, IdentifierKind } from './erased-identifiers.js';
 
@@ -86,4 +87,5 @@ async function eraseCopies(
   await eraseConsent(client, workspaceId, ids);
   await unlinkUninstalls(client, workspaceId, profileIds);
   await eraseScheduledRecipients(client, workspaceId, ids);
+  await eraseCdiRejects(client, workspaceId, ids);
 }

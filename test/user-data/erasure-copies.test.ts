@@ -152,3 +152,50 @@ describe('an unsubscribe set through attributes (email_subscribe on the profile)
     expect(await unsubscribes(`${a}@example.com`)).toEqual(before);
   });
 });
+
+describe('rows a CDI run refused (cdi_sync_rejects)', () => {
+  it("go when they name the person in an identifier column; other users' rows stay", async () => {
+    const t = randomUUID().slice(0, 6);
+    const person = `cdi-${t}`;
+    await track({ attributes: [{ external_id: person, email: `${person}@example.com`, phone: '+15550002222' }] });
+    await post('/users/alias/new', {
+      user_aliases: [{ external_id: person, alias_name: `wh-${t}`, alias_label: 'dw' }],
+    });
+    await applyStaged();
+    const integration = randomUUID();
+    await env.ctx.pool.query(
+      `INSERT INTO cdi_integrations (id, workspace_id, name, source) VALUES ($1, $2, 'users', '{"type": "bucket", "prefix": "cdi/"}')`,
+      [integration, env.ws.workspaceId],
+    );
+    const job = (
+      await q<{ id: string }>(
+        `INSERT INTO cdi_sync_jobs (integration_id, workspace_id, trigger) VALUES ($1, $2, 'api') RETURNING id`,
+        [integration, env.ws.workspaceId],
+      )
+    )[0]!.id;
+    // Lines as a run records them (src/cdi/batch-apply.ts): why, where, and the source row verbatim.
+    const line = (row: Record<string, unknown>) =>
+      JSON.stringify({ reason: 'PAYLOAD is not a JSON object', key: 'cdi/users.csv', line: 2, row });
+    const theirs = [
+      { external_id: person, payload: 'x' },
+      { email: `CDI-${t}@Example.com`, payload: 'x' },
+      { alias_name: `wh-${t}`, alias_label: 'dw', payload: '{"first_name": "P"}' },
+      { phone: '+15550002222', payload: 'x' },
+      { external_id: person, email: 'other@example.com', payload: '{}' },
+    ];
+    const others = [
+      { external_id: `${person}0`, payload: 'x' },
+      { external_id: `x${person}`, payload: 'x' },
+      { alias_name: `wh-${t}`, alias_label: 'other', payload: 'x' },
+      { email: `${person}@example.org`, payload: 'x' },
+    ];
+    await env.ctx.pool.query(`INSERT INTO cdi_sync_rejects (job_id, line) SELECT $1, unnest($2::text[])`, [
+      job,
+      [...theirs, ...others].map(line),
+    ]);
+
+    await erase({ external_ids: [person] });
+    const left = await q<{ line: string }>(`SELECT line FROM cdi_sync_rejects WHERE job_id = $1 ORDER BY seq`, [job]);
+    expect(left.map((r) => (JSON.parse(r.line) as { row: unknown }).row)).toEqual(others);
+  });
+});
