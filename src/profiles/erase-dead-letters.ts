@@ -1,35 +1,98 @@
 import type { PoolClient } from '../db/pool.js';
+import { commandUsers, OBJECT_KINDS, objectUsers, parseStaged, type NamedUser } from '../ingest/apply/staged-users.js';
 import type { ErasedIdentifier } from './erased-identifiers.js';
 
 /**
- * An erased user's objects in dead letters (ingest_dead_letters): refused objects of many users, kept for an operator
- * to fix and stage again (src/ingest/apply/dead-letters.ts).
+ * An erased user's objects in dead letters (ingest_dead_letters): refused objects and user-data commands of many
+ * users, kept for an operator to fix and stage again (src/ingest/apply/dead-letters.ts). Each payload is parsed and
+ * the users it names compared with the erased user's identifiers exactly (never as text: erasing `42` must not touch
+ * a letter of `1042`): their objects, or their commands, are taken out, a letter left empty goes, and a PostgreSQL
+ * message that quotes one of their values is replaced. A payload that is not JSON goes whole when it holds one of their
+ * values as a JSON string.
  */
 
-interface StagedIdentity {
-  type?: string;
-  value?: string;
-  label?: string;
-  name?: string;
-}
+const REMOVED_MESSAGE = 'message removed: it quoted data of a user erased since (docs/privacy.md)';
 
-/** Whether a staged object's identity is one of the erased user's, for a letter accepted at `acceptedMs`. */
-function namesErased(identity: StagedIdentity | undefined, ids: ErasedIdentifier[], acceptedMs: number): boolean {
-  if (!identity) return false;
-  const value = identity.type === 'email' ? (identity.value ?? '').toLowerCase() : identity.value;
+/** Whether a named user is one of the erased identifiers, for a letter accepted at `acceptedMs`. */
+function isErased(user: NamedUser, ids: ErasedIdentifier[], acceptedMs: number): boolean {
+  const value = user.type === 'email' ? user.value?.toLowerCase() : user.value;
   return ids.some(
     (i) =>
       acceptedMs <= i.untilMs &&
-      i.kind === identity.type &&
-      (i.kind === 'user_alias' ? i.label === identity.label && i.value === identity.name : i.value === value),
+      i.kind === user.type &&
+      (i.kind === 'user_alias' ? i.label === user.label && i.value === user.name : i.value === value),
   );
 }
 
-/**
- * Dead letters hold refused objects of many users: the erased user's objects are taken out of each payload (a row
- * left empty goes), and a PostgreSQL message that may quote one of their values is replaced. A command row (a
- * user-data command that failed) naming one of their values goes whole: its commands are about them.
- */
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** Whether a message quotes one of the values as a whole token (not inside a longer one: `1042` does not quote `42`). */
+function quotesAny(text: string, values: string[]): boolean {
+  return values.some((v) => new RegExp(`(?<![\\p{L}\\p{N}])${escapeRegExp(v)}(?![\\p{L}\\p{N}])`, 'iu').test(text));
+}
+
+interface Letter {
+  id: number;
+  payload: string;
+  error_message: string;
+  accepted_ms: string;
+}
+
+/** What becomes of one letter: unchanged, deleted, or rewritten without the erased user's part. */
+type Outcome = 'keep' | 'delete' | { payload: string; objects: number; message: string };
+
+function scrubLetter(row: Letter, ids: ErasedIdentifier[]): Outcome {
+  const acceptedMs = Number(row.accepted_ms);
+  const theirs = ids.filter((i) => acceptedMs <= i.untilMs);
+  const parsed = parseStaged(row.payload);
+  if (parsed.kind === 'unreadable')
+    return theirs.some((i) => row.payload.includes(JSON.stringify(i.value))) ? 'delete' : 'keep';
+  let left = 0;
+  let removed = 0;
+  const keep = <T>(list: T[], users: (item: T) => NamedUser[]): T[] => {
+    const kept = list.filter((item) => !users(item).some((u) => isErased(u, theirs, acceptedMs)));
+    left += kept.length;
+    removed += list.length - kept.length;
+    return kept;
+  };
+  let next: Record<string, unknown>;
+  if (parsed.kind === 'commands') next = { ...parsed.value, commands: keep(parsed.value.commands, commandUsers) };
+  else {
+    next = { ...parsed.value };
+    for (const kind of OBJECT_KINDS) if (Array.isArray(next[kind])) next[kind] = keep(next[kind], objectUsers);
+  }
+  if (removed === 0) return 'keep';
+  if (left === 0) return 'delete';
+  const quoted = quotesAny(
+    row.error_message,
+    theirs.map((i) => i.value),
+  );
+  return { payload: JSON.stringify(next), objects: left, message: quoted ? REMOVED_MESSAGE : row.error_message };
+}
+
+/** Applies the outcomes set-based: one DELETE and one UPDATE. */
+async function applyOutcomes(client: PoolClient, rows: Letter[], outcomes: Outcome[]): Promise<void> {
+  const deleted = rows.filter((_, i) => outcomes[i] === 'delete').map((r) => r.id);
+  const updated = rows.flatMap((r, i) => {
+    const o = outcomes[i]!;
+    return typeof o === 'object' ? [{ id: r.id, ...o }] : [];
+  });
+  if (deleted.length > 0) await client.query(`DELETE FROM ingest_dead_letters WHERE id = ANY($1::bigint[])`, [deleted]);
+  if (updated.length > 0)
+    await client.query(
+      `UPDATE ingest_dead_letters d SET payload = u.payload, objects = u.objects, error_message = u.message
+         FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[]) AS u(id, payload, objects, message)
+        WHERE d.id = u.id`,
+      [
+        updated.map((u) => u.id),
+        updated.map((u) => u.payload),
+        updated.map((u) => u.objects),
+        updated.map((u) => u.message),
+      ],
+    );
+}
+
+/** Takes the erased user's part out of the workspace's dead letters. */
 export async function scrubDeadLetters(
   client: PoolClient,
   workspaceId: string,
@@ -37,55 +100,22 @@ export async function scrubDeadLetters(
 ): Promise<void> {
   const values = [...new Set(ids.map((i) => i.value))];
   if (values.length === 0) return;
-  // Only rows whose text holds one of the values, as JSON writes it, can hold their objects.
+  // Only rows whose text holds one of the values, as JSON writes it, can name them; each is then parsed.
   const patterns = values.map(
     (v) =>
       `%${JSON.stringify(v)
         .slice(1, -1)
         .replace(/[\\%_]/g, (c) => `\\${c}`)}%`,
   );
-  const { rows } = await client.query<{ id: number; payload: string; error_message: string; accepted_ms: string }>(
+  const { rows } = await client.query<Letter>(
     `SELECT id, payload, error_message, extract(epoch FROM accepted_at) * 1000 AS accepted_ms FROM ingest_dead_letters
-      WHERE workspace_id = $1 AND (payload ILIKE ANY($2::text[]) OR error_message ILIKE ANY($2::text[]))
+      WHERE workspace_id = $1 AND payload ILIKE ANY($2::text[])
       FOR UPDATE`,
     [workspaceId, patterns],
   );
-  for (const row of rows) {
-    const acceptedMs = Number(row.accepted_ms);
-    const lowered = ids.filter((i) => acceptedMs <= i.untilMs).map((i) => i.value.toLowerCase());
-    const quotes = (text: string) => lowered.some((v) => text.toLowerCase().includes(v));
-    let payload: Record<string, unknown> | null = null;
-    try {
-      payload = JSON.parse(row.payload) as Record<string, unknown>;
-    } catch {
-      payload = null;
-    }
-    if (payload === null || Array.isArray(payload.commands)) {
-      // Not a payload of objects (unreadable, or commands): it goes whole once it quotes one of their values.
-      if (quotes(row.payload)) await client.query(`DELETE FROM ingest_dead_letters WHERE id = $1`, [row.id]);
-      continue;
-    }
-    let left = 0;
-    let removed = 0;
-    for (const kind of ['events', 'purchases', 'attributes'] as const) {
-      const list = Array.isArray(payload[kind]) ? (payload[kind] as Array<{ identity?: StagedIdentity }>) : [];
-      payload[kind] = list.filter((o) => !namesErased(o.identity, ids, acceptedMs));
-      left += (payload[kind] as unknown[]).length;
-      removed += list.length - (payload[kind] as unknown[]).length;
-    }
-    if (left === 0) {
-      await client.query(`DELETE FROM ingest_dead_letters WHERE id = $1`, [row.id]);
-      continue;
-    }
-    const message = quotes(row.error_message)
-      ? 'message removed: it quoted data of a user erased since (docs/privacy.md)'
-      : row.error_message;
-    if (removed === 0 && message === row.error_message) continue;
-    await client.query(`UPDATE ingest_dead_letters SET payload = $2, objects = $3, error_message = $4 WHERE id = $1`, [
-      row.id,
-      JSON.stringify(payload),
-      left,
-      message,
-    ]);
-  }
+  await applyOutcomes(
+    client,
+    rows,
+    rows.map((r) => scrubLetter(r, ids)),
+  );
 }

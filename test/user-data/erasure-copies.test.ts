@@ -199,3 +199,72 @@ describe('rows a CDI run refused (cdi_sync_rejects)', () => {
     expect(left.map((r) => (JSON.parse(r.line) as { row: unknown }).row)).toEqual(others);
   });
 });
+
+describe('dead letters (ingest_dead_letters)', () => {
+  /** Inserts a dead letter as the apply writes one; returns its id. */
+  async function letter(payload: unknown, message: string, objects = 1): Promise<number> {
+    const text = typeof payload === 'string' ? payload : JSON.stringify(payload);
+    const { rows } = await env.ctx.pool.query<{ id: number }>(
+      `INSERT INTO ingest_dead_letters (source, workspace_id, staged_id, part, accepted_at, objects, payload, error_code, error_message)
+       VALUES ('track', $1, 1, $2, now(), $3, $4, '22P05', $5) RETURNING id`,
+      [env.ws.workspaceId, text.includes('"commands"') ? -1 : 0, objects, text, message],
+    );
+    return rows[0]!.id;
+  }
+  const event = (externalId: string) => ({
+    identity: { type: 'external_id', value: externalId },
+    create: true,
+    name: 'x',
+    time: '2026-01-01T00:00:00.000Z',
+  });
+  const objects = (...events: unknown[]) => ({ events, purchases: [], attributes: [] });
+
+  it("compare parsed references exactly: erasing '42' leaves another user's letters naming '1042' whole", async () => {
+    const t = randomUUID().slice(0, 6);
+    const [person, other] = [`42-${t}`, `1042-${t}`];
+    await track({ attributes: [{ external_id: person }, { external_id: other }] });
+    const ref = (value: string) => ({ kind: 'external_id', value });
+    const kept = [
+      // A command row of the other user's (a failed delete), a rename to a longer id, an alias whose name holds it.
+      await letter({ commands: [{ kind: 'delete', target: ref(other) }] }, 'x'),
+      await letter({ commands: [{ kind: 'rename', renames: [{ current: other, next: `${other}-v2` }] }] }, 'x'),
+      await letter(
+        { commands: [{ kind: 'alias_new', label: 'crm', name: `${person}0` }] },
+        `duplicate key value (crm, ${person}0)`,
+      ),
+      // The other user's object, with a message that quotes their id.
+      await letter(objects(event(other)), `invalid input near "${other}"`),
+      // Not JSON: only the value as a whole JSON string would name the person.
+      await letter(`{"events": [{"identity": {"type": "external_id", "value": "${other}"}`, 'not JSON'),
+    ];
+    const theirs = [
+      await letter({ commands: [{ kind: 'delete', target: ref(person) }] }, 'x'),
+      await letter(`{"events": [{"identity": {"type": "external_id", "value": "${person}"}`, 'not JSON'),
+    ];
+    const mixed = await letter(
+      {
+        commands: [
+          { kind: 'merge', merge: ref(person), keep: ref(other) },
+          { kind: 'remove', externalIds: [`${other}-old`] },
+        ],
+      },
+      `near ${person}`,
+      2,
+    );
+    const snapshot = async (ids: number[]) =>
+      q<{ id: number; payload: string; error_message: string; objects: number }>(
+        `SELECT id, payload, error_message, objects FROM ingest_dead_letters WHERE id = ANY($1) ORDER BY id`,
+        [ids],
+      );
+    const before = await snapshot(kept);
+
+    await erase({ external_ids: [person] });
+    expect(await snapshot(kept)).toEqual(before);
+    expect(await snapshot(theirs)).toEqual([]);
+    // A row of several commands loses theirs only, and a message that quotes them.
+    const [left] = await snapshot([mixed]);
+    expect(JSON.parse(left!.payload)).toEqual({ commands: [{ kind: 'remove', externalIds: [`${other}-old`] }] });
+    expect(left!.objects).toBe(1);
+    expect(left!.error_message).not.toContain(person);
+  });
+});
