@@ -109,7 +109,7 @@ async function idempotencyKeys(pool: Pool, workspaceId: string, ids: string[]): 
       `INSERT INTO idempotency_keys (workspace_id, key, request_hash, status_code, response, created_at, completed_at)
        SELECT $1, 'bench-' || g, '\\x00'::bytea, 201,
               CASE WHEN g % 20 = 0
-                   THEN jsonb_build_object('message', 'success', 'external_ids', jsonb_build_array(($2::text[])[1 + (g * 7919) % cardinality($2::text[])]), 'rename_errors', '[]'::jsonb)
+                   THEN jsonb_build_object('message', 'success', 'external_ids', jsonb_build_array(($2::text[])[1 + ((g::bigint * 7919) % cardinality($2::text[]))::int]), 'rename_errors', '[]'::jsonb)
                    ELSE '{"message": "success", "attributes_processed": 5, "events_processed": 5}'::jsonb END,
               now() - (g % 82800) * interval '1 second', now() - (g % 82800) * interval '1 second'
          FROM generate_series($3::int, $4::int) AS g`,
