@@ -7,7 +7,11 @@ import { boundedValues, identifierColumns, type ErasedIdentifier } from './erase
  * matches the person's identifiers exactly, and a merged-in identifier only on copies written up to its merge.
  */
 
-/** Answers replayed for an Idempotency-Key that repeat an identifier (a rename's external_ids): the keys are forgotten. */
+/**
+ * Answers replayed for an Idempotency-Key that repeat an identifier (a rename's external_ids): the keys are forgotten.
+ * Found by the hashes of the answers' string values (`names`, migration 0290) in a GIN index, then checked exactly
+ * (case aside: a key forgotten too many only runs its retry again).
+ */
 export async function forgetIdempotencyAnswers(
   client: PoolClient,
   workspaceId: string,
@@ -15,9 +19,11 @@ export async function forgetIdempotencyAnswers(
 ): Promise<void> {
   await client.query(
     `DELETE FROM idempotency_keys k
-      WHERE k.workspace_id = $1 AND k.response IS NOT NULL
-        AND EXISTS (SELECT 1 FROM unnest($2::text[], $3::timestamptz[]) AS v(value, until)
-                     WHERE k.created_at <= v.until AND jsonb_path_exists(k.response, '$.** ? (@ == $v)', jsonb_build_object('v', v.value)))`,
+      WHERE k.workspace_id = $1 AND k.names <> '{}'
+        AND k.names && (SELECT array_agg(identifier_hash(v)) FROM unnest($2::text[]) AS v)
+        AND EXISTS (SELECT 1 FROM jsonb_path_query(k.response, 'strict $.** ? (@.type() == "string")') AS s,
+                                  unnest($2::text[], $3::timestamptz[]) AS v(value, until)
+                     WHERE lower(s #>> '{}') = lower(v.value) AND k.created_at <= v.until)`,
     [workspaceId, ...boundedValues(ids)],
   );
 }

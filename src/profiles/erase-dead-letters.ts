@@ -1,5 +1,13 @@
 import type { PoolClient } from '../db/pool.js';
-import { commandUsers, OBJECT_KINDS, objectUsers, parseStaged, type NamedUser } from '../ingest/apply/staged-users.js';
+import { NAMES_FROM_JSON } from '../ingest/apply/dead-letters.js';
+import {
+  commandUsers,
+  OBJECT_KINDS,
+  objectUsers,
+  parseStaged,
+  stagedNames,
+  type NamedUser,
+} from '../ingest/apply/staged-users.js';
 import type { ErasedIdentifier } from './erased-identifiers.js';
 
 /**
@@ -28,7 +36,13 @@ const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** Whether a message quotes one of the values as a whole token (not inside a longer one: `1042` does not quote `42`). */
 function quotesAny(text: string, values: string[]): boolean {
-  return values.some((v) => new RegExp(`(?<![\\p{L}\\p{N}])${escapeRegExp(v)}(?![\\p{L}\\p{N}])`, 'iu').test(text));
+  const lower = text.toLowerCase();
+  // A regular expression only for the values the text holds at all: an erasure checks hundreds of values a letter.
+  return values.some(
+    (v) =>
+      lower.includes(v.toLowerCase()) &&
+      new RegExp(`(?<![\\p{L}\\p{N}])${escapeRegExp(v)}(?![\\p{L}\\p{N}])`, 'iu').test(text),
+  );
 }
 
 interface Letter {
@@ -36,6 +50,8 @@ interface Letter {
   payload: string;
   error_message: string;
   accepted_ms: string;
+  /** No `names` recorded (written before migration 0290, or edited since): found by reading, named now. */
+  unnamed: boolean;
 }
 
 /** What becomes of one letter: unchanged, deleted, or rewritten without the erased user's part. */
@@ -70,29 +86,46 @@ function scrubLetter(row: Letter, ids: ErasedIdentifier[]): Outcome {
   return { payload: JSON.stringify(next), objects: left, message: quoted ? REMOVED_MESSAGE : row.error_message };
 }
 
-/** Applies the outcomes set-based: one DELETE and one UPDATE. */
+/**
+ * Applies the outcomes set-based: one DELETE, and one UPDATE of the letters rewritten and of those kept as they were
+ * but found unnamed (their names recorded, so the next erasure finds them by index).
+ */
 async function applyOutcomes(client: PoolClient, rows: Letter[], outcomes: Outcome[]): Promise<void> {
   const deleted = rows.filter((_, i) => outcomes[i] === 'delete').map((r) => r.id);
-  const updated = rows.flatMap((r, i) => {
-    const o = outcomes[i]!;
-    return typeof o === 'object' ? [{ id: r.id, ...o }] : [];
-  });
+  const updated = rows.flatMap(
+    (r, i): Array<{ id: number; payload: string; objects: number | null; message: string; names: string[] }> => {
+      const o = outcomes[i]!;
+      if (typeof o === 'object') return [{ id: r.id, ...o, names: stagedNames(o.payload) }];
+      if (o === 'keep' && r.unnamed)
+        return [
+          { id: r.id, payload: r.payload, objects: null, message: r.error_message, names: stagedNames(r.payload) },
+        ];
+      return [];
+    },
+  );
   if (deleted.length > 0) await client.query(`DELETE FROM ingest_dead_letters WHERE id = ANY($1::bigint[])`, [deleted]);
   if (updated.length > 0)
     await client.query(
-      `UPDATE ingest_dead_letters d SET payload = u.payload, objects = u.objects, error_message = u.message
-         FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[]) AS u(id, payload, objects, message)
-        WHERE d.id = u.id`,
+      `UPDATE ingest_dead_letters t
+          SET payload = d.payload, objects = coalesce(d.objects, t.objects), error_message = d.message, names = ${NAMES_FROM_JSON}
+         FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::text[]) AS d(id, payload, objects, message, names)
+        WHERE t.id = d.id`,
       [
         updated.map((u) => u.id),
         updated.map((u) => u.payload),
         updated.map((u) => u.objects),
         updated.map((u) => u.message),
+        updated.map((u) => JSON.stringify(u.names)),
       ],
     );
 }
 
-/** Takes the erased user's part out of the workspace's dead letters. */
+const LETTER_COLUMNS = `id, payload, error_message, extract(epoch FROM accepted_at) * 1000 AS accepted_ms, names IS NULL AS unnamed`;
+
+/**
+ * Takes the erased user's part out of the workspace's dead letters: the letters whose recorded names hold one of the
+ * user's values (a GIN index lookup by hash), and those with no names recorded yet, each then parsed and compared.
+ */
 export async function scrubDeadLetters(
   client: PoolClient,
   workspaceId: string,
@@ -100,19 +133,17 @@ export async function scrubDeadLetters(
 ): Promise<void> {
   const values = [...new Set(ids.map((i) => i.value))];
   if (values.length === 0) return;
-  // Only rows whose text holds one of the values, as JSON writes it, can name them; each is then parsed.
-  const patterns = values.map(
-    (v) =>
-      `%${JSON.stringify(v)
-        .slice(1, -1)
-        .replace(/[\\%_]/g, (c) => `\\${c}`)}%`,
-  );
-  const { rows } = await client.query<Letter>(
-    `SELECT id, payload, error_message, extract(epoch FROM accepted_at) * 1000 AS accepted_ms FROM ingest_dead_letters
-      WHERE workspace_id = $1 AND payload ILIKE ANY($2::text[])
+  const named = await client.query<Letter>(
+    `SELECT ${LETTER_COLUMNS} FROM ingest_dead_letters
+      WHERE workspace_id = $1 AND names && (SELECT array_agg(identifier_hash(v)) FROM unnest($2::text[]) AS v)
       FOR UPDATE`,
-    [workspaceId, patterns],
+    [workspaceId, values],
   );
+  const unnamed = await client.query<Letter>(
+    `SELECT ${LETTER_COLUMNS} FROM ingest_dead_letters WHERE workspace_id = $1 AND names IS NULL FOR UPDATE`,
+    [workspaceId],
+  );
+  const rows = [...named.rows, ...unnamed.rows];
   await applyOutcomes(
     client,
     rows,

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
+import type { PoolClient } from '../../src/db/pool.js';
+import { insertDeadLetters } from '../../src/ingest/apply/dead-letters.js';
 import { drainThrough } from '../../src/ingest/apply/drain-staging.js';
 import { useTestEnv } from '../helpers/context.js';
 import { bearer } from '../helpers/seed.js';
@@ -266,5 +268,39 @@ describe('dead letters (ingest_dead_letters)', () => {
     expect(JSON.parse(left!.payload)).toEqual({ commands: [{ kind: 'remove', externalIds: [`${other}-old`] }] });
     expect(left!.objects).toBe(1);
     expect(left!.error_message).not.toContain(person);
+  });
+
+  it('are found by index once named: a letter the writer made is named, one found unnamed is named by the erasure, an edited one is unnamed again', async () => {
+    const t = randomUUID().slice(0, 6);
+    const [person, other] = [`idx-${t}`, `idx-other-${t}`];
+    await track({ attributes: [{ external_id: person }, { external_id: other }] });
+    // Written by the apply's own writer.
+    await insertDeadLetters(env.ctx.pool as unknown as PoolClient, [
+      {
+        source: 'track',
+        workspaceId: env.ws.workspaceId,
+        stagedId: 7,
+        part: 0,
+        acceptedAt: new Date(),
+        objects: 1,
+        payload: JSON.stringify(objects({ ...event(other), name: 'bad\u0000' })),
+        error: { code: '22P05', message: 'x' },
+      },
+    ]);
+    const legacy = await letter(objects(event(other)), 'x');
+    const names = async () =>
+      (
+        await q<{ payload: string; named: boolean }>(
+          `SELECT payload, names IS NOT NULL AND names <> '{}' AS named FROM ingest_dead_letters WHERE payload LIKE $1 ORDER BY id`,
+          [`%${other}%`],
+        )
+      ).map((r) => r.named);
+    expect(await names()).toEqual([true, false]);
+
+    await erase({ external_ids: [person] });
+    // Both kept (not theirs); the one found unnamed was read whole and named, so the next erasure finds it by index.
+    expect(await names()).toEqual([true, true]);
+    await env.ctx.pool.query(`UPDATE ingest_dead_letters SET payload = payload || ' ' WHERE id = $1`, [legacy]);
+    expect(await names()).toEqual([true, false]);
   });
 });

@@ -76,3 +76,32 @@ export function stagedUsers(parsed: StagedPayload): NamedUser[] {
   if (parsed.kind === 'unreadable') return [];
   return OBJECT_KINDS.flatMap((k) => (Array.isArray(parsed.value[k]) ? parsed.value[k].flatMap(objectUsers) : []));
 }
+
+/** Whether a value can be sent to PostgreSQL as JSON text at all (no NUL, no lone surrogate): no stored user has one. */
+const storable = (v: string) =>
+  !/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(v);
+
+/** The JSON strings of a text that is not JSON, unescaped where they can be: what it may name. */
+function quotedStrings(text: string): string[] {
+  return [...text.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => {
+    try {
+      return JSON.parse(`"${m[1]}"`) as string;
+    } catch {
+      return m[1]!;
+    }
+  });
+}
+
+/**
+ * The values a payload names a user by, for a dead letter's `names` (hashed by PostgreSQL, looked up by an erasure):
+ * each named user's value, or alias name; for a payload that is not JSON, every JSON string in its text (the erasure
+ * then checks it as text).
+ */
+export function stagedNames(payload: string): string[] {
+  const parsed = parseStaged(payload);
+  const values =
+    parsed.kind === 'unreadable'
+      ? quotedStrings(payload)
+      : stagedUsers(parsed).flatMap((u) => [u.value, u.type === 'user_alias' ? u.name : undefined]);
+  return [...new Set(values.filter((v): v is string => typeof v === 'string' && storable(v)))];
+}
