@@ -163,6 +163,11 @@ export const ConfigSchema = z.object({
   EXPORT_INCREMENTAL_RETENTION_DAYS: int(14).describe(
     "Days an export's member list is kept so that a later export can name it in changes_since; the latest ready export of each segment keeps its list whatever its age.",
   ),
+  TOMBSTONE_RETENTION_DAYS: int(30)
+    .pipe(z.number().min(2))
+    .describe(
+      "Days (at least 2) a deleted user's tombstone (service_id and external_id, for incremental exports' removed parts) is kept, whatever export is kept; an incremental export whose base is older than this less a day runs as a full export (docs/privacy.md).",
+    ),
   EXPORT_GZIP_LEVEL: int(1).describe('Compression level (1-9) for export parts; 1 is fastest.'),
   CALLBACK_ALLOW_PRIVATE: bool(false).describe('Allow export callbacks to loopback and private-network addresses.'),
   CALLBACK_ALLOWED_HOSTS: z

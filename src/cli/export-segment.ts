@@ -85,11 +85,16 @@ async function follow(
 }
 
 /** `--changes-since last`: the object_prefix of the segment's latest ready export that can still be a base. */
-async function lastReadyExport(pool: Pool, workspaceId: string, segmentApiId: string): Promise<string> {
-  const base = await latestBaseCandidate(pool, workspaceId, segmentApiId);
+async function lastReadyExport(
+  pool: Pool,
+  workspaceId: string,
+  segmentApiId: string,
+  tombstoneDays: number,
+): Promise<string> {
+  const base = await latestBaseCandidate(pool, workspaceId, segmentApiId, tombstoneDays);
   if (!base)
     throw new Error(
-      `--changes-since last: segment ${segmentApiId} has no ready export to be relative to; run a full export first`,
+      `--changes-since last: segment ${segmentApiId} has no ready export to be relative to (or only ones older than TOMBSTONE_RETENTION_DAYS less a day); run a full export first`,
     );
   return base.objectPrefix;
 }
@@ -116,15 +121,18 @@ export async function runExportCommand(config: () => Config, opts: ExportOptions
     if (!body.success)
       throw new Error(body.error.issues.map((i) => `${i.path.join('.') || 'request'}: ${i.message}`).join('; '));
     const ws = await findWorkspace(pool, opts.workspace);
-    if (opts.changesSince === 'last') body.data.changes_since = await lastReadyExport(pool, ws.id, opts.segment);
+    if (opts.changesSince === 'last')
+      body.data.changes_since = await lastReadyExport(pool, ws.id, opts.segment, cfg.TOMBSTONE_RETENTION_DAYS);
     const created = await createExport(
       { config: cfg, pool, redis, queues, log: createCommandLogger(cfg.LOG_LEVEL === 'info' ? 'warn' : cfg.LOG_LEVEL) },
       { workspaceId: ws.id, companyId: ws.companyId },
       body.data,
     );
-    const relative = body.data.changes_since
-      ? `, incremental: the changes since export ${body.data.changes_since}${opts.changesSince === 'last' ? " (--changes-since last: the segment's latest ready export)" : ''}`
-      : '';
+    const relative = created.full
+      ? `, full: ${created.full}`
+      : body.data.changes_since
+        ? `, incremental: the changes since export ${body.data.changes_since}${opts.changesSince === 'last' ? " (--changes-since last: the segment's latest ready export)" : ''}`
+        : '';
     console.log(`export ${created.objectPrefix} of segment ${opts.segment} in workspace ${ws.name}: queued${relative}`);
     const listening = await queues
       .get(EXPORT_SHARD_QUEUE)

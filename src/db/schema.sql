@@ -448,10 +448,12 @@ CREATE TABLE idempotency_keys (
   response jsonb,
   created_at timestamp with time zone DEFAULT now() NOT NULL,
   completed_at timestamp with time zone,
+  names bigint[] GENERATED ALWAYS AS (json_string_hashes(response)) STORED,
   CONSTRAINT idempotency_keys_pkey PRIMARY KEY (workspace_id, key),
   CONSTRAINT idempotency_keys_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 CREATE INDEX idempotency_keys_created ON idempotency_keys USING btree (created_at);
+CREATE INDEX idempotency_keys_names ON idempotency_keys USING gin (names) WITH (fastupdate=off) WHERE (names <> '{}'::bigint[]);
 
 CREATE TABLE import_partitions (
   import_id uuid NOT NULL,
@@ -508,13 +510,17 @@ CREATE TABLE ingest_dead_letters (
   error_code text NOT NULL,
   error_message text NOT NULL,
   failed_at timestamp with time zone DEFAULT now() NOT NULL,
+  names bigint[],
   CONSTRAINT ingest_dead_letters_pkey PRIMARY KEY (id),
   CONSTRAINT ingest_dead_letters_import_id_fkey FOREIGN KEY (import_id) REFERENCES imports(id) ON DELETE CASCADE,
   CONSTRAINT ingest_dead_letters_source_check CHECK ((source = ANY (ARRAY['track'::text, 'import'::text]))),
   CONSTRAINT ingest_dead_letters_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 CREATE INDEX ingest_dead_letters_import ON ingest_dead_letters USING btree (import_id, line) WHERE (import_id IS NOT NULL);
+CREATE INDEX ingest_dead_letters_names ON ingest_dead_letters USING gin (names) WITH (fastupdate=off);
+CREATE INDEX ingest_dead_letters_unnamed ON ingest_dead_letters USING btree (workspace_id) WHERE (names IS NULL);
 CREATE INDEX ingest_dead_letters_workspace ON ingest_dead_letters USING btree (workspace_id, id);
+CREATE TRIGGER ingest_dead_letters_forget_names BEFORE UPDATE OF payload ON ingest_dead_letters FOR EACH ROW EXECUTE FUNCTION ingest_dead_letters_forget_names();
 
 CREATE TABLE ingest_staging (
   id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
@@ -590,6 +596,7 @@ CREATE TABLE live_activity_tokens (
   CONSTRAINT live_activity_tokens_pkey PRIMARY KEY (live_activity_id, push_token),
   CONSTRAINT live_activity_tokens_live_activity_id_fkey FOREIGN KEY (live_activity_id) REFERENCES live_activities(id) ON DELETE CASCADE
 );
+CREATE INDEX live_activity_tokens_external_id ON live_activity_tokens USING btree (external_id) WHERE (external_id IS NOT NULL);
 
 CREATE TABLE permission_sets (
   id uuid DEFAULT gen_random_uuid() NOT NULL,
@@ -648,6 +655,18 @@ CREATE TABLE profile_external_ids (
   CONSTRAINT profile_external_ids_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 CREATE INDEX profile_external_ids_profile ON profile_external_ids USING btree (profile_id);
+
+CREATE TABLE profile_merged_identifiers (
+  profile_id bigint NOT NULL,
+  workspace_id uuid NOT NULL,
+  kind text NOT NULL,
+  value text NOT NULL,
+  alias_label text,
+  merged_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT profile_merged_identifiers_kind_check CHECK ((kind = ANY (ARRAY['external_id'::text, 'service_id'::text, 'email'::text, 'phone'::text, 'user_alias'::text]))),
+  CONSTRAINT profile_merged_identifiers_profile_id_fkey FOREIGN KEY (profile_id) REFERENCES profiles(id) ON DELETE CASCADE
+);
+CREATE INDEX profile_merged_identifiers_profile ON profile_merged_identifiers USING btree (profile_id);
 
 CREATE TABLE profile_tombstones (
   profile_id bigint NOT NULL,
@@ -858,6 +877,7 @@ CREATE TABLE uninstall_events (
   CONSTRAINT uninstall_events_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 CREATE INDEX uninstall_events_app ON uninstall_events USING btree (app_id, occurred_at);
+CREATE INDEX uninstall_events_profile ON uninstall_events USING btree (profile_id) WHERE (profile_id IS NOT NULL);
 CREATE INDEX uninstall_events_series ON uninstall_events USING btree (workspace_id, occurred_at);
 
 CREATE TABLE workspaces (
@@ -887,6 +907,36 @@ BEGIN
   RETURN NEW;
 END
 $function$
+;
+
+CREATE OR REPLACE FUNCTION identifier_hash(value text)
+ RETURNS bigint
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE STRICT
+AS $function$ SELECT ('x' || left(md5(lower(value)), 16))::bit(64)::bigint $function$
+;
+
+CREATE OR REPLACE FUNCTION ingest_dead_letters_forget_names()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF NEW.payload IS DISTINCT FROM OLD.payload AND NEW.names IS NOT DISTINCT FROM OLD.names THEN
+    NEW.names := NULL;
+  END IF;
+  RETURN NEW;
+END
+$function$
+;
+
+CREATE OR REPLACE FUNCTION json_string_hashes(doc jsonb)
+ RETURNS bigint[]
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO '<schema>', 'public'
+AS $function$ SELECT coalesce(array_agg(DISTINCT identifier_hash(s #>> '{}')), '{}')
+          FROM jsonb_path_query(CASE WHEN jsonb_typeof(doc) = 'object' THEN doc - 'message' ELSE doc END,
+                                'strict $.** ? (@.type() == "string")') AS s $function$
 ;
 
 CREATE OR REPLACE FUNCTION profiles_keep_tombstones()

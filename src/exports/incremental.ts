@@ -37,7 +37,8 @@ export async function resolveExportBase(
   workspaceId: string,
   segmentId: string,
   objectPrefix: string,
-): Promise<{ base: ExportBase; memberLayers: string[] }> {
+  tombstoneDays: number,
+): Promise<{ base: ExportBase; memberLayers: string[] } | { tooOld: string }> {
   const named = `changes_since ${JSON.stringify(objectPrefix)}`;
   const { rows } = await pool.query<{
     id: string;
@@ -46,13 +47,14 @@ export async function resolveExportBase(
     shard_count: number;
     snapshots: number;
     kept: boolean;
+    recent: boolean;
     member_layers: string[] | null;
   }>(
     `SELECT e.id, e.segment_id, e.status, COALESCE(e.shard_count, 1) AS shard_count, e.member_layers,
             (SELECT count(*)::int FROM export_shards_done d WHERE d.export_id = e.id AND d.snapshot IS NOT NULL) AS snapshots,
-            e.members_forgotten_at IS NULL AS kept
+            e.members_forgotten_at IS NULL AS kept, ${BASE_IS_RECENT('e', '$3')} AS recent
        FROM exports e WHERE e.workspace_id = $1 AND e.object_prefix = $2`,
-    [workspaceId, objectPrefix],
+    [workspaceId, objectPrefix, tombstoneDays],
   );
   const base = rows[0];
   if (!base) throw badRequest(`${named} does not name an export of this workspace`);
@@ -74,17 +76,33 @@ export async function resolveExportBase(
       `${named} names an export whose member list is no longer kept (EXPORT_INCREMENTAL_RETENTION_DAYS); take a full export first`,
     );
   }
+  if (!base.recent) {
+    return {
+      tooOld: `${named} is older than TOMBSTONE_RETENTION_DAYS less a day: users deleted since may have no tombstone left to name them`,
+    };
+  }
   return { base: { exportId: base.id, objectPrefix }, memberLayers: memberLayers(base) };
 }
 
 /**
- * The latest ready export of a segment that can still be a base (its member list kept), optionally only among one
+ * Whether export `<e>` is recent enough to be a base, `<days>` being TOMBSTONE_RETENTION_DAYS: a delta names the
+ * users deleted since its base read them from their tombstones, which go after that many days whatever export is kept
+ * (`forgetExportBases`). A deletion that began up to a day before the base was requested may commit after it read
+ * (the margin the tombstones' other pruning keeps too), so the base must be younger than the bound less a day.
+ */
+const BASE_IS_RECENT = (e: string, days: string) =>
+  `(${e}.created_at >= now() - make_interval(days => ${days}) + interval '1 day')`;
+
+/**
+ * The latest ready export of a segment that can still be a base (its member list kept, and recent enough for its
+ * tombstones: `BASE_IS_RECENT`), optionally only among one
  * schedule's runs: what `ces export --changes-since last` and incremental schedules are relative to. Null when none.
  */
 export async function latestBaseCandidate(
   pool: Pool,
   workspaceId: string,
   segmentApiId: string,
+  tombstoneDays: number,
   scheduledBy: string | null = null,
 ): Promise<{ objectPrefix: string; request: { fields?: string[]; customAttributes?: string[] | null } } | null> {
   const { rows } = await pool.query<{
@@ -93,11 +111,23 @@ export async function latestBaseCandidate(
   }>(
     `SELECT e.object_prefix, e.request FROM exports e JOIN segments s ON s.id = e.segment_id
       WHERE e.workspace_id = $1 AND s.api_id = $2 AND e.status = 'ready' AND e.members_forgotten_at IS NULL
-        AND ($3::text IS NULL OR e.scheduled_by = $3)
+        AND ($3::text IS NULL OR e.scheduled_by = $3) AND ${BASE_IS_RECENT('e', '$4')}
       ORDER BY e.created_at DESC LIMIT 1`,
-    [workspaceId, segmentApiId, scheduledBy],
+    [workspaceId, segmentApiId, scheduledBy, tombstoneDays],
   );
   return rows[0] ? { objectPrefix: rows[0].object_prefix, request: rows[0].request } : null;
+}
+
+/**
+ * Whether a delta's base is still recent enough for the tombstones its removed parts read (checked again when a shard
+ * runs: a delta queued for more than a day may have outlived it).
+ */
+export async function baseStillRecent(pool: Pool, baseExportId: string, tombstoneDays: number): Promise<boolean> {
+  const { rows } = await pool.query<{ recent: boolean }>(
+    `SELECT ${BASE_IS_RECENT('e', '$2')} AS recent FROM exports e WHERE e.id = $1`,
+    [baseExportId, tombstoneDays],
+  );
+  return rows[0]?.recent === true;
 }
 
 /** The base's shards that overlap [bucketFrom, bucketTo). */
@@ -335,7 +365,8 @@ export function loggedMembershipChangesSelect(
  * Forgets what only bases need once no export can be a base any more: the member lists of failed exports, and of ready
  * exports finished more than `retentionDays` ago that a newer ready export of their segment supersedes, no unfinished
  * export is relative to and no kept export's members are layered on (./member-layers.ts); then the tombstones older than every export of their workspace still kept (with
- * a day's margin for deletions that began before an export was requested and committed after it read); then the
+ * a day's margin for deletions that began before an export was requested and committed after it read), and those older
+ * than `tombstoneDays` whatever is kept (a hard bound: personal data, docs/privacy.md); then the
  * change log (migration 0240) below what any export of the workspace may still compare with: the oldest xmin of the
  * snapshots of its kept exports, of the snapshots its unfinished exports may yet take (their created_xmin), and of
  * the running transactions. An entry below that is visible to every such snapshot, so no delta reads it.
@@ -343,6 +374,7 @@ export function loggedMembershipChangesSelect(
 export async function forgetExportBases(
   pool: Pool | PoolClient,
   retentionDays: number,
+  tombstoneDays: number,
 ): Promise<{ exports: number; tombstones: number; changes: number }> {
   // An export a kept one's members are layered on goes once that one has gone: a chain goes one layer a statement.
   let exportsForgotten = 0;
@@ -369,11 +401,14 @@ export async function forgetExportBases(
     exportsForgotten += n;
     if (n === 0) break;
   }
+  // Whatever export is kept, no tombstone outlives TOMBSTONE_RETENTION_DAYS: a base older than that is refused (`BASE_IS_RECENT`).
   const tombstones = await pool.query(
     `DELETE FROM profile_tombstones t
-      WHERE t.deleted_at < COALESCE((SELECT min(e.created_at) FROM exports e
+      WHERE t.deleted_at < now() - make_interval(days => $1)
+         OR t.deleted_at < COALESCE((SELECT min(e.created_at) FROM exports e
                                       WHERE e.workspace_id = t.workspace_id AND e.status <> 'failed' AND e.members_forgotten_at IS NULL),
                                     now()) - interval '1 day'`,
+    [tombstoneDays],
   );
   // Per workspace, so that one workspace's long-kept base does not keep every other workspace's log. (Workspaces are
   // never deleted by the service; rows of one deleted by hand stay until deleted the same way.)

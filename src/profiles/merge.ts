@@ -16,7 +16,8 @@ import { mergeCounts } from './tracked-objects.js';
  * - aliases: the merged profile's move over, except one whose label the kept profile already has (one alias name per
  *   label); created_at is the earlier.
  * The merged profile is then deleted (its tombstone lists it in the next incremental export's removed parts); its
- * primary external_id is freed, as the public API frees it, and its deprecated ones go with it.
+ * primary external_id is freed, as the public API frees it, and its deprecated ones go with it. What named it is
+ * recorded against the kept profile (profile_merged_identifiers), for that profile's erasure.
  */
 
 const FILL = [
@@ -110,8 +111,32 @@ export async function mergeProfiles(
     [mergeId, keepId],
   );
   await refreshUserAliases(client, [keepId]);
+  await recordMergedIdentifiers(client, mergeId, keepId);
   await deleteProfiles(client, workspaceId, [mergeId], { erase: false });
   return true;
+}
+
+/**
+ * Records against the kept profile what named the merged one (its own identifiers, the aliases that stayed behind,
+ * and what earlier merges recorded against it), so that erasing the kept profile erases the copies naming them too
+ * (src/profiles/erase.ts). Aliases that moved are the kept profile's own now, and need no record.
+ */
+async function recordMergedIdentifiers(client: PoolClient, mergeId: number, keepId: number): Promise<void> {
+  await client.query(`UPDATE profile_merged_identifiers SET profile_id = $2 WHERE profile_id = $1`, [mergeId, keepId]);
+  // The merged user's uninstalls are the kept user's now (an erasure of it unlinks them).
+  await client.query(`UPDATE uninstall_events SET profile_id = $2 WHERE profile_id = $1`, [mergeId, keepId]);
+  await client.query(
+    `INSERT INTO profile_merged_identifiers (profile_id, workspace_id, kind, value, alias_label)
+     SELECT $2::bigint, p.workspace_id, i.kind, i.value, NULL::text
+       FROM profiles p,
+            LATERAL (VALUES ('external_id', p.external_id), ('service_id', p.service_id), ('email', lower(p.email)), ('phone', p.phone)) AS i(kind, value)
+      WHERE p.id = $1::bigint AND i.value IS NOT NULL
+     UNION ALL
+     SELECT $2::bigint, x.workspace_id, 'external_id', x.external_id, NULL FROM profile_external_ids x WHERE x.profile_id = $1
+     UNION ALL
+     SELECT $2::bigint, a.workspace_id, 'user_alias', a.alias_name, a.alias_label FROM profile_aliases a WHERE a.profile_id = $1`,
+    [mergeId, keepId],
+  );
 }
 
 /** Rebuilds profiles' user_aliases column from the lookup table it mirrors. */

@@ -147,7 +147,11 @@ export class Reconciler {
       [
         'export bases past retention',
         async () => {
-          const forgotten = await forgetExportBases(deps.pool, deps.config.EXPORT_INCREMENTAL_RETENTION_DAYS);
+          const forgotten = await forgetExportBases(
+            deps.pool,
+            deps.config.EXPORT_INCREMENTAL_RETENTION_DAYS,
+            deps.config.TOMBSTONE_RETENTION_DAYS,
+          );
           return forgotten.exports + forgotten.tombstones + forgotten.changes;
         },
       ],

@@ -280,7 +280,7 @@ describe('incremental exports from the change log', () => {
     const before = await logged();
 
     // Retention 0: every superseded export goes, but those d2's members are layered on (d1, first) stay.
-    await forgetExportBases(db, 0);
+    await forgetExportBases(db, 0, 30);
     const kept = await db.query<{ id: string }>(
       `SELECT id FROM exports WHERE workspace_id = $1 AND members_forgotten_at IS NULL ORDER BY created_at`,
       [ws],
@@ -308,7 +308,7 @@ describe('incremental exports from the change log', () => {
 
     // A new full export supersedes the chain: the whole chain goes in one pass, each layer after the exports on it.
     const latest = await runExport('us');
-    await forgetExportBases(db, 0);
+    await forgetExportBases(db, 0, 30);
     const left = await db.query<{ id: string }>(
       `SELECT id FROM exports WHERE workspace_id = $1 AND segment_id = (SELECT segment_id FROM exports WHERE id = $2) AND members_forgotten_at IS NULL`,
       [ws, latest.id],

@@ -194,7 +194,7 @@ describe('incremental exports (changes_since)', () => {
     const first = await runExport({});
     const latest = await runExport({});
     // Retention 0 days: every superseded ready export of the segment goes.
-    const forgotten = await forgetExportBases(env.ctx.pool, 0);
+    const forgotten = await forgetExportBases(env.ctx.pool, 0, env.config.TOMBSTONE_RETENTION_DAYS);
     expect(forgotten.exports).toBeGreaterThan(0);
     const refused = await requestExport(env, env.ws.apiKey, {
       segment_id: 'us',

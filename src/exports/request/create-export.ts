@@ -48,6 +48,8 @@ export interface CreatedExport {
   url?: string;
   /** False when Redis refused the jobs after the export was recorded: the reconciler queues them. */
   queued: boolean;
+  /** Why an export asked to be incremental runs full (its base is older than the tombstones' bound). */
+  full?: string;
 }
 
 export interface CreateExportOptions {
@@ -110,25 +112,37 @@ async function exportableSegment(pool: Pool, workspaceId: string, segmentApiId: 
 
 /**
  * For an incremental export (changes_since), the export it follows: set as `spec.changesSince`, and its member layers
- * returned (null for a full export).
+ * returned (null for a full export), or why the export runs full after all. A base older than the tombstones' bound (TOMBSTONE_RETENTION_DAYS) cannot name
+ * every user deleted since: the export falls back to a full one (no changes_since in its manifest, so a loader
+ * replaces the table), the only answer that is right whatever was deleted.
  */
 async function resolveIncrementalBase(
-  pool: Pool,
+  { pool, config, log }: Pick<CreateExportDeps, 'pool' | 'config' | 'log'>,
   workspaceId: string,
   segment: SegmentRow,
   body: ExportRequestBody,
   spec: ExportSpec,
-): Promise<string[] | null> {
-  if (!body.changes_since) return null;
+): Promise<{ layers: string[] | null; full?: string }> {
+  if (!body.changes_since) return { layers: null };
   // Applying an incremental export means matching its lines to rows loaded before: it needs a key.
   if (!hasIncrementalKey(spec.fields)) {
     throw badRequest(
       'an incremental export (changes_since) must export external_id or service_id, so that its lines can be matched to the rows loaded before',
     );
   }
-  const resolved = await resolveExportBase(pool, workspaceId, segment.id, body.changes_since);
+  const resolved = await resolveExportBase(
+    pool,
+    workspaceId,
+    segment.id,
+    body.changes_since,
+    config.TOMBSTONE_RETENTION_DAYS,
+  );
+  if ('tooOld' in resolved) {
+    log.warn({ workspaceId, reason: resolved.tooOld }, 'incremental export base too old: running a full export');
+    return { layers: null, full: resolved.tooOld };
+  }
   spec.changesSince = resolved.base;
-  return resolved.memberLayers;
+  return { layers: resolved.memberLayers };
 }
 
 /** The workspace's export destination (null: the built-in store), a 500 naming the operator's part when unreadable. */
@@ -216,7 +230,7 @@ export async function createExport(
   const { config, pool, redis } = deps;
   const spec = validatedSpec(body, config);
   const segment = await exportableSegment(pool, who.workspaceId, body.segment_id);
-  const baseLayers = await resolveIncrementalBase(pool, who.workspaceId, segment, body, spec);
+  const { layers: baseLayers, full } = await resolveIncrementalBase(deps, who.workspaceId, segment, body, spec);
   const destination = await exportDestination(pool, who.workspaceId);
 
   // Before the holds are taken: nothing to release if this fails.
@@ -242,6 +256,7 @@ export async function createExport(
     objectPrefix,
     ...(destination ? {} : { url: downloadUrl(config, publicBaseUrl(config), objectPrefix) }),
     queued: false,
+    ...(full ? { full } : {}),
   };
   const record: ExportRecord = {
     exportId,

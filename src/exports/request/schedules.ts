@@ -65,12 +65,17 @@ const sameSet = (a: readonly string[] | null, b: readonly string[] | null) => {
  * rows lack the new columns, so only a full run brings them all), makes the run full; `reason` says why.
  */
 async function incrementalBase(
-  pool: Pool,
+  { pool, config }: { pool: Pool; config: Config },
   row: ScheduleRow,
   spec: ExportSpec,
 ): Promise<{ objectPrefix?: string; reason: string }> {
-  const last = await latestBaseCandidate(pool, row.workspace_id, row.segment_api_id, row.name);
-  if (!last) return { reason: 'no earlier ready run of this schedule keeps its member list' };
+  const days = config.TOMBSTONE_RETENTION_DAYS;
+  const last = await latestBaseCandidate(pool, row.workspace_id, row.segment_api_id, days, row.name);
+  if (!last)
+    return {
+      reason:
+        'no earlier ready run of this schedule keeps its member list and is younger than TOMBSTONE_RETENTION_DAYS less a day',
+    };
   if (
     !sameSet(last.request.fields ?? [], spec.fields) ||
     !sameSet(last.request.customAttributes ?? null, spec.customAttributes)
@@ -140,7 +145,7 @@ export async function runScheduledExport(
 
   let changesSince: string | undefined;
   if (row.mode === 'incremental') {
-    const base = await incrementalBase(deps.pool, row, normaliseRequest(body.data));
+    const base = await incrementalBase(deps, row, normaliseRequest(body.data));
     changesSince = base.objectPrefix;
     log.info(
       { run: changesSince ? 'incremental' : 'full', changesSince: changesSince ?? null, reason: base.reason },

@@ -11,6 +11,7 @@ import { renewExportLock, withLeaseRenewal } from '../holds.js';
 import { failExport } from '../finish/finish-export.js';
 import {
   baseShards,
+  baseStillRecent,
   changedOrJoined,
   changedProfilesSelect,
   chooseIncrementalMethod,
@@ -135,16 +136,17 @@ async function storeMembers(source: ReadSource, primary: PoolClient, records: Me
  * base's member list went after the export was requested (it cannot be compared with any more).
  */
 async function incrementalScope(
-  { pool, log }: ExportJobDeps,
+  { pool, log, config }: ExportJobDeps,
   exportId: string,
   spec: ExportSpec,
   filter: SegmentFilter,
   work: ShardWork,
-): Promise<IncrementalScope | null | 'forgotten'> {
+): Promise<IncrementalScope | null | 'forgotten' | 'too old'> {
   if (!spec.changesSince) return null;
   const base = spec.changesSince;
   const baseState = await baseMembersState(pool, base.exportId);
   if (!baseState || baseState.forgotten) return 'forgotten';
+  if (!(await baseStillRecent(pool, base.exportId, config.TOMBSTONE_RETENTION_DAYS))) return 'too old';
   const shards = await baseShards(pool, base.exportId, work.bucketFrom, work.bucketTo);
   const { method, reason } = chooseIncrementalMethod(shards, filter);
   log.info(
@@ -238,11 +240,15 @@ async function runLockedShard(run: ShardRun): Promise<{ users: number; parts: nu
   const keyPrefix = await markRunning(pool, exp, run.ws);
   if (!keyPrefix) return { ...NOTHING_DONE };
   const scope = await incrementalScope(deps, exp.id, spec, run.filter, work);
-  if (scope === 'forgotten') {
+  if (scope === 'forgotten' || scope === 'too old') {
+    const why =
+      scope === 'forgotten'
+        ? 'no longer keeps its member list'
+        : 'has grown older than TOMBSTONE_RETENTION_DAYS less a day since this export was requested';
     await failExport(
       deps,
       exp.id,
-      `the export named by changes_since (${spec.changesSince!.objectPrefix}) no longer keeps its member list; take a full export`,
+      `the export named by changes_since (${spec.changesSince!.objectPrefix}) ${why}; take a full export`,
     );
     return { ...NOTHING_DONE };
   }

@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from '../../db/pool.js';
 import type { TrackObjects } from '../types.js';
+import { stagedNames } from './staged-users.js';
 
 /**
  * Dead letters: objects PostgreSQL refuses at apply time (a NUL in an identifier, a lone surrogate in an event name,
@@ -115,14 +116,20 @@ export interface DeadLetter {
   error: DataError;
 }
 
-/** Records dead letters in the caller's transaction (the one that takes their rows out of the apply). */
+/** The `names` of letters: hashes, by PostgreSQL (migration 0290), of each letter's JSON array `d.names`. */
+export const NAMES_FROM_JSON = `(SELECT coalesce(array_agg(DISTINCT identifier_hash(n)), '{}') FROM jsonb_array_elements_text(d.names::jsonb) AS n)`;
+
+/**
+ * Records dead letters in the caller's transaction (the one that takes their rows out of the apply), each with the
+ * values it names a user by (`stagedNames`), which an erasure finds by index.
+ */
 export async function insertDeadLetters(client: PoolClient, letters: DeadLetter[]): Promise<void> {
   if (letters.length === 0) return;
   await client.query(
-    `INSERT INTO ingest_dead_letters (source, workspace_id, staged_id, import_id, line, part, accepted_at, objects, payload, error_code, error_message)
-     SELECT d.source, d.ws, d.staged, d.import, d.line, d.part, coalesce(d.at, now()), d.objects, d.payload, d.code, d.message
-       FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::uuid[], $5::bigint[], $6::smallint[], $7::timestamptz[], $8::int[], $9::text[], $10::text[], $11::text[])
-         AS d(source, ws, staged, import, line, part, at, objects, payload, code, message)`,
+    `INSERT INTO ingest_dead_letters (source, workspace_id, staged_id, import_id, line, part, accepted_at, objects, payload, error_code, error_message, names)
+     SELECT d.source, d.ws, d.staged, d.import, d.line, d.part, coalesce(d.at, now()), d.objects, d.payload, d.code, d.message, ${NAMES_FROM_JSON}
+       FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::uuid[], $5::bigint[], $6::smallint[], $7::timestamptz[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[])
+         AS d(source, ws, staged, import, line, part, at, objects, payload, code, message, names)`,
     [
       letters.map((l) => l.source),
       letters.map((l) => l.workspaceId),
@@ -135,6 +142,7 @@ export async function insertDeadLetters(client: PoolClient, letters: DeadLetter[
       letters.map((l) => l.payload),
       letters.map((l) => l.error.code),
       letters.map((l) => l.error.message),
+      letters.map((l) => JSON.stringify(stagedNames(l.payload))),
     ],
   );
 }
