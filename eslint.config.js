@@ -6,7 +6,7 @@ import tseslint from 'typescript-eslint';
 const BULLMQ = {
   name: 'bullmq',
   message:
-    'Only src/queues/, src/queue-processors.ts and jobs/ use BullMQ: add or read jobs through a src/queues/<queue>.ts function.',
+    'Only src/platform/queues/, src/runtime/workers.ts and jobs/ use BullMQ: add or read jobs through a src/platform/queues/<queue>.ts function.',
 };
 const HTTP = ['fastify', 'fastify-type-provider-zod', '@fastify/*', '@bull-board/*'];
 const PG = ['pg', 'pg-*'];
@@ -39,11 +39,11 @@ export default tseslint.config(
     // Domain modules know nothing of HTTP nor of the queue library.
     files: ['src/**/*.ts'],
     ignores: [
-      'src/queues/**',
-      'src/queue-processors.ts',
+      'src/platform/queues/**',
+      'src/runtime/workers.ts',
       'src/app.ts',
-      'src/runtime.ts',
-      'src/http/**',
+      'src/runtime/run.ts',
+      'src/platform/http/**',
       'src/routes/**',
     ],
     rules: {
@@ -55,12 +55,12 @@ export default tseslint.config(
             {
               group: HTTP,
               message:
-                'Domain modules know nothing of HTTP: only src/app.ts, src/runtime.ts, src/http/ and src/routes/ use Fastify.',
+                'Domain modules know nothing of HTTP: only src/app.ts, src/runtime/run.ts, src/platform/http/ and src/routes/ use Fastify.',
             },
             {
               group: ['**/http/*', '**/routes/*'],
               message:
-                'Domain modules know nothing of HTTP: the arrows run routes -> domain, so a domain module never imports src/http/ or src/routes/.',
+                'Domain modules know nothing of HTTP: the arrows run routes -> domain, so a domain module never imports src/platform/http/ or src/routes/.',
             },
           ],
         },
@@ -77,14 +77,17 @@ export default tseslint.config(
           patterns: [
             { group: PG, message: 'Jobs call domain modules; SQL lives beside the module that owns the table.' },
             { group: HTTP, message: 'Jobs know nothing of HTTP.' },
-            { group: ['**/src/http/*', '**/src/routes/*'], message: 'Jobs call domain modules, not the HTTP layer.' },
+            {
+              group: ['**/src/platform/http/*', '**/src/routes/*'],
+              message: 'Jobs call domain modules, not the HTTP layer.',
+            },
           ],
         },
       ],
     },
   },
   {
-    files: ['src/app.ts', 'src/runtime.ts', 'src/http/**/*.ts'],
+    files: ['src/app.ts', 'src/runtime/run.ts', 'src/platform/http/**/*.ts'],
     rules: { 'no-restricted-imports': ['error', { paths: [BULLMQ] }] },
   },
   {

@@ -28,9 +28,9 @@ import { execFile, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { createPool, type Pool } from '../src/db/pool.js';
-import { migrate } from '../src/db/migrate.js';
-import { generateUsers } from '../src/synthetic-users/generate.js';
+import { createPool, type Pool } from '../src/platform/db/pool.js';
+import { migrate } from '../src/platform/db/migrate.js';
+import { generateUsers } from '../src/features/synthetic-users/generate.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const USERS = Number(process.env.BENCH_USERS ?? 1_000_000);

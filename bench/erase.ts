@@ -4,7 +4,7 @@
  * while /users/track is under load.
  *
  * The target (issue 40): each delete of 50 users applied within 2 s, and /users/track's p99 under 100 ms meanwhile.
- * An erasure holds the workspace's whole ingestion lock while it runs (src/ingest/apply/commands.ts), so what it costs
+ * An erasure holds the workspace's whole ingestion lock while it runs (src/pipelines/ingest/apply/commands.ts), so what it costs
  * also delays the workspace's tracked objects; the acknowledgements do not wait for it (they only stage).
  *
  * Data, in the schema BENCH_SCHEMA (`bench_erase`) of DATABASE_URL's database, made anew on every run (a run deletes
@@ -34,14 +34,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { hashSecret, secretPrefix } from '../src/auth/secrets.js';
-import { createPool, withTransaction, type Pool } from '../src/db/pool.js';
-import { migrate } from '../src/db/migrate.js';
-import { lockWorkspaces } from '../src/ingest/apply/apply-transaction.js';
-import { insertDeadLetters, type DeadLetter } from '../src/ingest/apply/dead-letters.js';
+import { hashSecret, secretPrefix } from '../src/platform/auth/secrets.js';
+import { createPool, withTransaction, type Pool } from '../src/platform/db/pool.js';
+import { migrate } from '../src/platform/db/migrate.js';
+import { lockWorkspaces } from '../src/pipelines/ingest/apply/apply-transaction.js';
+import { insertDeadLetters, type DeadLetter } from '../src/pipelines/ingest/apply/dead-letters.js';
 import { deleteProfiles } from '../src/profiles/erase.js';
-import { createRedis } from '../src/redis.js';
-import { generateUsers } from '../src/synthetic-users/generate.js';
+import { createRedis } from '../src/platform/redis.js';
+import { generateUsers } from '../src/features/synthetic-users/generate.js';
 import { cpuMeter } from './cpu.js';
 import { LoadClient, requestBytes } from './load.js';
 

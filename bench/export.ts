@@ -24,19 +24,19 @@ import { mkdir, open, readFile, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { loadConfig, type Config } from '../src/config.js';
-import { createPool, type Pool } from '../src/db/pool.js';
-import { migrate } from '../src/db/migrate.js';
-import { createExport } from '../src/exports/request/create-export.js';
-import { EXPORT_SHARD_QUEUE } from '../src/queues/export-shard.js';
-import { wholeMembersSelect } from '../src/exports/member-layers.js';
-import type { OutputFormat } from '../src/exports/key-layout.js';
-import { ExportSpecSchema } from '../src/exports/request/request-body.js';
-import { exportLineSelect, windowStart } from '../src/exports/shard/line-query.js';
-import { generateUsers } from '../src/synthetic-users/generate.js';
-import { Queues } from '../src/queues/index.js';
-import { createRedis, type Redis } from '../src/redis.js';
-import { createLogger } from '../src/logger.js';
+import { loadConfig, type Config } from '../src/platform/config.js';
+import { createPool, type Pool } from '../src/platform/db/pool.js';
+import { migrate } from '../src/platform/db/migrate.js';
+import { createExport } from '../src/pipelines/exports/request/create-export.js';
+import { EXPORT_SHARD_QUEUE } from '../src/platform/queues/export-shard.js';
+import { wholeMembersSelect } from '../src/pipelines/exports/member-layers.js';
+import type { OutputFormat } from '../src/pipelines/exports/key-layout.js';
+import { ExportSpecSchema } from '../src/pipelines/exports/request/request-body.js';
+import { exportLineSelect, windowStart } from '../src/pipelines/exports/shard/line-query.js';
+import { generateUsers } from '../src/features/synthetic-users/generate.js';
+import { Queues } from '../src/platform/queues/index.js';
+import { createRedis, type Redis } from '../src/platform/redis.js';
+import { createLogger } from '../src/platform/logger.js';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -405,7 +405,7 @@ async function exportRun(
 
 /**
  * What recording a full export's member lists costs on its own: the shards' INSERT of one sorted bigint[] per
- * random_bucket (src/exports/shard/run-shard.ts), for every user, in one transaction that is rolled back.
+ * random_bucket (src/pipelines/exports/shard/run-shard.ts), for every user, in one transaction that is rolled back.
  */
 async function memberListCost(pool: Pool, workspaceId: string): Promise<{ seconds: number; bytesPerMember: number }> {
   const client = await pool.connect();

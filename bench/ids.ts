@@ -30,7 +30,7 @@
  * Phases (BENCH_PHASES picks some):
  *  - `sql`: the ceiling. The same 50-row lookup done directly in PostgreSQL: one prepared SELECT of the profiles by
  *    external_id returning the very line expression the endpoint renders (exportLineText, same fields, same 90-day
- *    window), from this process over a pool like the service's (src/db/pool.ts: TCP to DATABASE_URL, the schema's
+ *    window), from this process over a pool like the service's (src/platform/db/pool.ts: TCP to DATABASE_URL, the schema's
  *    search_path, 10 connections). It is what the endpoint cannot beat: the rows must be found and rendered.
  *  - `domain`: the endpoint's own domain function (exportByIdentifiers: the lookup statement, then the render
  *    statement, then the JSON text) called from this process: the endpoint without HTTP.
@@ -64,14 +64,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { hashSecret, secretPrefix } from '../src/auth/secrets.js';
-import { createPool, type Pool } from '../src/db/pool.js';
-import { migrate } from '../src/db/migrate.js';
-import { exportLineText, windowStart } from '../src/exports/shard/line-query.js';
-import type { ExportField } from '../src/exports/request/request-body.js';
-import { createRedis } from '../src/redis.js';
-import { generateUsers } from '../src/synthetic-users/generate.js';
-import { exportByIdentifiers } from '../src/user-data/export-ids.js';
+import { hashSecret, secretPrefix } from '../src/platform/auth/secrets.js';
+import { createPool, type Pool } from '../src/platform/db/pool.js';
+import { migrate } from '../src/platform/db/migrate.js';
+import { exportLineText, windowStart } from '../src/pipelines/exports/shard/line-query.js';
+import type { ExportField } from '../src/pipelines/exports/request/request-body.js';
+import { createRedis } from '../src/platform/redis.js';
+import { generateUsers } from '../src/features/synthetic-users/generate.js';
+import { exportByIdentifiers } from '../src/features/user-data/export-ids.js';
 import { cpuMeter } from './cpu.js';
 import { LoadClient, requestBytes, type Reply } from './load.js';
 

@@ -25,12 +25,12 @@ import { mkdir, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
-import { hashSecret, secretPrefix } from '../src/auth/secrets.js';
-import { localWorkspaceDir } from '../src/storage/local-store.js';
-import { ConfigSchema } from '../src/config.js';
-import { createPool, type Pool } from '../src/db/pool.js';
-import { migrate } from '../src/db/migrate.js';
-import { createRedis } from '../src/redis.js';
+import { hashSecret, secretPrefix } from '../src/platform/auth/secrets.js';
+import { localWorkspaceDir } from '../src/platform/storage/local-store.js';
+import { ConfigSchema } from '../src/platform/config.js';
+import { createPool, type Pool } from '../src/platform/db/pool.js';
+import { migrate } from '../src/platform/db/migrate.js';
+import { createRedis } from '../src/platform/redis.js';
 import { childPidRunning, cpuMeter } from './cpu.js';
 import { LoadClient, requestBytes, type Reply } from './load.js';
 

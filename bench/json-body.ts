@@ -6,14 +6,14 @@
  * rounds of BENCH_BODIES (default 20,000) parses:
  *  1. the ceiling: JSON.parse alone;
  *  2. what the parser did before duplicate keys were refused: the depth scan and JSON.parse;
- *  3. what it does now (src/http/json-body.ts): the depth scan counting keys, JSON.parse, and the count of parsed keys;
+ *  3. what it does now (src/platform/http/json-body.ts): the depth scan counting keys, JSON.parse, and the count of parsed keys;
  *  4. the slow scan alone would cost: jsonKeyProblem (every object's keys in a Set) and JSON.parse.
  * It prints microseconds per body (the best round of each) and the ratios to 1 and to 2; 3/2 is what refusing
  * duplicate keys costs, the figure in BENCHMARKS.md. Nothing
  * here is a test: figures depend on the machine and on what else runs on it.
  */
-import { jsonKeyProblem, parsedKeys, scanJsonText } from '../src/lib/json-keys.js';
-import { MAX_BODY_DEPTH } from '../src/lib/storable.js';
+import { jsonKeyProblem, parsedKeys, scanJsonText } from '../src/platform/lib/json-keys.js';
+import { MAX_BODY_DEPTH } from '../src/platform/lib/storable.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
 const BODIES = Number(process.env.BENCH_BODIES ?? 20_000);

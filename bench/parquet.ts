@@ -20,13 +20,17 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createGzip } from 'node:zlib';
-import type { PoolClient } from '../src/db/pool.js';
-import { REMOVED_PARQUET_COLUMNS, usersParquetColumns, writeParquetFile } from '../src/exports/shard/parquet-writer.js';
-import { EXPORT_FIELDS, type ExportField } from '../src/exports/request/request-body.js';
-import { PROFILE_COLUMNS } from '../src/synthetic-users/copy-load.js';
-import { startOfUtcDay } from '../src/synthetic-users/generate.js';
-import { profileLine } from '../src/synthetic-users/profile-line.js';
-import { loadWorld } from '../src/synthetic-users/world.js';
+import type { PoolClient } from '../src/platform/db/pool.js';
+import {
+  REMOVED_PARQUET_COLUMNS,
+  usersParquetColumns,
+  writeParquetFile,
+} from '../src/pipelines/exports/shard/parquet-writer.js';
+import { EXPORT_FIELDS, type ExportField } from '../src/pipelines/exports/request/request-body.js';
+import { PROFILE_COLUMNS } from '../src/features/synthetic-users/copy-load.js';
+import { startOfUtcDay } from '../src/features/synthetic-users/generate.js';
+import { profileLine } from '../src/features/synthetic-users/profile-line.js';
+import { loadWorld } from '../src/features/synthetic-users/world.js';
 
 const USERS = Number(process.env.BENCH_USERS ?? 100_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);

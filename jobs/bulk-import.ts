@@ -1,8 +1,8 @@
 import { UnrecoverableError } from 'bullmq';
-import { ImportFileError, runImport } from '../src/ingest/import/run-import.js';
-import { failImport } from '../src/ingest/import/imports.js';
-import { BULK_IMPORT_QUEUE, BulkImportPayload } from '../src/queues/bulk-import.js';
-import { defineJob } from '../src/queue-processors.js';
+import { ImportFileError, runImport } from '../src/pipelines/ingest/import/run-import.js';
+import { failImport } from '../src/pipelines/ingest/import/imports.js';
+import { BULK_IMPORT_QUEUE, BulkImportPayload } from '../src/platform/queues/bulk-import.js';
+import { defineJob } from '../src/runtime/workers.js';
 
 /**
  * Runs a bulk import to the end of its file. Safe to retry at any point: the import resumes at the position its

@@ -1,8 +1,12 @@
 import type { Job } from 'bullmq';
-import { fireSchedule } from '../src/canvases/fire.js';
-import { CANVAS_SCHEDULE_QUEUE, CanvasSchedulePayload, registerCanvasSweep } from '../src/queues/canvas-schedule.js';
-import { rearmSchedules } from '../src/canvases/schedules.js';
-import { defineJob } from '../src/queue-processors.js';
+import { fireSchedule } from '../src/features/canvases/fire.js';
+import {
+  CANVAS_SCHEDULE_QUEUE,
+  CanvasSchedulePayload,
+  registerCanvasSweep,
+} from '../src/platform/queues/canvas-schedule.js';
+import { rearmSchedules } from '../src/features/canvases/schedules.js';
+import { defineJob } from '../src/runtime/workers.js';
 
 /**
  * Fires one instant of a scheduled canvas trigger. At worker start it arms every schedule still to send, and a

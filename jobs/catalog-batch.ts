@@ -1,6 +1,6 @@
-import { CatalogBatchPayload, CATALOG_BATCH_QUEUE } from '../src/queues/catalog-batch.js';
-import { applyBatch } from '../src/catalogs/items.js';
-import { defineJob } from '../src/queue-processors.js';
+import { CatalogBatchPayload, CATALOG_BATCH_QUEUE } from '../src/platform/queues/catalog-batch.js';
+import { applyBatch } from '../src/features/catalogs/items.js';
+import { defineJob } from '../src/runtime/workers.js';
 
 /**
  * Applies a batch replace or delete that the API validated and queued: every item of the request in one

@@ -1,9 +1,9 @@
 import { UnrecoverableError } from 'bullmq';
-import { CallbackRefusedError, postCallback } from '../src/exports/finish/callback.js';
-import { ExportCallbackPayload, EXPORT_CALLBACK_QUEUE } from '../src/queues/export-callback.js';
-import { callbackPolicy } from '../src/exports/request/request-body.js';
-import { settleCallback } from '../src/exports/export-rows.js';
-import { defineJob } from '../src/queue-processors.js';
+import { CallbackRefusedError, postCallback } from '../src/pipelines/exports/finish/callback.js';
+import { ExportCallbackPayload, EXPORT_CALLBACK_QUEUE } from '../src/platform/queues/export-callback.js';
+import { callbackPolicy } from '../src/pipelines/exports/request/request-body.js';
+import { settleCallback } from '../src/pipelines/exports/export-rows.js';
+import { defineJob } from '../src/runtime/workers.js';
 
 /** POSTs the export-ready (or failed) callback; retried with exponential backoff, never to a refused address. */
 export const exportCallbackJob = defineJob({

@@ -1,6 +1,6 @@
-import { ExportShardPayload, EXPORT_SHARD_QUEUE } from '../src/queues/export-shard.js';
-import { runShard } from '../src/exports/shard/run-shard.js';
-import { defineJob } from '../src/queue-processors.js';
+import { ExportShardPayload, EXPORT_SHARD_QUEUE } from '../src/platform/queues/export-shard.js';
+import { runShard } from '../src/pipelines/exports/shard/run-shard.js';
+import { defineJob } from '../src/runtime/workers.js';
 
 /**
  * One random_bucket range of a segment export. A worker killed mid-shard stops renewing the job's lock; after

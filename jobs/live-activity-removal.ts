@@ -1,7 +1,10 @@
 import type { Job } from 'bullmq';
-import { removeEndedActivity } from '../src/live-activities/push.js';
-import { LIVE_ACTIVITY_REMOVAL_QUEUE, LiveActivityRemovalPayload } from '../src/queues/live-activity-removal.js';
-import { defineJob } from '../src/queue-processors.js';
+import { removeEndedActivity } from '../src/features/live-activities/push.js';
+import {
+  LIVE_ACTIVITY_REMOVAL_QUEUE,
+  LiveActivityRemovalPayload,
+} from '../src/platform/queues/live-activity-removal.js';
+import { defineJob } from '../src/runtime/workers.js';
 
 /** Takes an ended activity off the UI at its dismissal date (a delayed job armed by the end update). */
 export const liveActivityRemovalJob = defineJob({

@@ -2,9 +2,9 @@ import {
   registerExportSchedulesSync,
   ScheduledExportPayload,
   SCHEDULED_EXPORT_QUEUE,
-} from '../src/queues/scheduled-export.js';
-import { runScheduledExport, syncExportSchedules } from '../src/exports/request/schedules.js';
-import { defineJob } from '../src/queue-processors.js';
+} from '../src/platform/queues/scheduled-export.js';
+import { runScheduledExport, syncExportSchedules } from '../src/pipelines/exports/request/schedules.js';
+import { defineJob } from '../src/runtime/workers.js';
 
 /**
  * Runs of the scheduled exports declared in the workspace file (one BullMQ job scheduler each, with its cron), and

@@ -1,9 +1,9 @@
-import { drainThrough } from '../src/ingest/apply/drain-staging.js';
-import { registerTrackSweep, TRACK_INGEST_QUEUE, TrackIngestPayload } from '../src/queues/track-ingest.js';
-import { defineJob } from '../src/queue-processors.js';
+import { drainThrough } from '../src/pipelines/ingest/apply/drain-staging.js';
+import { registerTrackSweep, TRACK_INGEST_QUEUE, TrackIngestPayload } from '../src/platform/queues/track-ingest.js';
+import { defineJob } from '../src/runtime/workers.js';
 
 /**
- * Sees staged /users/track requests applied: frees the shared deduplication id (src/ingest/accept/track.ts) so that
+ * Sees staged /users/track requests applied: frees the shared deduplication id (src/pipelines/ingest/accept/track.ts) so that
  * requests committed from now on queue the next job, then drains the staging log, workspaces taking turns (each its
  * oldest first), many requests per transaction (INGEST_BATCH_MAX_JOBS), through the newest row staged when it
  * started (or through `stagedId`, for jobs queued by older versions), each ingestion partition (INGEST_PARTITIONS) on

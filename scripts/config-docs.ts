@@ -3,7 +3,7 @@
  * `npx tsx scripts/config-docs.ts`.
  */
 import type { z } from 'zod';
-import { ConfigSchema } from '../src/config.js';
+import { ConfigSchema } from '../src/platform/config.js';
 
 interface Def {
   type: string;

@@ -95,7 +95,7 @@ done
 
 KEY_PREFIX=$(printf '%s' "$STATUS_BODY" | json_field key_prefix)
 # The built-in store keeps each workspace's objects under LOCAL_STORE_DIR/local/<company id>/<workspace id>/
-# (src/storage/local-store.ts); the key prefix is unique, so the one directory ending with it is this export's.
+# (src/platform/storage/local-store.ts); the key prefix is unique, so the one directory ending with it is this export's.
 EXPORT_DIR="$(find "$(cd "$LOCAL_STORE_DIR" && pwd)/local" -type d -path "*/${KEY_PREFIX}" | head -n 1)"
 step "Export ready"
 echo "files:        ${EXPORT_DIR}/ ($(find "$EXPORT_DIR" -type f -name '*.zip' 2>/dev/null | wc -l | tr -d ' ') parts and manifest.json)"

@@ -1,7 +1,7 @@
 /** Prints every route with its permission and rate-limit bucket (for the README): `npx tsx scripts/route-list.ts`. */
 import { buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { createContext, closeContext } from '../src/context.js';
+import { loadConfig } from '../src/platform/config.js';
+import { createContext, closeContext } from '../src/platform/context.js';
 
 const ctx = await createContext(loadConfig({ LOG_LEVEL: 'silent' }));
 const app = await buildApp(ctx);

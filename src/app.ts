@@ -1,22 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
-import type { AppContext } from './context.js';
-import { registerAuth } from './http/auth-hook.js';
-import { registerBodyKeys } from './http/body-keys.js';
-import { registerErrorHandler } from './http/error-handler.js';
-import { registerIdempotency } from './http/idempotency.js';
-import { registerHostileInput } from './http/hostile-input.js';
-import { registerJsonBody } from './http/json-body.js';
-import { registerOpenApi } from './http/openapi.js';
-import { registerResponseHooks, type ResponseObserver } from './http/response-hooks.js';
-import { registerRouteCatalog } from './http/route-catalog.js';
-import './http/route-config.js';
-import { registerOperations } from './http/operations.js';
+import type { AppContext } from './platform/context.js';
+import { registerAuth } from './platform/http/auth-hook.js';
+import { registerBodyKeys } from './platform/http/body-keys.js';
+import { registerErrorHandler } from './platform/http/error-handler.js';
+import { registerIdempotency } from './platform/http/idempotency.js';
+import { registerHostileInput } from './platform/http/hostile-input.js';
+import { registerJsonBody } from './platform/http/json-body.js';
+import { registerOpenApi } from './platform/http/openapi.js';
+import { registerResponseHooks, type ResponseObserver } from './platform/http/response-hooks.js';
+import { registerRouteCatalog } from './platform/http/route-catalog.js';
+import './platform/http/route-config.js';
+import { registerOperations } from './platform/http/operations.js';
 import { routes } from './routes/index.js';
 
 /**
- * Builds the HTTP facade over a process context. It never listens: `src/runtime.ts` (and tests, with inject) do.
+ * Builds the HTTP facade over a process context. It never listens: `src/runtime/run.ts` (and tests, with inject) do.
  */
 export interface BuildAppOptions {
   /** Called with the route (as registered) and status of every answer: the test suite's record of what it saw. */

@@ -2,7 +2,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Command } from 'commander';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig } from './platform/config.js';
 import { registerCommands } from './cli/index.js';
 import { quietOnBrokenPipe } from './cli/output.js';
 
@@ -26,7 +26,7 @@ quietOnBrokenPipe(process.stderr);
 const program = new Command('ces')
   .description('Customer engagement service: API, workers and operations')
   .version(packageVersion(), '-V, --version');
-const runtime = () => import('./runtime.js');
+const runtime = () => import('./runtime/run.js');
 
 function config() {
   try {
@@ -79,10 +79,10 @@ program
   .description('apply pending database migrations')
   .action(async () => {
     const [{ reachDependencies }, { createPool }, { migrate }, { createCommandLogger }] = await Promise.all([
-      import('./context.js'),
-      import('./db/pool.js'),
-      import('./db/migrate.js'),
-      import('./logger.js'),
+      import('./platform/context.js'),
+      import('./platform/db/pool.js'),
+      import('./platform/db/migrate.js'),
+      import('./platform/logger.js'),
     ]);
     const cfg = config();
     const log = createCommandLogger(cfg.LOG_LEVEL);

@@ -1,13 +1,13 @@
-import { findIntegration, allIntegrations } from '../cdi/integrations.js';
-import { readJob, recordSyncJob, type SyncJob } from '../cdi/jobs.js';
-import { startSync } from '../cdi/schedules.js';
-import { runSync } from '../cdi/sync.js';
-import type { Config } from '../config.js';
-import { createPool, type Pool } from '../db/pool.js';
-import { createCommandLogger } from '../logger.js';
-import { Metrics } from '../metrics.js';
-import { Queues } from '../queues/index.js';
-import { closeRedis, createRedis, redisKeyPrefix } from '../redis.js';
+import { findIntegration, allIntegrations } from '../pipelines/cdi/integrations.js';
+import { readJob, recordSyncJob, type SyncJob } from '../pipelines/cdi/jobs.js';
+import { startSync } from '../pipelines/cdi/schedules.js';
+import { runSync } from '../pipelines/cdi/sync.js';
+import type { Config } from '../platform/config.js';
+import { createPool, type Pool } from '../platform/db/pool.js';
+import { createCommandLogger } from '../platform/logger.js';
+import { Metrics } from '../platform/metrics.js';
+import { Queues } from '../platform/queues/index.js';
+import { closeRedis, createRedis, redisKeyPrefix } from '../platform/redis.js';
 import type { CdiSyncOptions } from './cdi.js';
 import { findWorkspace } from './workspace-lookup.js';
 

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import type { Config } from '../config.js';
+import type { Config } from '../platform/config.js';
 
 /**
  * `ces cdi`: Cloud Data Ingestion for cron and CI. `ces cdi list` prints the integrations; `ces cdi sync <integration>`

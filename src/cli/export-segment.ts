@@ -1,19 +1,19 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Config } from '../config.js';
-import { createPool, type Pool } from '../db/pool.js';
-import { AppError } from '../errors.js';
-import { createExport } from '../exports/request/create-export.js';
-import { latestBaseCandidate } from '../exports/incremental.js';
-import type { ExportLayout, OutputFormat } from '../exports/key-layout.js';
-import { ExportRequestSchema } from '../exports/request/request-body.js';
-import { exportStatus, type ExportStatus } from '../exports/request/status.js';
-import { Queues } from '../queues/index.js';
-import { EXPORT_SHARD_QUEUE } from '../queues/export-shard.js';
-import { closeRedis, createRedis, redisKeyPrefix } from '../redis.js';
-import { localWorkspaceDir } from '../storage/local-store.js';
+import type { Config } from '../platform/config.js';
+import { createPool, type Pool } from '../platform/db/pool.js';
+import { AppError } from '../platform/errors.js';
+import { createExport } from '../pipelines/exports/request/create-export.js';
+import { latestBaseCandidate } from '../pipelines/exports/incremental.js';
+import type { ExportLayout, OutputFormat } from '../pipelines/exports/key-layout.js';
+import { ExportRequestSchema } from '../pipelines/exports/request/request-body.js';
+import { exportStatus, type ExportStatus } from '../pipelines/exports/request/status.js';
+import { Queues } from '../platform/queues/index.js';
+import { EXPORT_SHARD_QUEUE } from '../platform/queues/export-shard.js';
+import { closeRedis, createRedis, redisKeyPrefix } from '../platform/redis.js';
+import { localWorkspaceDir } from '../platform/storage/local-store.js';
 import { findWorkspace } from './workspace-lookup.js';
-import { createCommandLogger } from '../logger.js';
+import { createCommandLogger } from '../platform/logger.js';
 
 export interface ExportOptions {
   workspace: string;

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import type { Config } from '../config.js';
-import { EXPORT_LAYOUTS, OUTPUT_FORMATS } from '../exports/key-layout.js';
+import type { Config } from '../platform/config.js';
+import { EXPORT_LAYOUTS, OUTPUT_FORMATS } from '../pipelines/exports/key-layout.js';
 import type { ExportOptions } from './export-segment.js';
 
 /**

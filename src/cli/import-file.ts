@@ -1,17 +1,17 @@
 import { copyFile, mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import cliProgress from 'cli-progress';
-import type { Config } from '../config.js';
-import { createPool } from '../db/pool.js';
-import { AppError } from '../errors.js';
-import { runImport, type ImportProgress } from '../ingest/import/run-import.js';
-import { createImport, ImportRequest, type ImportStatus } from '../ingest/import/imports.js';
-import { enqueueImport } from '../queues/bulk-import.js';
-import { createCommandLogger } from '../logger.js';
-import { Metrics } from '../metrics.js';
-import { Queues } from '../queues/index.js';
-import { createRedis, redisKeyPrefix } from '../redis.js';
-import { localKeyProblem, localWorkspaceDir } from '../storage/local-store.js';
+import type { Config } from '../platform/config.js';
+import { createPool } from '../platform/db/pool.js';
+import { AppError } from '../platform/errors.js';
+import { runImport, type ImportProgress } from '../pipelines/ingest/import/run-import.js';
+import { createImport, ImportRequest, type ImportStatus } from '../pipelines/ingest/import/imports.js';
+import { enqueueImport } from '../platform/queues/bulk-import.js';
+import { createCommandLogger } from '../platform/logger.js';
+import { Metrics } from '../platform/metrics.js';
+import { Queues } from '../platform/queues/index.js';
+import { createRedis, redisKeyPrefix } from '../platform/redis.js';
+import { localKeyProblem, localWorkspaceDir } from '../platform/storage/local-store.js';
 import { findWorkspace, type FoundWorkspace } from './workspace-lookup.js';
 
 /**

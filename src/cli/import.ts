@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import type { Config } from '../config.js';
+import type { Config } from '../platform/config.js';
 import type { ImportOptions } from './import-file.js';
 
 /** `ces import <key>`: imports a file of event objects, here with a progress bar, or through the workers (--enqueue). */

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { Config } from '../config.js';
+import type { Config } from '../platform/config.js';
 import { registerCdiCommands } from './cdi.js';
 import { registerExportCommand } from './export.js';
 import { registerImportCommand } from './import.js';

@@ -1,7 +1,7 @@
-import type { Config } from '../config.js';
-import { createPool, type Pool } from '../db/pool.js';
-import { generateUsers } from '../synthetic-users/generate.js';
-import { seedServiceIdPrefix } from '../synthetic-users/world.js';
+import type { Config } from '../platform/config.js';
+import { createPool, type Pool } from '../platform/db/pool.js';
+import { generateUsers } from '../features/synthetic-users/generate.js';
+import { seedServiceIdPrefix } from '../features/synthetic-users/world.js';
 
 /** One past the highest index among the workspace's users of `seed` (0 when it has none). */
 async function nextIndexOfSeed(pool: Pool, workspaceId: string, seed: number): Promise<number> {

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import type { Config } from '../config.js';
+import type { Config } from '../platform/config.js';
 import type { GenerateOptions } from './users-generate.js';
 
 /** `ces users generate`: bulk-loads synthetic profiles. */

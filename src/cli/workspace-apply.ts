@@ -1,9 +1,9 @@
-import type { Config } from '../config.js';
-import { migrate } from '../db/migrate.js';
-import { createPool } from '../db/pool.js';
-import { localWorkspaceDir } from '../storage/local-store.js';
-import { applyWorkspaceFile, KINDS, type ApplySummary } from '../workspace/apply.js';
-import { readWorkspaceFile, WorkspaceFileError } from '../workspace/parse.js';
+import type { Config } from '../platform/config.js';
+import { migrate } from '../platform/db/migrate.js';
+import { createPool } from '../platform/db/pool.js';
+import { localWorkspaceDir } from '../platform/storage/local-store.js';
+import { applyWorkspaceFile, KINDS, type ApplySummary } from '../features/workspace/apply.js';
+import { readWorkspaceFile, WorkspaceFileError } from '../features/workspace/parse.js';
 
 /** What `ces workspace apply` does, loaded only when it runs (so that `ces --help` stays fast). */
 

@@ -1,4 +1,4 @@
-import type { Pool } from '../db/pool.js';
+import type { Pool } from '../platform/db/pool.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

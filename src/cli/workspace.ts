@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { Config } from '../config.js';
+import type { Config } from '../platform/config.js';
 import type { WorkspaceApplyOptions } from './workspace-apply.js';
 
 /** `ces workspace apply FILE`: creates or updates everything a workspace file declares. */

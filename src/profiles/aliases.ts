@@ -1,6 +1,6 @@
-import type { Pool, PoolClient } from '../db/pool.js';
-import { withTransaction } from '../db/pool.js';
-import { lockWorkspaces } from '../ingest/apply/apply-transaction.js';
+import type { Pool, PoolClient } from '../platform/db/pool.js';
+import { withTransaction } from '../platform/db/pool.js';
+import { lockWorkspaces } from '../pipelines/ingest/apply/apply-transaction.js';
 import { resolveOne, type UserRef } from './lookup.js';
 import { mergeProfiles, refreshUserAliases } from './merge.js';
 

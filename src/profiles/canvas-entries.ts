@@ -1,6 +1,6 @@
-import type { Pool } from '../db/pool.js';
+import type { Pool } from '../platform/db/pool.js';
 
-/** What a canvas firing enters its audience with (src/canvases/fire.ts decides it). */
+/** What a canvas firing enters its audience with (src/features/canvases/fire.ts decides it). */
 export interface CanvasEntry {
   canvasApiId: string;
   canvasName: string;

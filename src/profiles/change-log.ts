@@ -1,5 +1,5 @@
 import type { QueryResult, QueryResultRow } from 'pg';
-import type { PoolClient } from '../db/pool.js';
+import type { PoolClient } from '../platform/db/pool.js';
 
 /**
  * The log of profile writes that incremental exports read (profile_changes, migration 0240). A row trigger logs every

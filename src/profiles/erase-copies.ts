@@ -1,4 +1,4 @@
-import type { PoolClient } from '../db/pool.js';
+import type { PoolClient } from '../platform/db/pool.js';
 import { boundedValues, identifierColumns, type ErasedIdentifier } from './erased-identifiers.js';
 
 /**
@@ -88,7 +88,7 @@ const NAMES_RECIPIENT = `s.created_at <= v.until
  * Scheduled canvas sends name their recipients (external_user_id or user_alias) with per-recipient
  * trigger_properties and canvas_entry_properties: the person's entries go, from every schedule of the workspace
  * (sent ones too: the row is a copy all the same). A schedule of recipients (not a broadcast) left with none would
- * send to nobody: one still to send is cancelled, so its firings do nothing (src/canvases/fire.ts).
+ * send to nobody: one still to send is cancelled, so its firings do nothing (src/features/canvases/fire.ts).
  */
 export async function eraseScheduledRecipients(
   client: PoolClient,

@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from '../db/pool.js';
+import type { Pool, PoolClient } from '../platform/db/pool.js';
 
 /**
  * Finding profiles by the identifiers the user-data endpoints take: a primary or deprecated external_id, a service_id,

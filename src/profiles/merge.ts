@@ -1,4 +1,4 @@
-import type { PoolClient } from '../db/pool.js';
+import type { PoolClient } from '../platform/db/pool.js';
 import { deleteProfiles } from './erase.js';
 import { mergeCounts } from './tracked-objects.js';
 

@@ -1,4 +1,4 @@
-import type { PoolClient } from '../db/pool.js';
+import type { PoolClient } from '../platform/db/pool.js';
 
 /**
  * The states written onto profiles from outside ingestion: the email subscription state, by POST /email/status (every

@@ -1,8 +1,8 @@
-import type { PoolClient } from '../db/pool.js';
+import type { PoolClient } from '../platform/db/pool.js';
 import { writeProfilesLoggedEach } from './change-log.js';
-import { yieldToEventLoop } from '../ingest/apply/apply-transaction.js';
+import { yieldToEventLoop } from '../pipelines/ingest/apply/apply-transaction.js';
 import { Identities, resolveIdentities, type CurrentRow, type Wanted } from './identities.js';
-import type { TrackAttributes, TrackObjects } from '../ingest/types.js';
+import type { TrackAttributes, TrackObjects } from '../pipelines/ingest/types.js';
 
 /**
  * The set-based apply: many requests' (or an import batch's) objects in one transaction, in a few statements: one

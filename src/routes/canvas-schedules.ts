@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
 import {
   createSchedule,
   deleteSchedule,
@@ -9,8 +9,8 @@ import {
   ScheduleDeleteBody,
   ScheduleUpdateBody,
   updateSchedule,
-} from '../canvases/schedules.js';
-import { apiKeyOf } from '../http/principals.js';
+} from '../features/canvases/schedules.js';
+import { apiKeyOf } from '../platform/http/principals.js';
 
 export const ScheduleCreated = z.object({
   dispatch_id: z.string(),

@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
-import type { PoolClient } from '../db/pool.js';
+import type { PoolClient } from '../platform/db/pool.js';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
 import {
   acceptBatchDelete,
   acceptBatchReplace,
@@ -12,7 +12,7 @@ import {
   listItems,
   readItem,
   replaceItem,
-} from '../catalogs/items.js';
+} from '../features/catalogs/items.js';
 import {
   BatchItemsBody,
   DeleteItemsBody,
@@ -22,9 +22,9 @@ import {
   MAX_ITEM_CHARS,
   MAX_NESTING,
   SingleItemBody,
-} from '../catalogs/item-bodies.js';
-import { apiKeyOf } from '../http/principals.js';
-import { MessageResponse, documentedBody } from '../http/schemas.js';
+} from '../features/catalogs/item-bodies.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { MessageResponse, documentedBody } from '../platform/http/schemas.js';
 
 const ItemObject = z.record(z.string(), z.unknown());
 const CatalogParams = z.object({ catalog_name: z.string().describe('Name of the catalog') });

@@ -1,18 +1,18 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
 import {
   checkIntegrationId,
   decodeCursor,
   getIntegration,
   listIntegrationPage,
   pageLinks,
-} from '../cdi/integrations.js';
-import { jobStatusPage } from '../cdi/jobs.js';
-import { startSync } from '../cdi/schedules.js';
-import { apiKeyOf } from '../http/principals.js';
-import { nextScheduledRun } from '../queues/cdi-sync.js';
+} from '../pipelines/cdi/integrations.js';
+import { jobStatusPage } from '../pipelines/cdi/jobs.js';
+import { startSync } from '../pipelines/cdi/schedules.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { nextScheduledRun } from '../platform/queues/cdi-sync.js';
 
 /**
  * Cloud Data Ingestion (docs/cdi.md), as the public API shapes it: list integrations, trigger a sync, list a sync's

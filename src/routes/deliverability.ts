@@ -1,13 +1,17 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { DELIVERABILITY_DEFAULT_LIMIT, DELIVERABILITY_MAX_LIMIT, MAX_FILTER_VALUES } from '../lib/list-page.js';
-import { listHardBounces } from '../hard-bounces/hard-bounces.js';
-import { listUnsubscribes } from '../subscriptions/unsubscribes.js';
-import { E164, listInvalidPhoneNumbers } from '../invalid-phone-numbers/invalid-phone-numbers.js';
-import { apiKeyOf } from '../http/principals.js';
-import { QueryStringList, mergeArrayParam, queryInteger, queryUtcDate } from '../http/schemas.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import {
+  DELIVERABILITY_DEFAULT_LIMIT,
+  DELIVERABILITY_MAX_LIMIT,
+  MAX_FILTER_VALUES,
+} from '../platform/lib/list-page.js';
+import { listHardBounces } from '../features/subscriptions/hard-bounces.js';
+import { listUnsubscribes } from '../features/subscriptions/unsubscribes.js';
+import { E164, listInvalidPhoneNumbers } from '../features/subscriptions/invalid-phone-numbers.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { QueryStringList, mergeArrayParam, queryInteger, queryUtcDate } from '../platform/http/schemas.js';
 
 const rangeAndPage = {
   start_date: queryUtcDate('start_date').optional(),

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/principals.js';
-import { MessageResponse } from '../http/schemas.js';
-import { EmailStatusBody, MAX_EMAILS_PER_REQUEST, setEmailStatus } from '../subscriptions/email-status.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { MessageResponse } from '../platform/http/schemas.js';
+import { EmailStatusBody, MAX_EMAILS_PER_REQUEST, setEmailStatus } from '../features/subscriptions/email-status.js';
 
 const emailStatusRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();

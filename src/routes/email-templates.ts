@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { documentedBody, queryInteger, queryIsoTime } from '../http/schemas.js';
-import { badRequest } from '../errors.js';
-import { apiKeyOf } from '../http/principals.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { documentedBody, queryInteger, queryIsoTime } from '../platform/http/schemas.js';
+import { badRequest } from '../platform/errors.js';
+import { apiKeyOf } from '../platform/http/principals.js';
 import {
   createEmailTemplate,
   EmailTemplateCreateBody,
@@ -12,7 +12,7 @@ import {
   getEmailTemplate,
   listEmailTemplates,
   updateEmailTemplate,
-} from '../templates/email-templates.js';
+} from '../features/templates/email-templates.js';
 
 /**
  * The body is validated by the domain, not here, so that the spec's messages ("Template name is required", ...)

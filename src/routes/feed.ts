@@ -1,10 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { listFeedCards } from '../feed/list.js';
-import { apiKeyOf } from '../http/principals.js';
-import { LIST_PAGE_SIZE, PageParam, QueryBoolean, SortDirectionParam } from '../http/schemas.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { listFeedCards } from '../features/feed/list.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { LIST_PAGE_SIZE, PageParam, QueryBoolean, SortDirectionParam } from '../platform/http/schemas.js';
 
 export const FeedListQuery = z.object({
   page: PageParam,

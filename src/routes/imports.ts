@@ -1,9 +1,9 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/principals.js';
-import { ImportRequest, readImport, startImport } from '../ingest/import/imports.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { ImportRequest, readImport, startImport } from '../pipelines/ingest/import/imports.js';
 
 export const ImportStatusResponse = z.object({
   message: z.string(),

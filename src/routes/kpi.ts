@@ -1,11 +1,11 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/principals.js';
-import { queryInteger, queryIsoTime } from '../http/schemas.js';
-import { uninstallSeries } from '../uninstalls/uninstalls.js';
-import { DAY_MS } from '../lib/iso-time.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { queryInteger, queryIsoTime } from '../platform/http/schemas.js';
+import { uninstallSeries } from '../features/uninstalls/uninstalls.js';
+import { DAY_MS } from '../platform/lib/iso-time.js';
 
 export const UninstallSeriesQuery = z.object({
   length: z.string({ error: 'length is required: an integer from 1 to 100' }).pipe(queryInteger('length', 1, 100)),

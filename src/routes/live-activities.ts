@@ -1,14 +1,14 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/principals.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { apiKeyOf } from '../platform/http/principals.js';
 import {
   LiveActivityRegisterBody,
   LiveActivityUpdateBody,
   registerLiveActivity,
   updateLiveActivity,
-} from '../live-activities/live-activities.js';
+} from '../features/live-activities/live-activities.js';
 
 const Success = z.object({ message: z.literal('success') });
 const ErrorBody = z.object({ error: z.string() }).describe('Client error (spec: `{error: string}`)');

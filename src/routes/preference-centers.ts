@@ -1,9 +1,9 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/principals.js';
-import { getPreferenceCenter, listPreferenceCenters } from '../preference-centers/read.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { getPreferenceCenter, listPreferenceCenters } from '../features/preference-centers/read.js';
 
 const Summary = z.object({
   name: z.string(),

@@ -1,15 +1,15 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/principals.js';
-import { MAX_RECORDS_PER_REQUEST } from '../lib/record-batches.js';
-import { HardBounceRecords, recordHardBounces } from '../hard-bounces/hard-bounces.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { MAX_RECORDS_PER_REQUEST } from '../platform/lib/records-body.js';
+import { HardBounceRecords, recordHardBounces } from '../features/subscriptions/hard-bounces.js';
 import {
   InvalidPhoneNumberRecords,
   recordInvalidPhoneNumbers,
-} from '../invalid-phone-numbers/invalid-phone-numbers.js';
-import { UninstallRecords, recordUninstalls } from '../uninstalls/uninstalls.js';
+} from '../features/subscriptions/invalid-phone-numbers.js';
+import { UninstallRecords, recordUninstalls } from '../features/uninstalls/uninstalls.js';
 
 export const RecordsResponse = z.object({
   recorded: z.number().int(),

@@ -1,8 +1,8 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { publicBaseUrl } from '../config.js';
-import { SCIM_JSON, scimHeadersNote, scimRouteConfig, scimSchemaCommon } from '../http/scim.js';
+import { publicBaseUrl } from '../platform/config.js';
+import { SCIM_JSON, scimHeadersNote, scimRouteConfig, scimSchemaCommon } from './scim-common.js';
 import {
   SCIM_ATTRIBUTE_TYPES,
   SCIM_MUTABILITIES,
@@ -12,7 +12,7 @@ import {
   discoveryList,
   findResourceType,
   findSchema,
-} from '../scim/discovery.js';
+} from '../features/scim/discovery.js';
 
 // The same authentication, daily budget and error bodies as /scim/v2/Users.
 const config = scimRouteConfig;

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { publicBaseUrl } from '../config.js';
+import { publicBaseUrl } from '../platform/config.js';
 import {
   AttributeQuery,
   IdParams,
@@ -14,12 +14,12 @@ import {
   scimReply as scim,
   scimRouteConfig as config,
   scimSchemaCommon as common,
-} from '../http/scim.js';
-import { scimTokenOf } from '../http/principals.js';
-import { GROUP_NAMES, PATCH_NAMES } from '../scim/attribute-names.js';
-import { ScimGroup, ScimGroupBody } from '../scim/group-schemas.js';
-import { createGroup, deleteGroup, getGroup, listGroups, patchGroup, replaceGroup } from '../scim/groups.js';
-import { ScimPatch, SCIM_LIMITS } from '../scim/schemas.js';
+} from './scim-common.js';
+import { scimTokenOf } from '../platform/http/principals.js';
+import { GROUP_NAMES, PATCH_NAMES } from '../features/scim/attribute-names.js';
+import { ScimGroup, ScimGroupBody } from '../features/scim/group-schemas.js';
+import { createGroup, deleteGroup, getGroup, listGroups, patchGroup, replaceGroup } from '../features/scim/groups.js';
+import { ScimPatch, SCIM_LIMITS } from '../features/scim/schemas.js';
 
 const ListQuery = listQuery(
   '`eq` on displayName (any letter case), externalId, id or members.value, or `members[value eq "<user id>"]`, joined by `and`',

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { publicBaseUrl } from '../config.js';
+import { publicBaseUrl } from '../platform/config.js';
 import {
   canonicalBody,
   refuseInvalid,
@@ -9,12 +9,12 @@ import {
   scimReply as scim,
   scimRouteConfig as config,
   scimSchemaCommon as common,
-} from '../http/scim.js';
-import { scimTokenOf } from '../http/principals.js';
-import { nameTree } from '../scim/attribute-names.js';
-import { listGroups } from '../scim/groups.js';
-import { listQueryOf, ScimSearchRequest, searchAll } from '../scim/search.js';
-import { listUsers } from '../scim/users.js';
+} from './scim-common.js';
+import { scimTokenOf } from '../platform/http/principals.js';
+import { nameTree } from '../features/scim/attribute-names.js';
+import { listGroups } from '../features/scim/groups.js';
+import { listQueryOf, ScimSearchRequest, searchAll } from '../features/scim/search.js';
+import { listUsers } from '../features/scim/users.js';
 
 const SearchResponse = z.object({
   schemas: z.array(z.string()),

@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { publicBaseUrl } from '../config.js';
-import { scimTokenOf } from '../http/principals.js';
+import { publicBaseUrl } from '../platform/config.js';
+import { scimTokenOf } from '../platform/http/principals.js';
 import {
   AttributeQuery,
   IdParams,
@@ -15,8 +15,8 @@ import {
   scimReply as scim,
   scimRouteConfig,
   scimSchemaCommon,
-} from '../http/scim.js';
-import { PATCH_NAMES, USER_NAMES } from '../scim/attribute-names.js';
+} from './scim-common.js';
+import { PATCH_NAMES, USER_NAMES } from '../features/scim/attribute-names.js';
 import {
   SCIM_LIMITS,
   ScimListResponse,
@@ -25,8 +25,8 @@ import {
   ScimUserCreate,
   ScimUserProjected,
   ScimUserReplace,
-} from '../scim/schemas.js';
-import { createUser, deleteUser, getUser, listUsers, patchUser, replaceUser } from '../scim/users.js';
+} from '../features/scim/schemas.js';
+import { createUser, deleteUser, getUser, listUsers, patchUser, replaceUser } from '../features/scim/users.js';
 
 const config = scimRouteConfig;
 const common = scimSchemaCommon;

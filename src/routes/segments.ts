@@ -1,10 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/principals.js';
-import { LIST_PAGE_SIZE, PageParam, SortDirectionParam } from '../http/schemas.js';
-import { listSegments } from '../segments/store.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { LIST_PAGE_SIZE, PageParam, SortDirectionParam } from '../platform/http/schemas.js';
+import { listSegments } from '../profiles/segments/store.js';
 
 export const SegmentListQuery = z.object({ page: PageParam, sort_direction: SortDirectionParam });
 export const SegmentListResponse = z.object({

@@ -1,12 +1,12 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/principals.js';
-import { documentedBody } from '../http/schemas.js';
-import { acceptAliasUpdates, AliasUpdate, MAX_ALIAS_UPDATES } from '../aliases/update.js';
-import { acceptAliasNew } from '../user-data/accept.js';
-import { AliasNewBody, MAX_USER_DATA_ENTRIES } from '../user-data/requests.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { documentedBody } from '../platform/http/schemas.js';
+import { acceptAliasUpdates, AliasUpdate, MAX_ALIAS_UPDATES } from '../features/user-data/alias-update.js';
+import { acceptAliasNew } from '../features/user-data/accept.js';
+import { AliasNewBody, MAX_USER_DATA_ENTRIES } from '../features/user-data/requests.js';
 
 export const AliasUpdateBody = z.object({
   alias_updates: z

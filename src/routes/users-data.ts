@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { apiKeyOf } from '../http/principals.js';
-import { acceptDelete, acceptIdentify, acceptMerge, acceptRemove, acceptRename } from '../user-data/accept.js';
-import { exportByIdentifiers, MAX_USERS_PER_IDENTIFIER } from '../user-data/export-ids.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { acceptDelete, acceptIdentify, acceptMerge, acceptRemove, acceptRename } from '../features/user-data/accept.js';
+import { exportByIdentifiers, MAX_USERS_PER_IDENTIFIER } from '../features/user-data/export-ids.js';
 import {
   DeleteBody,
   ExportIdsBody,
@@ -13,12 +13,12 @@ import {
   MergeBody,
   RemoveBody,
   RenameBody,
-} from '../user-data/requests.js';
+} from '../features/user-data/requests.js';
 
 /**
  * The user-data endpoints of the public API this service follows (docs/user-data.md): export by identifier, delete,
  * identify, merge, and the renaming of external ids. Writes are staged on the durable path of /users/track and
- * applied in acceptance order (src/ingest/apply/commands.ts); the export reads what is applied.
+ * applied in acceptance order (src/pipelines/ingest/apply/commands.ts); the export reads what is applied.
  */
 
 const Message = z.object({ message: z.string() });
@@ -70,7 +70,7 @@ function exportIdsRoute(base: FastifyInstance): void {
     },
     async (req, reply) => {
       const text = await exportByIdentifiers(app.ctx.pool, apiKeyOf(req).workspaceId, req.body);
-      // Built as JSON text around the lines PostgreSQL wrote (src/user-data/export-ids.ts): sent as it is.
+      // Built as JSON text around the lines PostgreSQL wrote (src/features/user-data/export-ids.ts): sent as it is.
       return reply
         .code(201)
         .type('application/json; charset=utf-8')

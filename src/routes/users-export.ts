@@ -1,12 +1,12 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { createExport, type CreatedExport } from '../exports/request/create-export.js';
-import { exportDownload, readyDownload, verifyDownloadSignature } from '../exports/finish/download.js';
-import { ExportRequestSchema } from '../exports/request/request-body.js';
-import { exportStatus } from '../exports/request/status.js';
-import { apiKeyOf } from '../http/principals.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { createExport, type CreatedExport } from '../pipelines/exports/request/create-export.js';
+import { exportDownload, readyDownload, verifyDownloadSignature } from '../pipelines/exports/finish/download.js';
+import { ExportRequestSchema } from '../pipelines/exports/request/request-body.js';
+import { exportStatus } from '../pipelines/exports/request/status.js';
+import { apiKeyOf } from '../platform/http/principals.js';
 
 export const ExportResponse = z.object({ message: z.string(), object_prefix: z.string(), url: z.string().optional() });
 export const ExportStatusQuery = z.object({

@@ -1,16 +1,16 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RATE_LIMITS } from '../auth/rate-limit.js';
-import { documentedBody } from '../http/schemas.js';
-import { apiKeyOf } from '../http/principals.js';
-import { acceptTrack } from '../ingest/accept/track.js';
+import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
+import { documentedBody } from '../platform/http/schemas.js';
+import { apiKeyOf } from '../platform/http/principals.js';
+import { acceptTrack } from '../pipelines/ingest/accept/track.js';
 import {
   MAX_NESTED_PROPERTIES_BYTES,
   MAX_OBJECTS_PER_ARRAY,
   MAX_STRING_CHARS,
   TrackBodyShape,
-} from '../ingest/accept/validate.js';
+} from '../pipelines/ingest/accept/validate.js';
 
 export const TrackResponse = z.object({
   message: z.string(),

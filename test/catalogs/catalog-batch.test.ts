@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { catalogBatchJob } from '../../jobs/catalog-batch.js';
-import { CATALOG_BATCH_QUEUE } from '../../src/queues/catalog-batch.js';
+import { CATALOG_BATCH_QUEUE } from '../../src/platform/queues/catalog-batch.js';
 import { createTestEnv, type TestEnv } from '../helpers/context.js';
 import { bearer, createKey, seedWorkspace, type SeededWorkspace } from '../helpers/seed.js';
 import { bodyOrRaw, callApi, statusAndBody } from '../helpers/http.js';
@@ -215,8 +215,8 @@ describe('PUT /catalogs/{name}/items: accepted batches', () => {
     // Someone replaces r1 later; then the old job's payload is applied again.
     expect((await put('retry', { items: [item('r1', { Name: 'newer' })] })).status).toBe(202);
     await runQueuedJobs();
-    const { applyBatch } = await import('../../src/catalogs/items.js');
-    const { CatalogBatchPayload } = await import('../../src/queues/catalog-batch.js');
+    const { applyBatch } = await import('../../src/features/catalogs/items.js');
+    const { CatalogBatchPayload } = await import('../../src/platform/queues/catalog-batch.js');
     const again = await applyBatch(env.ctx.pool, CatalogBatchPayload.parse(job!.data), env.ctx.log);
     expect(again.written).toBe(0);
     expect(before[0].data.Name).toBe('Restaurant r1');

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { CatalogDefinition } from '../../src/catalogs/fields.js';
-import { BatchItemsBody, DeleteItemsBody, SingleItemBody } from '../../src/catalogs/item-bodies.js';
-import type { AppError } from '../../src/errors.js';
-import { validateBatchDelete, validateBatchReplace, validateSingle } from '../../src/catalogs/validate.js';
+import type { CatalogDefinition } from '../../src/features/catalogs/fields.js';
+import { BatchItemsBody, DeleteItemsBody, SingleItemBody } from '../../src/features/catalogs/item-bodies.js';
+import type { AppError } from '../../src/platform/errors.js';
+import { validateBatchDelete, validateBatchReplace, validateSingle } from '../../src/features/catalogs/validate.js';
 
 /*
  * The API reference shows the zod schemas of catalogs/item-bodies.ts; the endpoints validate with validate.ts. These

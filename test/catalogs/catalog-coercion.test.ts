@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { coerceValue, toTime } from '../../src/catalogs/coerce.js';
-import type { CatalogFieldType } from '../../src/catalogs/fields.js';
+import { coerceValue, toTime } from '../../src/features/catalogs/coerce.js';
+import type { CatalogFieldType } from '../../src/features/catalogs/fields.js';
 
 const converts = (type: CatalogFieldType, input: unknown, expected: unknown) => {
   const result = coerceValue(type, input);

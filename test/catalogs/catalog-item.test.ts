@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/platform/config.js';
 import { createTestEnv, type TestEnv } from '../helpers/context.js';
 import { bearer, seedWorkspace, type SeededWorkspace } from '../helpers/seed.js';
 import { bodyOrRaw, callApi } from '../helpers/http.js';

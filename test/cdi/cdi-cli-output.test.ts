@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { applyWorkspaceFile } from '../../src/workspace/apply.js';
-import { parseWorkspaceFile } from '../../src/workspace/parse.js';
+import { applyWorkspaceFile } from '../../src/features/workspace/apply.js';
+import { parseWorkspaceFile } from '../../src/features/workspace/parse.js';
 import { cliEnvOf, runCli } from '../helpers/cli.js';
 import { useTestEnv } from '../helpers/context.js';
 

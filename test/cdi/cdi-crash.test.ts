@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cdiSyncJob } from '../../jobs/cdi-sync.js';
-import { startReconciler } from '../../src/reconcile/reconciler.js';
+import { startReconciler } from '../../src/runtime/reconcile/reconciler.js';
 import { spawnCli, waitFor } from '../helpers/cli.js';
 import { createTestEnv, type TestEnv } from '../helpers/context.js';
 import { startOwnPostgres, startOwnRedis, type OwnPostgres, type OwnRedis } from '../helpers/own-servers.js';

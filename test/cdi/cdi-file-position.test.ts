@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { cdiSyncJob } from '../../jobs/cdi-sync.js';
-import { recordSyncJob } from '../../src/cdi/jobs.js';
-import { drainThrough } from '../../src/ingest/apply/drain-staging.js';
-import { CDI_SYNC_QUEUE, syncJobId } from '../../src/queues/cdi-sync.js';
+import { recordSyncJob } from '../../src/pipelines/cdi/jobs.js';
+import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
+import { CDI_SYNC_QUEUE, syncJobId } from '../../src/platform/queues/cdi-sync.js';
 import { attributesOf, jobRow, putLocal, rejectsOf, syncOnce, waitForRun } from '../helpers/cdi.js';
 import { useTestEnv } from '../helpers/context.js';
 import { insertProfiles } from '../helpers/export-fixtures.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { rowTime } from '../../src/cdi/rows.js';
+import { rowTime } from '../../src/pipelines/cdi/rows.js';
 
 /*
  * rowTime takes a canonical UTC time (as a table source prints UPDATED_AT) without going through Date; whatever the

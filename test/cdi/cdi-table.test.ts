@@ -4,7 +4,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cdiSyncJob } from '../../jobs/cdi-sync.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { waitFor } from '../helpers/cli.js';
 import { useTestEnv } from '../helpers/context.js';
 import { insertProfiles } from '../helpers/export-fixtures.js';

@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { cliEnvOf, runCli } from '../helpers/cli.js';
 import { useTestEnv } from '../helpers/context.js';
 

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { canvasScheduleJob } from '../../jobs/canvas-schedule.js';
-import { CANVAS_SCHEDULE_QUEUE, fireJobId } from '../../src/queues/canvas-schedule.js';
-import { rearmSchedules } from '../../src/canvases/schedules.js';
+import { CANVAS_SCHEDULE_QUEUE, fireJobId } from '../../src/platform/queues/canvas-schedule.js';
+import { rearmSchedules } from '../../src/features/canvases/schedules.js';
 import { useTestEnv } from '../helpers/context.js';
 import { createKey } from '../helpers/seed.js';
 import { callApi, statusAndBody } from '../helpers/http.js';

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { utcDay } from '../../src/lib/iso-time.js';
+import { utcDay } from '../../src/platform/lib/iso-time.js';
 import { useTestEnv } from '../helpers/context.js';
 import { bearer } from '../helpers/seed.js';
 

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { liveActivityPushJob } from '../../jobs/live-activity-push.js';
 import { liveActivityRemovalJob } from '../../jobs/live-activity-removal.js';
-import { LIVE_ACTIVITY_REMOVAL_QUEUE } from '../../src/queues/live-activity-removal.js';
+import { LIVE_ACTIVITY_REMOVAL_QUEUE } from '../../src/platform/queues/live-activity-removal.js';
 import { useTestEnv } from '../helpers/context.js';
 import { createKey } from '../helpers/seed.js';
 import { callApi, statusAndBody } from '../helpers/http.js';

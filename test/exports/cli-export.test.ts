@@ -3,7 +3,7 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { cliEnvOf, runCli } from '../helpers/cli.js';
 import { useTestEnv } from '../helpers/context.js';
 import { createSegment, exportedIdCounts, insertProfiles, waitForExport } from '../helpers/export-fixtures.js';

@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../../jobs/export-callback.js';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
-import { S3Store } from '../../src/storage/s3-store.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
+import { S3Store } from '../../src/platform/storage/s3-store.js';
 import { createTestEnv, type TestEnv } from '../helpers/context.js';
 import {
   CONTROL_FILES,

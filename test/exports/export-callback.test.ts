@@ -2,8 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CallbackRefusedError, postCallback } from '../../src/exports/finish/callback.js';
-import { callbackPolicy, callbackRefusal, isPrivateAddress } from '../../src/exports/request/request-body.js';
+import { CallbackRefusedError, postCallback } from '../../src/pipelines/exports/finish/callback.js';
+import { callbackPolicy, callbackRefusal, isPrivateAddress } from '../../src/pipelines/exports/request/request-body.js';
 
 let receiver: Server;
 let port: number;

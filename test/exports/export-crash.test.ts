@@ -6,8 +6,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../../jobs/export-callback.js';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
-import type { RunningWorkers } from '../../src/queue-processors.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
+import type { RunningWorkers } from '../../src/runtime/workers.js';
 import { useTestEnv } from '../helpers/context.js';
 import {
   CONTROL_FILES,
@@ -19,7 +19,7 @@ import {
   requestExport,
   waitForExport,
 } from '../helpers/export-fixtures.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 // Four shards of about 15,000 members, run one at a time by the child worker: plenty of time to kill it mid-export.
@@ -236,7 +236,7 @@ describe('a worker SIGKILLed in the middle of an export', () => {
     await insertProfiles(db, ws, 600_001, 1_000);
     await insertProfiles(db, ws, 700_001, 200, false);
     // No ANALYZE here: the tables have no statistics (the test server runs without autovacuum), the case in which
-    // the users query once planned a nested loop quadratic in the shard (src/exports/shard/run-shard.ts).
+    // the users query once planned a nested loop quadratic in the shard (src/pipelines/exports/shard/run-shard.ts).
     const expectedUsers = [...range(1, 39_000), ...range(500_001, 501_000), ...range(600_001, 601_000)];
     const expectedRemoved = range(39_001, 41_500);
 

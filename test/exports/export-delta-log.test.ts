@@ -3,11 +3,11 @@ import path from 'node:path';
 import { describe, expect, it, beforeAll } from 'vitest';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import { forgetExportBases } from '../../src/exports/incremental.js';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
-import { MAX_MEMBER_LAYERS } from '../../src/exports/member-layers.js';
-import { drainThrough } from '../../src/ingest/apply/drain-staging.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import { forgetExportBases } from '../../src/pipelines/exports/incremental.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
+import { MAX_MEMBER_LAYERS } from '../../src/pipelines/exports/member-layers.js';
+import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { bearer } from '../helpers/seed.js';
 import { captureLogs, useTestEnv } from '../helpers/context.js';
 import {

@@ -3,9 +3,9 @@ import path from 'node:path';
 import { describe, expect, it, beforeAll } from 'vitest';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import { forgetExportBases } from '../../src/exports/incremental.js';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import { forgetExportBases } from '../../src/pipelines/exports/incremental.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { useTestEnv } from '../helpers/context.js';
 import {
   createSegment,

@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../../jobs/export-callback.js';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import { failExport, finishExport } from '../../src/exports/finish/finish-export.js';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
+import { failExport, finishExport } from '../../src/pipelines/exports/finish/finish-export.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
 import { type TestEnv, useTestEnv } from '../helpers/context.js';
 import {
   CONTROL_FILES,
@@ -25,7 +25,7 @@ import {
   waitForExport,
   zipEntries,
 } from '../helpers/export-fixtures.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 
 const run = promisify(execFile);
 

@@ -3,9 +3,9 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
-import { EXPORT_SHARD_QUEUE } from '../../src/queues/export-shard.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
+import { EXPORT_SHARD_QUEUE } from '../../src/platform/queues/export-shard.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { createTestEnv, type TestEnv } from '../helpers/context.js';
 import {
   createSegment,

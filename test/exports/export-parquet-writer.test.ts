@@ -7,8 +7,8 @@ import {
   REMOVED_PARQUET_COLUMNS,
   usersParquetColumns,
   writeParquetFile,
-} from '../../src/exports/shard/parquet-writer.js';
-import { EXPORT_FIELDS, type ExportField } from '../../src/exports/request/request-body.js';
+} from '../../src/pipelines/exports/shard/parquet-writer.js';
+import { EXPORT_FIELDS, type ExportField } from '../../src/pipelines/exports/request/request-body.js';
 import { compareParquet, fromParquet, readParquet } from '../helpers/parquet-values.js';
 
 let dir: string;

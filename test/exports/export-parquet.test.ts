@@ -7,11 +7,11 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
-import { REMOVED_PARQUET_COLUMNS, usersParquetColumns } from '../../src/exports/shard/parquet-schema.js';
-import { EXPORT_FIELDS } from '../../src/exports/request/request-body.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
-import { generateUsers } from '../../src/synthetic-users/generate.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
+import { REMOVED_PARQUET_COLUMNS, usersParquetColumns } from '../../src/pipelines/exports/shard/parquet-schema.js';
+import { EXPORT_FIELDS } from '../../src/pipelines/exports/request/request-body.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
+import { generateUsers } from '../../src/features/synthetic-users/generate.js';
 import { useTestEnv } from '../helpers/context.js';
 import {
   CONTROL_FILES,

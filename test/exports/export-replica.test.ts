@@ -4,8 +4,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { createTestEnv, type TestEnv } from '../helpers/context.js';
 import {
   createSegment,

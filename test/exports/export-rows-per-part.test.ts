@@ -3,8 +3,8 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { useTestEnv } from '../helpers/context.js';
 import {
   createSegment,

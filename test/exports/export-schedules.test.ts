@@ -4,10 +4,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { scheduledExportJob } from '../../jobs/scheduled-export.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
-import { SCHEDULED_EXPORT_QUEUE } from '../../src/queues/scheduled-export.js';
-import { runScheduledExport, syncExportSchedules } from '../../src/exports/request/schedules.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
+import { SCHEDULED_EXPORT_QUEUE } from '../../src/platform/queues/scheduled-export.js';
+import { runScheduledExport, syncExportSchedules } from '../../src/pipelines/exports/request/schedules.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { useTestEnv } from '../helpers/context.js';
 import { createSegment, insertProfiles, readPartFile, waitForExport } from '../helpers/export-fixtures.js';
 

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeSpoolDir, removeOrphanSpoolDirs } from '../../src/exports/shard/spool.js';
+import { makeSpoolDir, removeOrphanSpoolDirs } from '../../src/pipelines/exports/shard/spool.js';
 
 let parent: string;
 

@@ -4,10 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportCallbackJob } from '../../jobs/export-callback.js';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import { startReconciler } from '../../src/reconcile/reconciler.js';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
-import { startWorkers } from '../../src/queue-processors.js';
+import { startReconciler } from '../../src/runtime/reconcile/reconciler.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
+import { startWorkers } from '../../src/runtime/workers.js';
 import { waitFor } from '../helpers/cli.js';
 import { createTestEnv, type TestEnv } from '../helpers/context.js';
 import {

@@ -1,7 +1,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { expect } from 'vitest';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { waitFor } from './cli.js';
 import type { TestEnv } from './context.js';
 import { bearer, type SeededWorkspace } from './seed.js';

@@ -6,13 +6,13 @@ import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
-import { closeContext, createContext, type AppContext } from '../../src/context.js';
-import { migrate } from '../../src/db/migrate.js';
-import { createLogger } from '../../src/logger.js';
-import { startWorkers, type JobDefinition, type RunningWorkers } from '../../src/queue-processors.js';
-import { redisKeyPrefix, scanTargets } from '../../src/redis.js';
-import { openApiPath } from '../../src/http/error-responses.js';
+import { loadConfig, type Config } from '../../src/platform/config.js';
+import { closeContext, createContext, type AppContext } from '../../src/platform/context.js';
+import { migrate } from '../../src/platform/db/migrate.js';
+import { createLogger } from '../../src/platform/logger.js';
+import { startWorkers, type JobDefinition, type RunningWorkers } from '../../src/runtime/workers.js';
+import { redisKeyPrefix, scanTargets } from '../../src/platform/redis.js';
+import { openApiPath } from '../../src/platform/http/error-responses.js';
 import { seedWorkspace, type SeededWorkspace } from './seed.js';
 
 export interface TestEnv {

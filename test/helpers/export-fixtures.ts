@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { Pool } from '../../src/db/pool.js';
+import type { Pool } from '../../src/platform/db/pool.js';
 import type { TestEnv } from './context.js';
 import { bearer } from './seed.js';
 

@@ -2,7 +2,7 @@
 // values compared with the NDJSON lines the same export prints.
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects, type FileMetaData } from 'hyparquet';
 import { compressors } from 'hyparquet-compressors';
-import type { ParquetColumns, ParquetType } from '../../src/exports/shard/parquet-schema.js';
+import type { ParquetColumns, ParquetType } from '../../src/pipelines/exports/shard/parquet-schema.js';
 
 export async function readParquet(
   parquetPath: string,

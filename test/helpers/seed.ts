@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Pool } from '../../src/db/pool.js';
-import { PERMISSIONS } from '../../src/auth/permissions.js';
-import { generateSecret, hashSecret, secretPrefix } from '../../src/auth/secrets.js';
+import type { Pool } from '../../src/platform/db/pool.js';
+import { PERMISSIONS } from '../../src/platform/auth/permissions.js';
+import { generateSecret, hashSecret, secretPrefix } from '../../src/platform/auth/secrets.js';
 
 export interface SeededWorkspace {
   companyId: string;

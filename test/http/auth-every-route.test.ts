@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { useTestEnv } from '../helpers/context.js';
 import { bearer, createKey, createScimToken } from '../helpers/seed.js';
-import { PERMISSIONS } from '../../src/auth/permissions.js';
+import { PERMISSIONS } from '../../src/platform/auth/permissions.js';
 
 const env = useTestEnv({ workspaces: ['ws'] });
 

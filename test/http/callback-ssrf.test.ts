@@ -3,9 +3,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CallbackRefusedError, postCallback } from '../../src/exports/finish/callback.js';
-import { callbackPolicy, callbackRefusal, isPrivateAddress } from '../../src/exports/request/request-body.js';
-import { classifyAddress } from '../../src/lib/ip-address.js';
+import { CallbackRefusedError, postCallback } from '../../src/pipelines/exports/finish/callback.js';
+import { callbackPolicy, callbackRefusal, isPrivateAddress } from '../../src/pipelines/exports/request/request-body.js';
+import { classifyAddress } from '../../src/platform/lib/ip-address.js';
 import { useTestEnv } from '../helpers/context.js';
 import { createSegment, requestExport } from '../helpers/export-fixtures.js';
 

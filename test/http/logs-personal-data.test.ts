@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { InjectOptions } from 'fastify';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { trackIngestJob } from '../../jobs/track-ingest.js';
-import { redactLine } from '../../src/logger.js';
+import { redactLine } from '../../src/platform/logger.js';
 import { waitFor } from '../helpers/cli.js';
 import { captureLogs, useTestEnv } from '../helpers/context.js';
 import { ORIGIN, USER_SCHEMA } from '../helpers/scim.js';

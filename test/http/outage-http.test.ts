@@ -1,7 +1,7 @@
 import type { InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { trackIngestJob } from '../../jobs/track-ingest.js';
-import { LocalStore } from '../../src/storage/local-store.js';
+import { LocalStore } from '../../src/platform/storage/local-store.js';
 import { waitFor } from '../helpers/cli.js';
 import { createTestEnv, type TestEnv } from '../helpers/context.js';
 import { createSegment } from '../helpers/export-fixtures.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RATE_LIMITS } from '../../src/auth/rate-limit.js';
+import { RATE_LIMITS } from '../../src/platform/auth/rate-limit.js';
 import { createTestEnv, useTestEnv } from '../helpers/context.js';
 import { bearer, seedWorkspace } from '../helpers/seed.js';
 

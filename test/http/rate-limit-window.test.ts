@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { RateLimiter, type RateLimitResult, type RateLimitRule } from '../../src/auth/rate-limit.js';
-import { loadConfig } from '../../src/config.js';
-import { createRedis, scanTargets, type Redis } from '../../src/redis.js';
+import { RateLimiter, type RateLimitResult, type RateLimitRule } from '../../src/platform/auth/rate-limit.js';
+import { loadConfig } from '../../src/platform/config.js';
+import { createRedis, scanTargets, type Redis } from '../../src/platform/redis.js';
 import { createTestEnv } from '../helpers/context.js';
 import { bearer, seedWorkspace } from '../helpers/seed.js';
 

@@ -8,7 +8,7 @@ import { bulkImportJob } from '../../jobs/bulk-import.js';
 import { exportCallbackJob } from '../../jobs/export-callback.js';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
-import { LocalStore, localWorkspaceDir } from '../../src/storage/local-store.js';
+import { LocalStore, localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { useTestEnv } from '../helpers/context.js';
 import { createSegment, insertProfiles, requestExport, waitForExport, zipEntries } from '../helpers/export-fixtures.js';
 import { bearer, seedWorkspace, type SeededWorkspace } from '../helpers/seed.js';
@@ -193,7 +193,7 @@ describe('exports recorded before the store had namespaces', () => {
 
   it('an unfinished import of the shared root is not resumed by the upgrade', async () => {
     const sql = await readFile(
-      path.join(import.meta.dirname, '../../src/db/migrations/0110_local_store_namespaces.sql'),
+      path.join(import.meta.dirname, '../../src/platform/db/migrations/0110_local_store_namespaces.sql'),
       'utf8',
     );
     const { rows } = await env.ctx.pool.query<{ id: string }>(

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { RouteEntry } from '../../src/http/route-config.js';
+import type { RouteEntry } from '../../src/platform/http/route-config.js';
 import { useTestEnv } from '../helpers/context.js';
 import { createSegment } from '../helpers/export-fixtures.js';
 import { callApi, type Answer } from '../helpers/http.js';

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { withTransaction } from '../../src/db/pool.js';
-import { applyIsolating } from '../../src/ingest/apply/apply-isolating.js';
-import type { DataError } from '../../src/ingest/apply/dead-letters.js';
-import type { TrackAttributes } from '../../src/ingest/types.js';
+import { withTransaction } from '../../src/platform/db/pool.js';
+import { applyIsolating } from '../../src/pipelines/ingest/apply/apply-isolating.js';
+import type { DataError } from '../../src/pipelines/ingest/apply/dead-letters.js';
+import type { TrackAttributes } from '../../src/pipelines/ingest/types.js';
 import { useTestEnv } from '../helpers/context.js';
 
 /*

@@ -109,7 +109,7 @@ describe('Idempotency-Key on a segment export', () => {
 
   it('answers 409 while the first request with the key is still running, and lets a claim abandoned by a dead process be retaken', async () => {
     const body = { segment_id: 'seg-a', fields_to_export: ['email'] };
-    const { requestHash } = await import('../../src/idempotency/keys.js');
+    const { requestHash } = await import('../../src/platform/idempotency/keys.js');
     const hash = requestHash('POST', '/users/export/segment', {}, body);
     await env.ctx.pool.query('INSERT INTO idempotency_keys (workspace_id, key, request_hash) VALUES ($1, $2, $3)', [
       other.workspaceId,
@@ -207,7 +207,7 @@ describe('Idempotency-Key on /users/track', () => {
 
 describe('Idempotency-Key on /users/import', () => {
   it('records one import for repeats, answering them with the first answer', async () => {
-    const { LocalStore } = await import('../../src/storage/local-store.js');
+    const { LocalStore } = await import('../../src/platform/storage/local-store.js');
     await LocalStore.forWorkspace(env.config.LOCAL_STORE_DIR, ws).put(
       'imports/a.ndjson',
       Buffer.from('{"external_id":"u1","name":"e","time":"2026-01-01"}\n'),

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { restageDeadLetters } from '../../src/ingest/apply/dead-letters.js';
-import { runImport } from '../../src/ingest/import/run-import.js';
-import { createImport } from '../../src/ingest/import/imports.js';
-import { drainThrough } from '../../src/ingest/apply/drain-staging.js';
-import { stageObjects } from '../../src/ingest/accept/staging-writer.js';
-import type { TrackEvent } from '../../src/ingest/types.js';
-import { LocalStore } from '../../src/storage/local-store.js';
+import { restageDeadLetters } from '../../src/pipelines/ingest/apply/dead-letters.js';
+import { runImport } from '../../src/pipelines/ingest/import/run-import.js';
+import { createImport } from '../../src/pipelines/ingest/import/imports.js';
+import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
+import { stageObjects } from '../../src/pipelines/ingest/accept/staging-writer.js';
+import type { TrackEvent } from '../../src/pipelines/ingest/types.js';
+import { LocalStore } from '../../src/platform/storage/local-store.js';
 import { captureLogs, useTestEnv } from '../helpers/context.js';
 import { entries } from '../helpers/aggregates.js';
 import type { SeededWorkspace } from '../helpers/seed.js';

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import type { PoolClient } from '../../src/db/pool.js';
+import type { PoolClient } from '../../src/platform/db/pool.js';
 import { applyObjects } from '../../src/profiles/tracked-objects.js';
-import { lockIngestPartition, lockWorkspaces } from '../../src/ingest/apply/apply-transaction.js';
-import { partitionOf, splitByPartition } from '../../src/ingest/apply/partitions.js';
-import { drainThrough } from '../../src/ingest/apply/drain-staging.js';
-import { stageObjects } from '../../src/ingest/accept/staging-writer.js';
-import type { Identity, TrackAttributes, TrackObjects } from '../../src/ingest/types.js';
+import { lockIngestPartition, lockWorkspaces } from '../../src/pipelines/ingest/apply/apply-transaction.js';
+import { partitionOf, splitByPartition } from '../../src/pipelines/ingest/apply/partitions.js';
+import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
+import { stageObjects } from '../../src/pipelines/ingest/accept/staging-writer.js';
+import type { Identity, TrackAttributes, TrackObjects } from '../../src/pipelines/ingest/types.js';
 import { useTestEnv } from '../helpers/context.js';
 import { bearer } from '../helpers/seed.js';
 import { entries } from '../helpers/aggregates.js';

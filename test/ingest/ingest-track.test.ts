@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { trackIngestJob } from '../../jobs/track-ingest.js';
-import { drainThrough } from '../../src/ingest/apply/drain-staging.js';
-import { stageObjects } from '../../src/ingest/accept/staging-writer.js';
+import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
+import { stageObjects } from '../../src/pipelines/ingest/accept/staging-writer.js';
 import { useTestEnv } from '../helpers/context.js';
 import { bearer, createKey } from '../helpers/seed.js';
 import { entries } from '../helpers/aggregates.js';

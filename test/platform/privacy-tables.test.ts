@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { Pool } from '../../src/db/pool.js';
+import type { Pool } from '../../src/platform/db/pool.js';
 import { repoRoot } from '../helpers/cli.js';
 import { useTestEnv } from '../helpers/context.js';
 

@@ -2,14 +2,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, test } from 'vitest';
 import { jobs } from '../../jobs/index.js';
-import { QUEUE_NAMES, QUEUE_PAYLOADS } from '../../src/queues/index.js';
+import { QUEUE_NAMES, QUEUE_PAYLOADS } from '../../src/platform/queues/index.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
 
 /**
  * Adding a queue touches a few files (docs/architecture.md, "Adding a queue"); this test names the one forgotten:
- * its module under src/queues/, its payload in the map, its processor under jobs/ listed in jobs/index.ts, and a test
+ * its module under src/platform/queues/, its payload in the map, its processor under jobs/ listed in jobs/index.ts, and a test
  * file of the Redis Cluster run (package.json "test:cluster") that exercises it.
  */
 test('every queue has its module, its payload schema, one processor, and a place in the Redis Cluster run', () => {
@@ -18,12 +18,14 @@ test('every queue has its module, its payload schema, one processor, and a place
     .filter((f: string) => f.endsWith('.test.ts'));
   const clusterText = clusterFiles.map((f: string) => read(f)).join('\n');
   for (const queue of QUEUE_NAMES) {
-    expect(existsSync(path.join(ROOT, `src/queues/${queue}.ts`)), `src/queues/${queue}.ts`).toBe(true);
-    expect(QUEUE_PAYLOADS[queue], `the payload schema of ${queue} in src/queues/index.ts`).toBeDefined();
+    expect(existsSync(path.join(ROOT, `src/platform/queues/${queue}.ts`)), `src/platform/queues/${queue}.ts`).toBe(
+      true,
+    );
+    expect(QUEUE_PAYLOADS[queue], `the payload schema of ${queue} in src/platform/queues/index.ts`).toBeDefined();
     expect(existsSync(path.join(ROOT, `jobs/${queue}.ts`)), `jobs/${queue}.ts`).toBe(true);
     expect(jobs.filter((j) => j.queue === queue).length, `one processor of ${queue} in jobs/index.ts`).toBe(1);
     // A test of the cluster run that drives the queue's work: the queue's name or one of its module's exports.
-    const exported = Object.keys(QUEUE_PAYLOADS).includes(queue) ? read(`src/queues/${queue}.ts`) : '';
+    const exported = Object.keys(QUEUE_PAYLOADS).includes(queue) ? read(`src/platform/queues/${queue}.ts`) : '';
     const names = [queue, ...[...exported.matchAll(/export (?:async )?(?:function|const) (\w+)/g)].map((m) => m[1]!)];
     expect(
       names.some((n) => clusterText.includes(n)) || clusterFiles.some((f: string) => f.includes(queue.split('-')[0]!)),

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigSchema } from '../../src/config.js';
-import { QUEUE_NAMES } from '../../src/queues/index.js';
+import { ConfigSchema } from '../../src/platform/config.js';
+import { QUEUE_NAMES } from '../../src/platform/queues/index.js';
 import { createTestEnv } from '../helpers/context.js';
 import { repoRoot } from '../helpers/cli.js';
 

@@ -8,12 +8,12 @@ import { exportShardJob } from '../../jobs/export-shard.js';
 import { scheduledExportJob } from '../../jobs/scheduled-export.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
 import { trackIngestJob } from '../../jobs/track-ingest.js';
-import { CANVAS_SCHEDULE_QUEUE, fireJobId } from '../../src/queues/canvas-schedule.js';
-import { SCHEDULED_EXPORT_QUEUE } from '../../src/queues/scheduled-export.js';
-import { TRACK_INGEST_QUEUE } from '../../src/queues/track-ingest.js';
-import { startReconciler, type Reconciler } from '../../src/reconcile/reconciler.js';
-import { LocalStore, localWorkspaceDir } from '../../src/storage/local-store.js';
-import type { RunningWorkers } from '../../src/queue-processors.js';
+import { CANVAS_SCHEDULE_QUEUE, fireJobId } from '../../src/platform/queues/canvas-schedule.js';
+import { SCHEDULED_EXPORT_QUEUE } from '../../src/platform/queues/scheduled-export.js';
+import { TRACK_INGEST_QUEUE } from '../../src/platform/queues/track-ingest.js';
+import { startReconciler, type Reconciler } from '../../src/runtime/reconcile/reconciler.js';
+import { LocalStore, localWorkspaceDir } from '../../src/platform/storage/local-store.js';
+import type { RunningWorkers } from '../../src/runtime/workers.js';
 import { waitFor } from '../helpers/cli.js';
 import { createTestEnv, type TestEnv } from '../helpers/context.js';
 import {

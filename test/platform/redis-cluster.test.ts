@@ -5,7 +5,7 @@ import { exportCallbackJob } from '../../jobs/export-callback.js';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
 import { trackIngestJob } from '../../jobs/track-ingest.js';
-import { scanTargets } from '../../src/redis.js';
+import { scanTargets } from '../../src/platform/redis.js';
 import { createTestEnv, type TestEnv } from '../helpers/context.js';
 import { createSegment, insertProfiles, requestExport, waitForExport } from '../helpers/export-fixtures.js';
 import { callApi } from '../helpers/http.js';

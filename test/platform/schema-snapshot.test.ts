@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, expect, test } from 'vitest';
-import { createPool } from '../../src/db/pool.js';
-import { migrate } from '../../src/db/migrate.js';
-import { schemaSnapshot } from '../../src/db/schema-snapshot.js';
+import { createPool } from '../../src/platform/db/pool.js';
+import { migrate } from '../../src/platform/db/migrate.js';
+import { schemaSnapshot } from '../../src/platform/db/schema-snapshot.js';
 
 const schema = `ces_test_snapshot_${process.pid}_${Date.now()}`;
 const pool = createPool({
@@ -17,11 +17,11 @@ afterAll(async () => {
   await pool.end();
 });
 
-test('src/db/schema.sql is the schema the migrations build (npm run schema:snapshot rewrites it)', async () => {
+test('src/platform/db/schema.sql is the schema the migrations build (npm run schema:snapshot rewrites it)', async () => {
   await migrate(pool, schema);
   const built = await schemaSnapshot(pool, schema);
-  const file = await readFile(path.resolve(import.meta.dirname, '../../src/db/schema.sql'), 'utf8');
+  const file = await readFile(path.resolve(import.meta.dirname, '../../src/platform/db/schema.sql'), 'utf8');
   // A table the newcomer would look for is there, with a column a late migration added.
   expect(file).toMatch(/^CREATE TABLE exports \(\n[^;]*\n  created_xmin xid8/m);
-  expect(built, 'src/db/schema.sql is stale: run `npm run schema:snapshot` and commit it').toBe(file);
+  expect(built, 'src/platform/db/schema.sql is stale: run `npm run schema:snapshot` and commit it').toBe(file);
 });

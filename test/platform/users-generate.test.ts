@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { generateUsers } from '../../src/synthetic-users/generate.js';
-import { AWKWARD_NOTES } from '../../src/synthetic-users/synthetic-data.js';
-import { STANDARD_ATTRIBUTES } from '../../src/segments/filter.js';
-import { EXPORT_FIELDS } from '../../src/exports/request/request-body.js';
+import { generateUsers } from '../../src/features/synthetic-users/generate.js';
+import { AWKWARD_NOTES } from '../../src/features/synthetic-users/synthetic-data.js';
+import { STANDARD_ATTRIBUTES } from '../../src/profiles/segments/filter.js';
+import { EXPORT_FIELDS } from '../../src/pipelines/exports/request/request-body.js';
 import { useTestEnv } from '../helpers/context.js';
 import { entries, type AggregateEntry } from '../helpers/aggregates.js';
 
@@ -286,7 +286,7 @@ describe('ces users generate --top-up', () => {
       ).rows
         .map((r) => r.service_id)
         .filter((s) => s.startsWith(prefix));
-    const { seedServiceIdPrefix } = await import('../../src/synthetic-users/world.js');
+    const { seedServiceIdPrefix } = await import('../../src/features/synthetic-users/world.js');
     const prefix = seedServiceIdPrefix(seed);
     const before = (
       await env.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM profiles WHERE workspace_id = $1`, [

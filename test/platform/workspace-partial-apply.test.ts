@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { applyWorkspaceFile } from '../../src/workspace/apply.js';
-import { parseWorkspaceFile, WorkspaceFileError } from '../../src/workspace/parse.js';
+import { applyWorkspaceFile } from '../../src/features/workspace/apply.js';
+import { parseWorkspaceFile, WorkspaceFileError } from '../../src/features/workspace/parse.js';
 import { useTestEnv } from '../helpers/context.js';
 import { scimCall, USER_SCHEMA } from '../helpers/scim.js';
 import { bearer } from '../helpers/seed.js';

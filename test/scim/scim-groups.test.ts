@@ -572,8 +572,8 @@ workspaces: [{ name: Studio }]
 `;
 
   it('creates the group the identity provider will push, with its role; the push links to it; a role change reaches the members', async () => {
-    const { applyWorkspaceFile } = await import('../../src/workspace/apply.js');
-    const { parseWorkspaceFile } = await import('../../src/workspace/parse.js');
+    const { applyWorkspaceFile } = await import('../../src/features/workspace/apply.js');
+    const { parseWorkspaceFile } = await import('../../src/features/workspace/parse.js');
     const summary = await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(fileOf('Editors')));
     expect(summary.counts.scim_groups).toEqual({ created: 1, updated: 0, unchanged: 0 });
     const token = 'ces_scim_file0000000000000000000000000000000';
@@ -632,8 +632,8 @@ workspaces: [{ name: Studio }]
   });
 
   it('a role naming what the company lacks refuses the whole file, naming the field', async () => {
-    const { applyWorkspaceFile } = await import('../../src/workspace/apply.js');
-    const { parseWorkspaceFile, WorkspaceFileError } = await import('../../src/workspace/parse.js');
+    const { applyWorkspaceFile } = await import('../../src/features/workspace/apply.js');
+    const { parseWorkspaceFile, WorkspaceFileError } = await import('../../src/features/workspace/parse.js');
     const apply = applyWorkspaceFile(
       env.ctx.pool,
       parseWorkspaceFile(fileOf('Nobody').replace('Role Company', 'Role Company 2').replace('file0', 'file1')),

@@ -199,7 +199,7 @@ describe('POST /users/alias/update', () => {
       },
     });
     expect(r.statusCode).toBe(201);
-    const { drainThrough } = await import('../../src/ingest/apply/drain-staging.js');
+    const { drainThrough } = await import('../../src/pipelines/ingest/apply/drain-staging.js');
     await drainThrough(env.ctx.pool, undefined, { maxRows: 10, log: env.ctx.log, metrics: env.ctx.metrics });
     const p = (await env.ctx.pool.query('SELECT custom_events FROM profiles WHERE id = $1', [ids.ann])).rows[0];
     expect(entries(p.custom_events)).toEqual([

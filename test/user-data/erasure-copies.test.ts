@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { PoolClient } from '../../src/db/pool.js';
-import { insertDeadLetters } from '../../src/ingest/apply/dead-letters.js';
-import { drainThrough } from '../../src/ingest/apply/drain-staging.js';
+import type { PoolClient } from '../../src/platform/db/pool.js';
+import { insertDeadLetters } from '../../src/pipelines/ingest/apply/dead-letters.js';
+import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
 import { useTestEnv } from '../helpers/context.js';
 import { bearer } from '../helpers/seed.js';
 
@@ -175,7 +175,7 @@ describe('rows a CDI run refused (cdi_sync_rejects)', () => {
         [integration, env.ws.workspaceId],
       )
     )[0]!.id;
-    // Lines as a run records them (src/cdi/batch-apply.ts): why, where, and the source row verbatim.
+    // Lines as a run records them (src/pipelines/cdi/batch-apply.ts): why, where, and the source row verbatim.
     const line = (row: Record<string, unknown>) =>
       JSON.stringify({ reason: 'PAYLOAD is not a JSON object', key: 'cdi/users.csv', line: 2, row });
     const theirs = [

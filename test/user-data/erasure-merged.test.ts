@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { stageObjects } from '../../src/ingest/accept/staging-writer.js';
-import { drainThrough } from '../../src/ingest/apply/drain-staging.js';
+import { stageObjects } from '../../src/pipelines/ingest/accept/staging-writer.js';
+import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
 import { useTestEnv } from '../helpers/context.js';
 import { bearer } from '../helpers/seed.js';
 

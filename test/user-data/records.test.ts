@@ -194,8 +194,8 @@ describe('bad input is refused and changes nothing', () => {
 
 describe('records declared in the workspace file go through the same writers', () => {
   it('a hard bounce from the workspace file unsubscribes the address and its profiles, like one from the API', async () => {
-    const { applyWorkspaceFile } = await import('../../src/workspace/apply.js');
-    const { parseWorkspaceFile } = await import('../../src/workspace/parse.js');
+    const { applyWorkspaceFile } = await import('../../src/features/workspace/apply.js');
+    const { parseWorkspaceFile } = await import('../../src/features/workspace/parse.js');
     const file = `company: { name: Bounce Co }
 workspaces:
   - name: Mail

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { trackIngestJob } from '../../jobs/track-ingest.js';
-import { drainThrough } from '../../src/ingest/apply/drain-staging.js';
+import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
 import { repoRoot, waitFor } from '../helpers/cli.js';
 import { useTestEnv } from '../helpers/context.js';
 import { insertProfiles } from '../helpers/export-fixtures.js';
@@ -191,7 +191,7 @@ describe('the clients, replayed against the service', () => {
 
   it("nothing was refused, edX's track object whose user_alias carries the found external_id included; nothing was dead-lettered", async () => {
     // create_braze_alias puts the same user_alias dict in /users/alias/new and /users/track, so for a user the export
-    // found, the track object's user_alias has an external_id key: taken and ignored (src/ingest/accept/validate-rules.ts).
+    // found, the track object's user_alias has an external_id key: taken and ignored (src/pipelines/ingest/accept/validate-rules.ts).
     for (const l of replay.lines) expect(l.body.errors, `${l.path} ${JSON.stringify(l.body)}`).toBeUndefined();
     expect(linesOf('create_braze_alias/track_user')[0]!.request).toEqual({
       attributes: [

@@ -4,8 +4,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
 import { trackIngestJob } from '../../jobs/track-ingest.js';
-import type { ExportManifest } from '../../src/exports/finish/manifest.js';
-import { localWorkspaceDir } from '../../src/storage/local-store.js';
+import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
+import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import { waitFor } from '../helpers/cli.js';
 import { useTestEnv } from '../helpers/context.js';
 import {

@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { withTransaction, type Pool } from '../../platform/db/pool.js';
+import { lockWorkspaces } from '../../pipelines/ingest/apply/apply-transaction.js';
+import { setEmailSubscribe } from '../../profiles/states.js';
+
+export const SUBSCRIPTION_STATES = ['opted_in', 'unsubscribed', 'subscribed'] as const;
+export type SubscriptionState = (typeof SUBSCRIPTION_STATES)[number];
+export const MAX_EMAILS_PER_REQUEST = 50;
+
+const EmailAddress = z
+  .string({ error: 'email must be a string or an array of strings' })
+  .trim()
+  .min(1, 'email must not be empty')
+  .max(255, 'an email address may be at most 255 characters')
+  .regex(/^[^\s@]+@[^\s@]+$/, 'email must be an email address');
+
+/** The body of POST /email/status. */
+export const EmailStatusBody = z.object({
+  email: z.union(
+    [
+      EmailAddress,
+      z
+        .array(EmailAddress)
+        .min(1, 'email must name at least one address')
+        .max(MAX_EMAILS_PER_REQUEST, `email may list at most ${MAX_EMAILS_PER_REQUEST} addresses`),
+    ],
+    {
+      error: `email is required: a string or an array of at most ${MAX_EMAILS_PER_REQUEST} strings`,
+    },
+  ),
+  subscription_state: z.enum(SUBSCRIPTION_STATES, {
+    error: 'subscription_state is required: one of opted_in, unsubscribed, subscribed',
+  }),
+});
+export type EmailStatusBody = z.infer<typeof EmailStatusBody>;
+
+/**
+ * Sets the email subscription state of every user with one of the addresses, and stores it per address: an
+ * address no user has yet gets the state when ingestion ties it to a user (src/pipelines/ingest/apply.ts). The state's time
+ * goes into attribute_times, so an attributes object accepted earlier but applied later does not undo it.
+ */
+export async function setEmailStatus(
+  pool: Pool,
+  workspaceId: string,
+  emails: string[],
+  state: SubscriptionState,
+): Promise<{ profilesUpdated: number }> {
+  const addresses = [...new Set(emails.map((e) => e.toLowerCase()))];
+  const at = new Date().toISOString();
+  return withTransaction(pool, async (client) => {
+    // Ingestion batches update many profiles; sharing their lock keeps this from deadlocking with one.
+    await lockWorkspaces(client, [workspaceId]);
+    await client.query(
+      `INSERT INTO email_subscriptions (workspace_id, email, state, updated_at)
+       SELECT $1, e, $3, now() FROM unnest($2::text[]) AS e
+       ON CONFLICT (workspace_id, email) DO UPDATE SET state = EXCLUDED.state, updated_at = EXCLUDED.updated_at`,
+      [workspaceId, addresses, state],
+    );
+    return { profilesUpdated: await setEmailSubscribe(client, workspaceId, addresses, state, at) };
+  });
+}
