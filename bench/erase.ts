@@ -3,9 +3,9 @@
  * workspace that holds BENCH_KEYS (1,000,000) answered Idempotency-Keys and BENCH_LETTERS (100,000) dead letters,
  * while /users/track is under load.
  *
- * The target (issue 40): each delete of 50 users applied within 2 s, and /users/track's p99 under 100 ms meanwhile.
- * An erasure holds the workspace's whole ingestion lock while it runs (src/pipelines/ingest/apply/commands.ts), so what it costs
- * also delays the workspace's tracked objects; the acknowledgements do not wait for it (they only stage).
+ * The target (issue 40): each delete of 50 users applied within 2 s, and /users/track's p99 under 100 ms meanwhile. An
+ * erasure holds the workspace's whole ingestion lock while it runs (src/pipelines/ingest/apply/command-rows.ts), so
+ * what it costs also delays the workspace's tracked objects; the acknowledgements do not wait for it (they only stage).
  *
  * Data, in the schema BENCH_SCHEMA (`bench_erase`) of DATABASE_URL's database, made anew on every run (a run deletes
  * its users): BENCH_USERS (100,000) users of the synthetic generator (seed 1, with their aliases, emails and phones);
@@ -37,9 +37,9 @@ import path from 'node:path';
 import { hashSecret, secretPrefix } from '../src/platform/auth/secrets.js';
 import { createPool, withTransaction, type Pool } from '../src/platform/db/pool.js';
 import { migrate } from '../src/platform/db/migrate.js';
-import { lockWorkspaces } from '../src/pipelines/ingest/apply/apply-transaction.js';
+import { lockWorkspaceProfiles } from '../src/profiles/write/locks.js';
 import { insertDeadLetters, type DeadLetter } from '../src/pipelines/ingest/apply/dead-letters.js';
-import { deleteProfiles } from '../src/profiles/erase.js';
+import { deleteProfiles } from '../src/profiles/commands/erase.js';
 import { createRedis } from '../src/platform/redis.js';
 import { generateUsers } from '../src/features/synthetic-users/generate.js';
 import { cpuMeter } from './cpu.js';
@@ -309,7 +309,7 @@ async function ceilingAndDomain(pool: Pool, workspaceId: string, users: string[]
     const client = await pool.connect();
     try {
       await client.query('BEGIN');
-      await lockWorkspaces(client, [workspaceId]);
+      await lockWorkspaceProfiles(client, [workspaceId]);
       const t = performance.now();
       await work(client);
       return performance.now() - t;

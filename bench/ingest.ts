@@ -1,8 +1,9 @@
 /**
  * Ingestion benchmark (`npm run bench:ingest`).
  *
- * Against `ces start` as a real process (the API, and its workers in a child process, as a small install runs it), with Redis and
- * PostgreSQL on the same machine, in the schema `bench_ingest` of DATABASE_URL's database (recreated each run):
+ * Against `ces start` as a real process (the API, and its workers in a child process, as a small install runs it), with
+ * Redis and PostgreSQL on the same machine, in the schema `bench_ingest` of DATABASE_URL's database (recreated each
+ * run):
  *  0. loads BENCH_USERS (100,000) profiles of about 1.5 KB (attributes, custom attributes, ten event aggregates);
  *  1. latency: POST /users/track at a fixed BENCH_RATE (250) requests/s for BENCH_SECONDS, 75 events a request over
  *     the users and 20 event names, uniformly at random; p50/p99 of the acknowledgement, and the queue lag;
@@ -595,7 +596,8 @@ async function main() {
       await new Promise((r) => setTimeout(r, 200));
     }
     pids.api = server.child.pid;
-    // `ces start` runs its workers in a child process; `ces serve` has none (BENCH_COMMAND=serve starts `ces worker` apart).
+    // `ces start` runs its workers in a child process; `ces serve` has none (BENCH_COMMAND=serve starts `ces worker`
+    // apart).
     pids.worker = server.worker?.pid ?? childPidRunning(server.child.pid!, 'worker');
     log(
       `ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request; ${PARTITIONS} ingestion partition(s)`,

@@ -3,9 +3,9 @@ import { registerTrackSweep, TRACK_INGEST_QUEUE, TrackIngestPayload } from '../s
 import { defineJob } from '../src/runtime/workers.js';
 
 /**
- * Sees staged /users/track requests applied: frees the shared deduplication id (src/pipelines/ingest/accept/track.ts) so that
- * requests committed from now on queue the next job, then drains the staging log, workspaces taking turns (each its
- * oldest first), many requests per transaction (INGEST_BATCH_MAX_JOBS), through the newest row staged when it
+ * Sees staged /users/track requests applied: frees the shared deduplication id (src/pipelines/ingest/accept/track.ts)
+ * so that requests committed from now on queue the next job, then drains the staging log, workspaces taking turns (each
+ * its oldest first), many requests per transaction (INGEST_BATCH_MAX_JOBS), through the newest row staged when it
  * started (or through `stagedId`, for jobs queued by older versions), each ingestion partition (INGEST_PARTITIONS) on
  * its own connection at once. A retried job never applies a row twice (rows are deleted as they are applied).
  */

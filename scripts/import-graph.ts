@@ -35,8 +35,8 @@ export const LAYERS: Layer[] = [
   { name: 'platform: helpers', paths: ['src/platform/lib/'], holds: 'small helpers that know no table or service' },
   {
     name: 'platform: connections',
-    paths: ['src/platform/db/', 'src/platform/redis.ts'],
-    holds: 'PostgreSQL (pool, migrations, advisory locks) and Redis',
+    paths: ['src/platform/db/', 'src/platform/redis.ts', 'src/platform/redis-scripts/'],
+    holds: 'PostgreSQL (pool, migrations, advisory locks), Redis and its Lua scripts',
   },
   {
     name: 'platform: services',

@@ -39,7 +39,8 @@ function createServer(ctx: AppContext) {
 /**
  * The server, then (in this order, which is the order their hooks run in) the route catalog, the schema compilers and
  * body parser, the response hooks, error handling, auth, idempotency, the body's top-level keys, hostile-input checks,
- * the OpenAPI document, and last the routes. Each `register*` adds its hooks to the root instance, so they apply to every route.
+ * the OpenAPI document, and last the routes. Each `register*` adds its hooks to the root instance, so they apply to
+ * every route.
  */
 export async function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Promise<FastifyInstance> {
   const app = createServer(ctx);

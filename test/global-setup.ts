@@ -63,8 +63,8 @@ export default async function setup(project: TestProject): Promise<(() => Promis
 }
 
 /**
- * Every status the suite saw a route answer must be one the OpenAPI document declares for that operation (the
- * document is generated from the route schemas and the error model: src/platform/http/error-responses.ts). A status a route
+ * Every status the suite saw a route answer must be one the OpenAPI document declares for that operation (the document
+ * is generated from the route schemas and the error model: src/platform/http/error-responses.ts). A status a route
  * answers and the document does not name fails the run, naming the operation.
  */
 function checkStatusesDeclared(dir: string): void {

@@ -1,5 +1,5 @@
 import { findIntegration, allIntegrations } from '../pipelines/cdi/integrations.js';
-import { readJob, recordSyncJob, type SyncJob } from '../pipelines/cdi/jobs.js';
+import { readJob, recordSyncJob, type SyncJob } from '../pipelines/cdi/sync-runs.js';
 import { startSync } from '../pipelines/cdi/schedules.js';
 import { runSync } from '../pipelines/cdi/sync.js';
 import type { Config } from '../platform/config.js';
@@ -8,7 +8,6 @@ import { createCommandLogger } from '../platform/logger.js';
 import { Metrics } from '../platform/metrics.js';
 import { Queues } from '../platform/queues/index.js';
 import { closeRedis, createRedis, redisKeyPrefix } from '../platform/redis.js';
-import type { CdiSyncOptions } from './cdi.js';
 import { findWorkspace } from './workspace-lookup.js';
 
 const describe = (j: SyncJob) =>
@@ -67,6 +66,13 @@ async function workspaceOwners(pool: Pool, workspaceIds: string[]): Promise<Map<
     [[...new Set(workspaceIds)]],
   );
   return new Map(rows.map((r) => [r.id, `workspace ${JSON.stringify(r.name)} of ${JSON.stringify(r.company)}`]));
+}
+
+/** The options of `ces cdi sync` (src/cli/cdi.ts declares them). */
+export interface CdiSyncOptions {
+  workspace?: string;
+  wait?: boolean;
+  failOnPartial?: boolean;
 }
 
 /** `ces cdi sync <integration> [--wait]`. */

@@ -1,17 +1,12 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Config } from '../platform/config.js';
+import type { CdiSyncOptions } from './cdi-run.js';
 
 /**
  * `ces cdi`: Cloud Data Ingestion for cron and CI. `ces cdi list` prints the integrations; `ces cdi sync <integration>`
  * starts a run (as POST /cdi/integrations/{id}/sync does) and, with --wait, runs it in the foreground with its
  * progress, printing the run's summary; the exit code says how it ended (0 success or partial, 1 otherwise).
  */
-
-export interface CdiSyncOptions {
-  workspace?: string;
-  wait?: boolean;
-  failOnPartial?: boolean;
-}
 
 export function registerCdiCommands(program: Command, config: () => Config): void {
   const cdi = program.command('cdi').description('Cloud Data Ingestion: list integrations, run a sync');

@@ -37,7 +37,8 @@ export async function createContext(config: Config, options: ContextOptions = {}
   const log = options.log ?? createLogger(config.LOG_LEVEL);
   const health = new DependencyHealth(log, config);
   const pool = createPool(config, undefined, health);
-  // Not reported to `health`: a replica that is away only sends export reads back to the primary (src/pipelines/exports/shard/read-source.ts).
+  // Not reported to `health`: a replica that is away only sends export reads back to the primary
+  // (src/pipelines/exports/shard/read-source.ts).
   const exportReadPool = config.EXPORT_DATABASE_URL
     ? createPool({ ...config, DATABASE_URL: config.EXPORT_DATABASE_URL })
     : pool;

@@ -47,7 +47,6 @@ export class AppError extends Error {
 
 export const badRequest = (message: string, options?: AppErrorOptions) => new AppError('bad_request', message, options);
 export const notFound = (message: string, options?: AppErrorOptions) => new AppError('not_found', message, options);
-export const unauthorized = (message: string) => new AppError('unauthorized', message);
 export const conflict = (message: string, options?: AppErrorOptions) => new AppError('conflict', message, options);
 
 export function statusOf(code: ErrorCode): number {

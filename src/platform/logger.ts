@@ -30,11 +30,6 @@ const OWN_SECRET = /\bces_(key|scim)_[A-Za-z0-9_-]{4,}/g;
 /** AWS access key ids, which S3 errors repeat (the secret key never is, but the pair is a credential). */
 const AWS_ACCESS_KEY_ID = /\b(?:AKIA|ASIA)[A-Z0-9]{16}\b/g;
 
-/** A URL (or path with query) with the value of every credential-bearing query parameter replaced. */
-export function redactUrl(url: string): string {
-  return url.replace(CREDENTIAL_PARAM, '$1[redacted]');
-}
-
 /** Removes credentials and email addresses from a finished log line: the last net under the serializers and `redact` paths. */
 export function redactLine(line: string): string {
   return redactEmailAddresses(

@@ -102,7 +102,8 @@ function createCluster(nodesText: string, options: RedisOptions): Cluster {
 
 /**
  * Reports a connection's errors and returns to `health`. (The blocking connections BullMQ duplicates from a worker's
- * carry BullMQ's own listener, which hands their errors to the worker's 'error' event: src/runtime/workers.ts reports those.)
+ * carry BullMQ's own listener, which hands their errors to the worker's 'error' event: src/runtime/workers.ts reports
+ * those.)
  */
 function watchRedis(redis: Redis, health?: DependencyHealth): void {
   redis.on('error', (err: unknown) => {

@@ -1,6 +1,6 @@
 import type { PoolClient } from '../platform/db/pool.js';
 import { writeProfilesLogged } from './change-log.js';
-import type { Identity } from '../pipelines/ingest/types.js';
+import type { Identity } from './tracked-types.js';
 
 /** Resolving a batch's objects to profiles by identifier, creating those that may be created. */
 

@@ -1,8 +1,8 @@
 import type { PoolClient } from '../platform/db/pool.js';
 import { writeProfilesLoggedEach } from './change-log.js';
-import { yieldToEventLoop } from '../pipelines/ingest/apply/apply-transaction.js';
+import { yieldToEventLoop } from '../platform/lib/event-loop.js';
 import { Identities, resolveIdentities, type CurrentRow, type Wanted } from './identities.js';
-import type { TrackAttributes, TrackObjects } from '../pipelines/ingest/types.js';
+import type { TrackAttributes, TrackObjects } from './tracked-types.js';
 
 /**
  * The set-based apply: many requests' (or an import batch's) objects in one transaction, in a few statements: one
@@ -238,8 +238,8 @@ function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: Upda
 }
 
 /**
- * Applies validated objects to profiles inside the caller's transaction, which must hold `lockIngestPartition`
- * (or `lockWorkspaces`) for every workspace of the batch. Last-write-wins is decided here from the values read
+ * Applies validated objects to profiles inside the caller's transaction, which must hold `lockProfilePartition`
+ * (or `lockWorkspaceProfiles`) for every workspace of the batch. Last-write-wins is decided here from the values read
  * while resolving identities, and checked again by the UPDATE against the row it locks (`newer` above).
  */
 export async function applyObjects(client: PoolClient, batches: WorkspaceObjects[]): Promise<ApplyResult> {
@@ -327,9 +327,9 @@ const UPDATE_CHUNK = 1_000;
 
 /**
  * The batch's UPDATE statements, one per chunk of profiles in id order, each setting only the columns its rows touch
- * (`updateSql`), and into `tied` the email addresses the winning attributes tie to their users. The merge runs in the process that also answers /users/track
- * (`ces start`): it yields every few hundred profiles so that acknowledgements are not held behind a whole batch, and
- * serializes row by row for the same reason.
+ * (`updateSql`), and into `tied` the email addresses the winning attributes tie to their users. The merge runs in the
+ * process that also answers /users/track (`ces start`): it yields every few hundred profiles so that acknowledgements
+ * are not held behind a whole batch, and serializes row by row for the same reason.
  */
 async function* chunkedUpdates(
   changes: Map<number, ProfileChange>,

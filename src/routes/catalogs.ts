@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastif
 import type { PoolClient } from '../platform/db/pool.js';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { MAX_VALUE_NESTING } from '../platform/lib/storable.js';
 import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
 import {
   acceptBatchDelete,
@@ -20,7 +21,6 @@ import {
   MAX_BATCH_ITEMS,
   MAX_ID_LENGTH,
   MAX_ITEM_CHARS,
-  MAX_NESTING,
   SingleItemBody,
 } from '../features/catalogs/item-bodies.js';
 import { apiKeyOf } from '../platform/http/principals.js';
@@ -45,7 +45,7 @@ export const ItemsListQuery = z.object({
  * shows the schemas of catalogs/item-bodies.ts, on which that validation is built.
  */
 
-const limitsNote = `Items: ids of letters, digits, - and _ up to ${MAX_ID_LENGTH} characters; at most ${MAX_ITEM_CHARS} characters of JSON each; values nested at most ${MAX_NESTING} levels. Errors use the catalog error body and list every problem found.`;
+const limitsNote = `Items: ids of letters, digits, - and _ up to ${MAX_ID_LENGTH} characters; at most ${MAX_ITEM_CHARS} characters of JSON each; values nested at most ${MAX_VALUE_NESTING} levels. Errors use the catalog error body and list every problem found.`;
 
 const sync = { rateLimit: RATE_LIMITS.catalogSync, errorFormat: 'catalog' } as const;
 const async = { rateLimit: RATE_LIMITS.catalogAsync, errorFormat: 'catalog', idempotent: true } as const;

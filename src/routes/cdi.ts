@@ -9,7 +9,7 @@ import {
   listIntegrationPage,
   pageLinks,
 } from '../pipelines/cdi/integrations.js';
-import { jobStatusPage } from '../pipelines/cdi/jobs.js';
+import { jobStatusPage } from '../pipelines/cdi/sync-runs.js';
 import { startSync } from '../pipelines/cdi/schedules.js';
 import { apiKeyOf } from '../platform/http/principals.js';
 import { nextScheduledRun } from '../platform/queues/cdi-sync.js';

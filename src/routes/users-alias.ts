@@ -10,7 +10,8 @@ import { AliasNewBody, MAX_USER_DATA_ENTRIES } from '../features/user-data/reque
 
 export const AliasUpdateBody = z.object({
   alias_updates: z
-    // Each entry is validated on its own by the domain (refused entries are listed in errors), documented by its schema.
+    // Each entry is validated on its own by the domain (refused entries are listed in errors), documented by its
+    // schema.
     .array(documentedBody(AliasUpdate), { error: 'alias_updates is required: an array of alias update objects' })
     .min(1, 'alias_updates must hold at least one update')
     .max(MAX_ALIAS_UPDATES, `alias_updates may hold at most ${MAX_ALIAS_UPDATES} updates`),

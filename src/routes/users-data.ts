@@ -18,7 +18,7 @@ import {
 /**
  * The user-data endpoints of the public API this service follows (docs/user-data.md): export by identifier, delete,
  * identify, merge, and the renaming of external ids. Writes are staged on the durable path of /users/track and
- * applied in acceptance order (src/pipelines/ingest/apply/commands.ts); the export reads what is applied.
+ * applied in acceptance order (src/pipelines/ingest/apply/command-rows.ts); the export reads what is applied.
  */
 
 const Message = z.object({ message: z.string() });

@@ -10,7 +10,7 @@ import {
   MAX_OBJECTS_PER_ARRAY,
   MAX_STRING_CHARS,
   TrackBodyShape,
-} from '../pipelines/ingest/accept/validate.js';
+} from '../profiles/validation/validate.js';
 
 export const TrackResponse = z.object({
   message: z.string(),

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { cdiSyncJob } from '../../jobs/cdi-sync.js';
-import { recordSyncJob } from '../../src/pipelines/cdi/jobs.js';
+import { recordSyncJob } from '../../src/pipelines/cdi/sync-runs.js';
 import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
 import { CDI_SYNC_QUEUE, syncJobId } from '../../src/platform/queues/cdi-sync.js';
 import { attributesOf, jobRow, putLocal, rejectsOf, syncOnce, waitForRun } from '../helpers/cdi.js';

@@ -9,11 +9,11 @@ import { useTestEnv } from '../helpers/context.js';
 import { bearer } from '../helpers/seed.js';
 
 /**
- * A table sync applies each batch over several lanes at once (CDI_APPLY_LANES), each lane committing its own rows
- * with their hashes. Here one lane of a batch fails (a trigger refuses one profile's update, once, with an error that is
- * not about the data) after the other lane of the same batch has committed: the run fails that attempt, the job is
- * retried, and the sync ends with every row applied exactly once (counted by a second trigger that logs each
- * committed update) and each profile at its row's value.
+ * A table sync applies each batch over several lanes at once (CDI_APPLY_LANES), each lane committing its own rows with
+ * their hashes. Here one lane of a batch fails (a trigger refuses one profile's update, once, with an error that is not
+ * about the data) after the other lane of the same batch has committed: the run fails that attempt, the job is retried,
+ * and the sync ends with every row applied exactly once (counted by a second trigger that logs each committed update)
+ * and each profile at its row's value.
  */
 
 const ROWS = 1_200;
@@ -100,7 +100,8 @@ describe('CDI apply lanes', () => {
       [INTEGRATION],
     );
     expect(attempts.rows[0]!.attempts).toBeGreaterThan(1);
-    // Every committed update of a synced profile: one per row, none twice (the other lane's rows were not applied again).
+    // Every committed update of a synced profile: one per row, none twice (the other lane's rows were not applied
+    // again).
     const applied = await db.query<{ n: number; users: number }>(
       `SELECT count(*)::int AS n, count(DISTINCT external_id)::int AS users FROM applied_log WHERE external_id LIKE 'lane-%'`,
     );

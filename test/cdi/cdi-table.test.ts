@@ -11,9 +11,10 @@ import { insertProfiles } from '../helpers/export-fixtures.js';
 import { bearer } from '../helpers/seed.js';
 
 /**
- * Cloud Data Ingestion from a PostgreSQL table laid out as the public API documents (UPDATED_AT, an identifier, PAYLOAD,
- * and our DELETED), its columns in upper case: the API's three endpoints, and what a sync does to profiles, run by the
- * cdi-sync worker. The "warehouse" is a schema of the test database, reached through an environment variable.
+ * Cloud Data Ingestion from a PostgreSQL table laid out as the public API documents (UPDATED_AT, an identifier,
+ * PAYLOAD, and our DELETED), its columns in upper case: the API's three endpoints, and what a sync does to profiles,
+ * run by the cdi-sync worker. The "warehouse" is a schema of the test database, reached through an environment
+ * variable.
  */
 
 const env = useTestEnv({ workspaces: ['ws', 'other'] });

@@ -16,8 +16,9 @@ import {
 } from '../helpers/export-fixtures.js';
 
 /*
- * `"layout": "hive"`: keys `segment-export/segment_id=<id>/export_date=<YYYY-MM-DD>/export_id=<object_prefix>/part-<NNNNN>.<ext>`,
- * read back as one partitioned table by DuckDB's hive_partitioning, with the three partition columns.
+ * `"layout": "hive"`: keys
+ * `segment-export/segment_id=<id>/export_date=<YYYY-MM-DD>/export_id=<object_prefix>/part-<NNNNN>.<ext>`, read back as
+ * one partitioned table by DuckDB's hive_partitioning, with the three partition columns.
  */
 
 const env = useTestEnv({ config: { EXPORT_SHARD_BUCKETS: '2500' }, workspaces: ['ws'] });

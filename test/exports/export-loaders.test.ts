@@ -16,10 +16,10 @@ import { docExamples, forExport, openWarehouse, type Warehouse } from '../helper
 
 /*
  * Loaders of two families, each from both key layouts and in gzip and Parquet: a full export loaded, a delta applied
- * onto it, and the result equal to a fresh full export. DuckDB runs docs/export.md's statements (their spec-layout
- * run is test/exports/export-warehouse-loading.test.ts; here the hive layout's, and the hive_partitioning read of a segment's
- * prefix the doc shows); Polars (nodejs-polars: a DataFrame library in Rust, not a SQL engine) loads as docs/export.md
- * "Polars" says: by the manifest's parts, or a segment's hive prefix for Parquet.
+ * onto it, and the result equal to a fresh full export. DuckDB runs docs/export.md's statements (their spec-layout run
+ * is test/exports/export-warehouse-loading.test.ts; here the hive layout's, and the hive_partitioning read of a
+ * segment's prefix the doc shows); Polars (nodejs-polars: a DataFrame library in Rust, not a SQL engine) loads as
+ * docs/export.md "Polars" says: by the manifest's parts, or a segment's hive prefix for Parquet.
  */
 
 type Format = 'gzip' | 'parquet';

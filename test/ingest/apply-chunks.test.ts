@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { withTransaction } from '../../src/platform/db/pool.js';
-import { applyIsolating } from '../../src/pipelines/ingest/apply/apply-isolating.js';
-import type { DataError } from '../../src/pipelines/ingest/apply/dead-letters.js';
-import type { TrackAttributes } from '../../src/pipelines/ingest/types.js';
+import { applyIsolating } from '../../src/profiles/write/apply-isolating.js';
+import type { DataError } from '../../src/profiles/write/data-errors.js';
+import type { TrackAttributes } from '../../src/profiles/tracked-types.js';
 import { useTestEnv } from '../helpers/context.js';
 
 /*

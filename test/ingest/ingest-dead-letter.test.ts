@@ -4,7 +4,7 @@ import { runImport } from '../../src/pipelines/ingest/import/run-import.js';
 import { createImport } from '../../src/pipelines/ingest/import/imports.js';
 import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
 import { stageObjects } from '../../src/pipelines/ingest/accept/staging-writer.js';
-import type { TrackEvent } from '../../src/pipelines/ingest/types.js';
+import type { TrackEvent } from '../../src/profiles/tracked-types.js';
 import { LocalStore } from '../../src/platform/storage/local-store.js';
 import { captureLogs, useTestEnv } from '../helpers/context.js';
 import { entries } from '../helpers/aggregates.js';
@@ -265,7 +265,8 @@ describe('a bulk import record PostgreSQL refuses', () => {
       expect(rows).toEqual([{ source: 'import', import_id: created.import_id, line: 3, error_code: '23514' }]);
       expect(await deadLetterMetric('import')).toBe(before + 1);
 
-      // A resumed run (here of a failed one) writes the whole rejects file again, that line included, and applies nothing twice.
+      // A resumed run (here of a failed one) writes the whole rejects file again, that line included, and applies
+      // nothing twice.
       await env.ctx.pool.query(`UPDATE imports SET status = 'failed' WHERE id = $1`, [created.import_id]);
       expect(await runImport(deps, created.import_id)).toMatchObject({
         status: 'completed',

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { PoolClient } from '../../src/platform/db/pool.js';
 import { applyObjects } from '../../src/profiles/tracked-objects.js';
-import { lockIngestPartition, lockWorkspaces } from '../../src/pipelines/ingest/apply/apply-transaction.js';
+import { lockProfilePartition, lockWorkspaceProfiles } from '../../src/profiles/write/locks.js';
 import { partitionOf, splitByPartition } from '../../src/pipelines/ingest/apply/partitions.js';
 import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
 import { stageObjects } from '../../src/pipelines/ingest/accept/staging-writer.js';
-import type { Identity, TrackAttributes, TrackObjects } from '../../src/pipelines/ingest/types.js';
+import type { Identity, TrackAttributes, TrackObjects } from '../../src/profiles/tracked-types.js';
 import { useTestEnv } from '../helpers/context.js';
 import { bearer } from '../helpers/seed.js';
 import { entries } from '../helpers/aggregates.js';
@@ -139,7 +139,7 @@ describe('drain loops of one process', () => {
     const options = { maxRows: 4, partitions: 1, log: env.ctx.log, metrics: env.ctx.metrics };
     // Another process's batch holds partition 0: the first drain claims its first batch, then waits for the lock.
     const holder = await inTransaction();
-    await lockIngestPartition(holder, [env.ws.workspaceId], 0);
+    await lockProfilePartition(holder, [env.ws.workspaceId], 0);
     const first = drainThrough(env.ctx.pool, undefined, options);
     for (let i = 0; i < 250 && (await claimable()) !== 6; i++) await new Promise((r) => setTimeout(r, 20));
     expect(await claimable()).toBe(6);
@@ -301,14 +301,14 @@ describe('batches of two partitions on the same user', () => {
 describe('ingestion locks', () => {
   it('partitions apply at once; a writer taking the whole workspace waits for them, and they for it', async () => {
     const part0 = await inTransaction();
-    await lockIngestPartition(part0, [env.ws.workspaceId], 0);
+    await lockProfilePartition(part0, [env.ws.workspaceId], 0);
     // Another partition is not held up (this would time out if it were).
     const part1 = await inTransaction();
-    await lockIngestPartition(part1, [env.ws.workspaceId], 1);
+    await lockProfilePartition(part1, [env.ws.workspaceId], 1);
 
     const whole = await inTransaction();
     let wholeHeld = false;
-    const wholeLocked = lockWorkspaces(whole, [env.ws.workspaceId]).then(() => (wholeHeld = true));
+    const wholeLocked = lockWorkspaceProfiles(whole, [env.ws.workspaceId]).then(() => (wholeHeld = true));
     await blockedOnLock(whole);
     await commit(part0);
     expect(wholeHeld).toBe(false);
@@ -316,7 +316,7 @@ describe('ingestion locks', () => {
     await wholeLocked;
 
     const again = await inTransaction();
-    const againLocked = lockIngestPartition(again, [env.ws.workspaceId], 0);
+    const againLocked = lockProfilePartition(again, [env.ws.workspaceId], 0);
     await blockedOnLock(again);
     await commit(whole);
     await againLocked;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseEventTime } from '../../src/pipelines/ingest/accept/event-time.js';
+import { parseEventTime } from '../../src/profiles/validation/event-time.js';
 import {
   eventShapeOf,
   FATAL_NOTHING_VALID,
@@ -8,7 +8,7 @@ import {
   validateEvent,
   validatePurchase,
   validateTrackBody,
-} from '../../src/pipelines/ingest/accept/validate.js';
+} from '../../src/profiles/validation/validate.js';
 
 const base = { external_id: 'u1', name: 'played', time: '2024-01-02T03:04:05Z' };
 const ok = (raw: unknown) => {

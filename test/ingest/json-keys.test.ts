@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { jsonKeyProblem, parsedKeys, scanJsonText, TOO_DEEP } from '../../src/platform/lib/json-keys.js';
 
 /**
- * The two-step key check of request bodies (src/platform/lib/json-keys.ts): the counts agree on every body JSON.parse keeps
- * whole, whatever its strings hold, and disagree (then the slow scan names the key) exactly when a key was dropped.
+ * The two-step key check of request bodies (src/platform/lib/json-keys.ts): the counts agree on every body JSON.parse
+ * keeps whole, whatever its strings hold, and disagree (then the slow scan names the key) exactly when a key was
+ * dropped.
  */
 
 const agree = (text: string) => {

@@ -27,16 +27,23 @@ const PLACEHOLDER = /[<>*{}[\]]/;
 const FUNCTION = /^([A-Za-z_$][\w$]*)\(\)$/;
 /** The walks, and functions each must name: the entry points a newcomer follows (they stay when helpers are cut). */
 const WALKS = [
-  { heading: /^## Walk 1\b.*segment export/i, entries: ['createExport', 'runShard', 'writeParts', 'finishExport'] },
   {
-    heading: /^## Walk 2\b.*track/i,
-    entries: ['acceptTrack', 'stageObjects', 'drainThrough', 'applyObjects', 'writeProfilesLogged'],
+    heading: /^## Walk 1\b.*track/i,
+    entries: ['acceptTrack', 'stageObjects', 'drainThrough', 'applyIsolating', 'applyObjects', 'writeProfilesLogged'],
   },
+  { heading: /^## Walk 2\b.*CDI row/i, entries: ['runSync', 'syncTable', 'rowItem', 'commitLanes', 'applyObjects'] },
   {
-    heading: /^## Walk 3\b.*changes_since/i,
+    heading: /^## Walk 3\b.*users\/delete/i,
+    entries: ['acceptDelete', 'stageCommands', 'applyNextCommand', 'applyCommands', 'deleteProfiles'],
+  },
+  { heading: /^## Walk 4\b.*segment export/i, entries: ['createExport', 'runShard', 'writeParts', 'finishExport'] },
+  {
+    heading: /^## Walk 5\b.*changes_since/i,
     entries: ['resolveExportBase', 'chooseIncrementalMethod', 'forgetExportBases'],
   },
 ];
+/** The walks that must go down the layers without coming back to a folder they left (issue 41). */
+const DESCENDING_WALKS = 3;
 
 /** A paragraph, list item, heading or table row of the doc (fenced code left out), with its first line's number. */
 interface Block {
@@ -173,6 +180,26 @@ describe(`${DOC} stays true`, () => {
     }
   });
 
+  it('goes down the layers in the first walks: no step comes back to a folder the walk has left', () => {
+    for (const walk of WALKS.slice(0, DESCENDING_WALKS)) {
+      const steps = blocks.filter((b) => /^\d+\.\s/.test(b.text) && (section(walk.heading) ?? '').includes(b.text));
+      expect(steps.length, String(walk.heading)).toBeGreaterThanOrEqual(5);
+      // The folder of a step is that of the first file it names; a queue job (jobs/) starts the worker's leg.
+      const folders = steps.map((b) => {
+        const first = codeSpans(b.text)
+          .map(repoPathOf)
+          .find((p) => p && /\.ts$/.test(p.path));
+        return path.dirname(first!.path);
+      });
+      let left = new Set<string>();
+      folders.forEach((folder, i) => {
+        if (folder === 'jobs') left = new Set();
+        expect(left.has(folder), `${walk.heading} step ${i + 1} comes back to ${folder}`).toBe(false);
+        if (i > 0 && folders[i - 1] !== folder) left.add(folders[i - 1]!);
+      });
+    }
+  });
+
   it('names each function beside a file that declares it', () => {
     const problems: string[] = [];
     let checked = 0;
@@ -194,6 +221,17 @@ describe(`${DOC} stays true`, () => {
     }
     expect(problems).toEqual([]);
     expect(checked).toBeGreaterThanOrEqual(25);
+  });
+
+  it('names every trigger of the schema with what it writes', () => {
+    const schema = readFileSync(path.join(repoRoot, 'src/platform/db/schema.sql'), 'utf8');
+    const triggers = [...schema.matchAll(/^CREATE TRIGGER (\w+) /gm)].map((m) => m[1]!);
+    expect(triggers.length).toBeGreaterThanOrEqual(5);
+    const section = doc.slice(doc.indexOf('### Triggers'), doc.indexOf('### The folders of `src/`'));
+    const rows = section.split('\n').filter((l) => l.startsWith('| `'));
+    expect(rows.map((r) => /^\| `(\w+)`/.exec(r)![1]).sort()).toEqual(triggers.sort());
+    // Each row says what its trigger writes and where it is defined.
+    for (const r of rows) expect(r).toMatch(/\| `src\/platform\/db\/migrations\/\d{4}_\w+\.sql` \|$/);
   });
 
   it('shows the layers as scripts/import-graph.ts writes them down', () => {

@@ -3,16 +3,18 @@ import path from 'node:path';
 import { expect, test } from 'vitest';
 import { jobs } from '../../jobs/index.js';
 import { QUEUE_NAMES, QUEUE_PAYLOADS } from '../../src/platform/queues/index.js';
+import { REPAIRS } from '../../src/runtime/reconcile/repairs.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
 
 /**
- * Adding a queue touches a few files (docs/architecture.md, "Adding a queue"); this test names the one forgotten:
- * its module under src/platform/queues/, its payload in the map, its processor under jobs/ listed in jobs/index.ts, and a test
- * file of the Redis Cluster run (package.json "test:cluster") that exercises it.
+ * Adding a queue touches a few files (docs/architecture.md, "Adding a queue"); this test names the one forgotten: its
+ * module under src/platform/queues/, its payload in the map, its processor under jobs/ listed in jobs/index.ts, a repair
+ * of the reconciler that queues its lost work again, and a test file of the Redis Cluster run (package.json
+ * "test:cluster") that exercises it.
  */
-test('every queue has its module, its payload schema, one processor, and a place in the Redis Cluster run', () => {
+test('every queue has its module, its payload schema, one processor, a repair, and a place in the Redis Cluster run', () => {
   const clusterFiles = JSON.parse(read('package.json'))
     .scripts['test:cluster'].split(/\s+/)
     .filter((f: string) => f.endsWith('.test.ts'));
@@ -24,6 +26,10 @@ test('every queue has its module, its payload schema, one processor, and a place
     expect(QUEUE_PAYLOADS[queue], `the payload schema of ${queue} in src/platform/queues/index.ts`).toBeDefined();
     expect(existsSync(path.join(ROOT, `jobs/${queue}.ts`)), `jobs/${queue}.ts`).toBe(true);
     expect(jobs.filter((j) => j.queue === queue).length, `one processor of ${queue} in jobs/index.ts`).toBe(1);
+    expect(
+      REPAIRS.some((r) => r.queues.includes(queue)),
+      `a repair of src/runtime/reconcile/repairs.ts (REPAIRS) that queues ${queue}'s lost work again`,
+    ).toBe(true);
     // A test of the cluster run that drives the queue's work: the queue's name or one of its module's exports.
     const exported = Object.keys(QUEUE_PAYLOADS).includes(queue) ? read(`src/platform/queues/${queue}.ts`) : '';
     const names = [queue, ...[...exported.matchAll(/export (?:async )?(?:function|const) (\w+)/g)].map((m) => m[1]!)];

@@ -251,7 +251,8 @@ describe('SCIM round trip: create, filter lookup, update, delete', () => {
       [created.body.id],
     );
     expect(rows).toEqual([{ department: null, permissions: null, display_name: 'Core Only' }]);
-    // A PUT without them keeps them absent; with them, sets them; a PUT of the spec's body without displayName keeps it.
+    // A PUT without them keeps them absent; with them, sets them; a PUT of the spec's body without displayName keeps
+    // it.
     const replaced = await scimCall(env, 'PUT', `/scim/v2/Users/${created.body.id}`, a.token, {
       schemas: [USER_SCHEMA],
       name: { givenName: 'Core', familyName: 'Only' },

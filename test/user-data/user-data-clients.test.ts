@@ -191,7 +191,8 @@ describe('the clients, replayed against the service', () => {
 
   it("nothing was refused, edX's track object whose user_alias carries the found external_id included; nothing was dead-lettered", async () => {
     // create_braze_alias puts the same user_alias dict in /users/alias/new and /users/track, so for a user the export
-    // found, the track object's user_alias has an external_id key: taken and ignored (src/pipelines/ingest/accept/validate-rules.ts).
+    // found, the track object's user_alias has an external_id key: taken and ignored
+    // (src/profiles/validation/validate-rules.ts).
     for (const l of replay.lines) expect(l.body.errors, `${l.path} ${JSON.stringify(l.body)}`).toBeUndefined();
     expect(linesOf('create_braze_alias/track_user')[0]!.request).toEqual({
       attributes: [

@@ -16,8 +16,8 @@ export interface CanvasListOptions {
 }
 
 /**
- * One page of a workspace's canvases by creation time, ties ordered by API id so pages never overlap. Drafts and stopped
- * canvases are listed; archived ones only on request.
+ * One page of a workspace's canvases by creation time, ties ordered by API id so pages never overlap. Drafts and
+ * stopped canvases are listed; archived ones only on request.
  */
 export async function listCanvases(
   pool: Pool,

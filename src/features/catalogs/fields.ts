@@ -18,7 +18,6 @@ export const CatalogFieldSchema = z.object({
     .describe('Field name, as item objects spell the key.'),
   type: z.enum(CATALOG_FIELD_TYPES).describe('Value type; values sent for the field are converted to it.'),
 });
-export type CatalogField = z.infer<typeof CatalogFieldSchema>;
 
 export const CatalogFieldsSchema = z
   .array(CatalogFieldSchema)

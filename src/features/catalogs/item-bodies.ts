@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_VALUE_NESTING } from '../../platform/lib/storable.js';
 
 /**
  * The request bodies of the catalog item endpoints, as zod schemas: the one description of their shape, from which
@@ -12,7 +13,6 @@ import { z } from 'zod';
 export const MAX_BATCH_ITEMS = 50;
 export const MAX_ID_LENGTH = 250;
 export const MAX_ITEM_CHARS = 5_000;
-export const MAX_NESTING = 50;
 
 export const ITEM_ID_PATTERN = /^[A-Za-z0-9_-]+$/;
 /** A key of an item object: never "." or "$" (the same rule holds inside values, checked by validate.ts). */
@@ -26,7 +26,7 @@ export const ItemId = z
   .regex(ITEM_ID_PATTERN)
   .describe(`Item id: letters, digits, - and _, at most ${MAX_ID_LENGTH} characters`);
 
-const fieldsDescription = `Fields of the catalog, at most ${MAX_ITEM_CHARS} characters of JSON, values nested at most ${MAX_NESTING} levels, no "." or "$" in any key`;
+const fieldsDescription = `Fields of the catalog, at most ${MAX_ITEM_CHARS} characters of JSON, values nested at most ${MAX_VALUE_NESTING} levels, no "." or "$" in any key`;
 const ItemFields = z.record(z.string().regex(ITEM_KEY_PATTERN), z.unknown());
 const ItemFieldsWithoutId = z
   .record(z.string().regex(FIELD_KEY_PATTERN), z.unknown())

@@ -47,8 +47,8 @@ async function requireCatalog(pool: Pool, workspaceId: string, name: string): Pr
 }
 
 /**
- * Batch replace: validates the whole request, records it in PostgreSQL (src/features/catalogs/batches.ts), then queues it;
- * no item is written here. Resolves once the batch is recorded, so a 202 means it will be applied, even if Redis is
+ * Batch replace: validates the whole request, records it in PostgreSQL (src/features/catalogs/batches.ts), then queues
+ * it; no item is written here. Resolves once the batch is recorded, so a 202 means it will be applied, even if Redis is
  * away (the reconciler queues it then). A refused request records nothing.
  */
 export async function acceptBatchReplace(

@@ -1,3 +1,4 @@
+import { MAX_VALUE_NESTING } from '../../platform/lib/storable.js';
 import { coerceValue, isStorableText } from './coerce.js';
 import { CatalogErrors, type ItemLocator } from './errors.js';
 import type { CatalogDefinition } from './fields.js';
@@ -8,7 +9,6 @@ import {
   MAX_BATCH_ITEMS,
   MAX_ID_LENGTH,
   MAX_ITEM_CHARS,
-  MAX_NESTING,
 } from './item-bodies.js';
 
 /*
@@ -64,7 +64,7 @@ function inspectValue(value: unknown): ValueReport {
       continue;
     }
     if (v === null || typeof v !== 'object') continue;
-    if (level > MAX_NESTING) {
+    if (level > MAX_VALUE_NESTING) {
       report.tooDeep = true;
       continue;
     }
@@ -237,7 +237,7 @@ function reportFields(item: ItemObject, found: FieldFindings, at: ItemLocator, e
   if (tooDeep.length > 0) {
     errors.addForItem(
       'too-deep-nesting-in-value-object',
-      `Item values cannot be nested more than ${MAX_NESTING} levels deep`,
+      `Item values cannot be nested more than ${MAX_VALUE_NESTING} levels deep`,
       at,
       { fields: tooDeep },
     );

@@ -17,8 +17,9 @@ export { SCIM_ATTRIBUTE_TYPES, SCIM_MUTABILITIES, SCIM_RETURNED, SCIM_UNIQUENESS
 
 /**
  * The SCIM discovery documents (RFC 7644 4): what this service provider supports (RFC 7643 5), the schemas of its
- * resources (RFC 7643 7) and its resource types, User and Group (RFC 7643 6). Plain data built from the limits and URNs the User
- * endpoints use, so the two cannot drift apart; only `location`s depend on the deployment (the public base URL).
+ * resources (RFC 7643 7) and its resource types, User and Group (RFC 7643 6). Plain data built from the limits and URNs
+ * the User endpoints use, so the two cannot drift apart; only `location`s depend on the deployment (the public base
+ * URL).
  */
 
 export const SCIM_SCHEMA_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:Schema';

@@ -299,7 +299,8 @@ export const ScimUser = z.object({
     .optional()
     .describe('Absent when empty'),
   groups: z
-    // `$ref` passes through the loose object: as a declared property OpenAPI tooling would read it as a schema reference.
+    // `$ref` passes through the loose object: as a declared property OpenAPI tooling would read it as a schema
+    // reference.
     .array(
       z
         .looseObject({ value: z.string(), display: z.string(), type: z.literal('direct') })

@@ -230,7 +230,8 @@ function applyEmails(doc: Doc, op: Op, target: { sub?: string; filter?: EmailFil
 /** A path naming an extension's container: its value holds attributes of that extension, each applied. */
 function applyToExtension(doc: Doc, op: Op, urn: string, value: unknown): void {
   if (op === 'remove') {
-    // Of the enterprise extension only department is stored; of ours, department and permissions (the rest is read-only).
+    // Of the enterprise extension only department is stored; of ours, department and permissions (the rest is
+    // read-only).
     doc.department = null;
     if (urn === SCIM_EXTENSION_SCHEMA) doc.permissions = null;
     return;

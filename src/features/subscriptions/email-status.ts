@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { withTransaction, type Pool } from '../../platform/db/pool.js';
-import { lockWorkspaces } from '../../pipelines/ingest/apply/apply-transaction.js';
+import { lockWorkspaceProfiles } from '../../profiles/write/locks.js';
 import { setEmailSubscribe } from '../../profiles/states.js';
 
 export const SUBSCRIPTION_STATES = ['opted_in', 'unsubscribed', 'subscribed'] as const;
@@ -35,9 +35,9 @@ export const EmailStatusBody = z.object({
 export type EmailStatusBody = z.infer<typeof EmailStatusBody>;
 
 /**
- * Sets the email subscription state of every user with one of the addresses, and stores it per address: an
- * address no user has yet gets the state when ingestion ties it to a user (src/pipelines/ingest/apply.ts). The state's time
- * goes into attribute_times, so an attributes object accepted earlier but applied later does not undo it.
+ * Sets the email subscription state of every user with one of the addresses, and stores it per address: an address no
+ * user has yet gets the state when ingestion ties it to a user (src/pipelines/ingest/apply.ts). The state's time goes
+ * into attribute_times, so an attributes object accepted earlier but applied later does not undo it.
  */
 export async function setEmailStatus(
   pool: Pool,
@@ -49,7 +49,7 @@ export async function setEmailStatus(
   const at = new Date().toISOString();
   return withTransaction(pool, async (client) => {
     // Ingestion batches update many profiles; sharing their lock keeps this from deadlocking with one.
-    await lockWorkspaces(client, [workspaceId]);
+    await lockWorkspaceProfiles(client, [workspaceId]);
     await client.query(
       `INSERT INTO email_subscriptions (workspace_id, email, state, updated_at)
        SELECT $1, e, $3, now() FROM unnest($2::text[]) AS e

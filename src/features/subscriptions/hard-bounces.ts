@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { withTransaction, type Pool, type PoolClient } from '../../platform/db/pool.js';
 import type { ListPage } from '../../platform/lib/list-page.js';
-import { RecordTime, lockWorkspaceProfiles, recordsBody, type RecordResult } from '../../platform/lib/records-body.js';
+import { RecordTime, recordsBody, type RecordResult } from '../../platform/lib/records-body.js';
+import { lockWorkspaceProfiles } from '../../profiles/write/locks.js';
 import { unsubscribeBounced } from '../../profiles/states.js';
 
 /**
@@ -44,7 +45,7 @@ export async function recordHardBouncesIn(
 ): Promise<RecordResult> {
   const emails = records.map((r) => r.email.toLowerCase());
   const times = records.map((r) => r.time ?? now);
-  await lockWorkspaceProfiles(client, workspaceId);
+  await lockWorkspaceProfiles(client, [workspaceId]);
   const inserted = await client.query<{ n: number }>(
     `WITH input AS (
        SELECT DISTINCT ON (e, t) e AS email, t AS bounced_at, n

@@ -4,8 +4,9 @@ import type { ListPage } from '../../platform/lib/list-page.js';
 import { RecordTime, recordsBody, type RecordResult } from '../../platform/lib/records-body.js';
 
 /**
- * Invalid phone numbers: numbers found unusable, recorded through the internal API (POST /records/invalid_phone_numbers)
- * and the workspace file by the one writer below, and listed by GET /sms/invalid_phone_numbers.
+ * Invalid phone numbers: numbers found unusable, recorded through the internal API (POST
+ * /records/invalid_phone_numbers) and the workspace file by the one writer below, and listed by GET
+ * /sms/invalid_phone_numbers.
  */
 
 /** E.164: a plus, a non-zero country digit, at most 15 digits in all. */

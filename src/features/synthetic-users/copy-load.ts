@@ -59,10 +59,10 @@ export async function beginLoad(client: PoolClient, workspaceId: string): Promis
 }
 
 /**
- * Foreign-key checks run one query per row (a quarter of PostgreSQL's time in this load). This load's rows reference only the
- * workspace locked above and profile ids it reserved itself, so the checks cannot fail: skip them with
- * session_replication_role = replica, which PostgreSQL allows superusers only; other roles simply keep them.
- * Any trigger that is not a constraint check (none today) keeps them too, since replica mode would skip it.
+ * Foreign-key checks run one query per row (a quarter of PostgreSQL's time in this load). This load's rows reference
+ * only the workspace locked above and profile ids it reserved itself, so the checks cannot fail: skip them with
+ * session_replication_role = replica, which PostgreSQL allows superusers only; other roles simply keep them. Any
+ * trigger that is not a constraint check (none today) keeps them too, since replica mode would skip it.
  */
 async function skipRowTriggers(client: PoolClient): Promise<void> {
   const { rows } = await client.query<{ n: number }>(

@@ -62,7 +62,6 @@ const objectError = {
 };
 
 export const EmailTemplateCreateBody = z.strictObject(Fields, objectError);
-export type EmailTemplateCreateInput = z.infer<typeof EmailTemplateCreateBody>;
 
 export const EmailTemplateUpdateBody = z.strictObject(
   {
@@ -77,7 +76,6 @@ export const EmailTemplateUpdateBody = z.strictObject(
   },
   objectError,
 );
-export type EmailTemplateUpdateInput = z.infer<typeof EmailTemplateUpdateBody>;
 
 /** Parses with the schema and refuses with its first message (fields are checked in the spec's order). */
 function parseOrRefuse<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {

@@ -2,13 +2,8 @@ import { z } from 'zod';
 import { withTransaction, type Pool, type PoolClient } from '../../platform/db/pool.js';
 import { badRequest } from '../../platform/errors.js';
 import { DAY_MS, utcDay } from '../../platform/lib/iso-time.js';
-import {
-  RecordTime,
-  lockWorkspaceProfiles,
-  recordsBody,
-  refuseUnknown,
-  type RecordResult,
-} from '../../platform/lib/records-body.js';
+import { RecordTime, recordsBody, refuseUnknown, type RecordResult } from '../../platform/lib/records-body.js';
+import { lockWorkspaceProfiles } from '../../profiles/write/locks.js';
 import { idsByExternalId } from '../../profiles/lookup.js';
 import { markUninstalled } from '../../profiles/states.js';
 
@@ -44,7 +39,7 @@ export async function recordUninstalls(
   now = new Date(),
 ): Promise<RecordResult> {
   return withTransaction(pool, async (client) => {
-    await lockWorkspaceProfiles(client, workspaceId);
+    await lockWorkspaceProfiles(client, [workspaceId]);
     const appIds = [...new Set(records.map((r) => r.app_id))];
     const apps = await client.query<{ api_id: string; id: string }>(
       `SELECT api_id, id FROM apps WHERE workspace_id = $1 AND api_id = ANY($2)`,

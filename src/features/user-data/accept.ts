@@ -1,9 +1,9 @@
 import type { z } from 'zod';
 import type { ClaimedKey } from '../../platform/idempotency/keys.js';
-import { stageCommands } from '../../pipelines/ingest/apply/commands.js';
+import { stageCommands } from '../../pipelines/ingest/accept/stage-commands.js';
 import { kickApply, type TrackDeps } from '../../pipelines/ingest/accept/track.js';
-import { planRemovals, planRenames } from '../../profiles/external-ids.js';
-import type { UserDataCommand } from './commands.js';
+import { planRemovals, planRenames } from '../../profiles/commands/external-ids.js';
+import type { UserDataCommand } from '../../profiles/commands/apply-commands.js';
 import {
   aliasNewCommands,
   deleteCommands,
@@ -18,9 +18,10 @@ import {
 } from './requests.js';
 
 /**
- * Accepting a user-data request: its commands are committed to the staging log (with the answer of its
- * Idempotency-Key, in the same statement) before the answer, then a worker is asked to apply them
- * (src/pipelines/ingest/apply/commands.ts). The answer says what was accepted; the commands take effect in their turn, within moments.
+ * Accepting a user-data request: its commands are committed to the staging log (with the answer of its Idempotency-Key,
+ * in the same statement) before the answer, then a worker is asked to apply them
+ * (src/pipelines/ingest/apply/command-rows.ts). The answer says what was accepted; the commands take effect in their
+ * turn, within moments.
  */
 
 export type UserDataDeps = Pick<TrackDeps, 'pool' | 'queues' | 'log' | 'health'>;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { badRequest } from '../../platform/errors.js';
 import type { Pool } from '../../platform/db/pool.js';
-import { renameAliases } from '../../profiles/aliases.js';
+import { renameAliases } from '../../profiles/commands/aliases.js';
 
 export const MAX_ALIAS_UPDATES = 50;
 
@@ -25,12 +25,6 @@ export interface AliasUpdateError {
   type: string;
   input_array: 'alias_updates';
   index: number;
-}
-
-export interface AliasUpdateResult {
-  aliasesProcessed: number;
-  renamed: number;
-  errors: AliasUpdateError[];
 }
 
 /** Validates each raw entry on its own: the valid ones are applied, the others reported by index. */

@@ -8,11 +8,11 @@ import { exportIdsRefs, type ExportIdsBody } from './requests.js';
 export const MAX_USERS_PER_IDENTIFIER = 50;
 
 /**
- * POST /users/export/ids: the users the request names, each rendered by the segment export's own line (src/pipelines/exports/
- * line-query.ts), so that the same user and fields give the same JSON in both. Users come in the order the request
- * names them (a user named twice, once); an email address, phone number or device id may name several users, most
- * recently updated first, at most MAX_USERS_PER_IDENTIFIER of them: one that names more is listed in
- * truncated_user_ids, so that a shared identifier neither answers without bound nor is cut short in silence.
+ * POST /users/export/ids: the users the request names, each rendered by the segment export's own line
+ * (src/pipelines/exports/ line-query.ts), so that the same user and fields give the same JSON in both. Users come in
+ * the order the request names them (a user named twice, once); an email address, phone number or device id may name
+ * several users, most recently updated first, at most MAX_USERS_PER_IDENTIFIER of them: one that names more is listed
+ * in truncated_user_ids, so that a shared identifier neither answers without bound nor is cut short in silence.
  * Identifiers that name nobody are listed in invalid_user_ids (an alias as `label:name`). Answered as JSON text built
  * around the lines PostgreSQL wrote: nothing is parsed and serialized again.
  */

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { EXPORT_FIELDS } from '../../pipelines/exports/request/request-body.js';
-import { identifierString, UserAlias } from '../../pipelines/ingest/accept/validate-rules.js';
+import { identifierString, UserAlias } from '../../profiles/validation/validate-rules.js';
 import { PRIORITIZATIONS, type UserRef } from '../../profiles/lookup.js';
-import type { UserDataCommand } from './commands.js';
+import type { UserDataCommand } from '../../profiles/commands/apply-commands.js';
 
 /**
  * The bodies of the user-data endpoints, as the public API documents them (docs/user-data.md names the page each

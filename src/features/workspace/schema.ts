@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { CdiSchedule, CdiSource } from '../../pipelines/cdi/integrations.js';
 import { EXPORT_LAYOUTS, OUTPUT_FORMATS } from '../../pipelines/exports/key-layout.js';
 import {
   EXPORT_FIELDS,
@@ -307,7 +308,7 @@ export const CdiIntegrationSchema = z.strictObject({
       z.strictObject({ type: z.literal('bucket'), prefix: KeyPrefix, format: z.enum(['parquet', 'ndjson', 'csv']) }),
     ],
     { error: 'must be {type: postgres, url_env, table} or {type: bucket, prefix, format: parquet|ndjson|csv}' },
-  ),
+  ) satisfies z.ZodType<CdiSource>,
   /** Absent: on demand only (POST .../sync, `ces cdi sync`). */
   schedule: z
     .union(
@@ -319,7 +320,7 @@ export const CdiIntegrationSchema = z.strictObject({
         error: 'must be {every_minutes: n} or {cron: "...", time_zone}',
       },
     )
-    .optional(),
+    .optional() satisfies z.ZodType<CdiSchedule | undefined>,
 });
 
 export const RecordsSchema = z.strictObject({

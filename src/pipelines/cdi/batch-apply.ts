@@ -1,22 +1,22 @@
 import type { Config } from '../../platform/config.js';
-import { lockForTransaction, lockNames } from '../../platform/db/advisory-locks.js';
 import { withTransaction, type Pool, type PoolClient } from '../../platform/db/pool.js';
-import { applyIsolating } from '../ingest/apply/apply-isolating.js';
-import { lockWorkspaces, retryOnDeadlock, tuneBatchTransaction } from '../ingest/apply/apply-transaction.js';
-import { reasonOf, type DataError } from '../ingest/apply/dead-letters.js';
-import type { TrackAttributes } from '../ingest/types.js';
+import { applyIsolating } from '../../profiles/write/apply-isolating.js';
+import { lockWorkspaceProfiles } from '../../profiles/write/locks.js';
+import { retryOnDeadlock, tuneBatchTransaction } from '../../profiles/write/transaction.js';
+import { reasonOf, type DataError } from '../../profiles/write/data-errors.js';
+import type { TrackAttributes } from '../../profiles/tracked-types.js';
 import type { Logger } from '../../platform/logger.js';
 import type { Metrics } from '../../platform/metrics.js';
-import { deleteProfiles } from '../../profiles/erase.js';
+import { deleteProfiles } from '../../profiles/commands/erase.js';
 import { findCandidates, resolveOne, serviceIdsOf } from '../../profiles/lookup.js';
-import type { SyncJob } from './jobs.js';
+import type { SyncJob } from './sync-runs.js';
 import { attributesItem, rejectedRow, type RowItem, type SourceRow } from './rows.js';
 
 /**
  * Applying a batch of a sync's rows with the progress it makes, in one transaction (`commitBatch`), or split by user
  * over several at once (`commitLanes`, table sources): rows go through /users/track's validation and apply
  * (src/profiles/tracked-objects.ts), a `DELETED` row through the erasure of POST /users/delete
- * (src/profiles/erase.ts), and a refused row, with why, into the run's rejects.
+ * (src/profiles/commands/erase.ts), and a refused row, with why, into the run's rejects.
  */
 
 export interface SyncDeps {
@@ -165,8 +165,7 @@ async function commitItems(
     () =>
       withTransaction(deps.pool, async (client) => {
         await tuneBatchTransaction(client);
-        if (lock === 'whole') await lockWorkspaces(client, [job.workspaceId]);
-        else await lockForTransaction(client, lockNames.ingest(job.workspaceId), 'shared');
+        await lockWorkspaceProfiles(client, [job.workspaceId], lock);
         const outcome = await applyItems(client, job.workspaceId, items, deps.metrics);
         await progress(client);
         await recordOutcome(client, job, outcome, lastTimestamp);
@@ -189,7 +188,7 @@ export async function commitBatch(
 /**
  * A batch of attribute rows over several transactions at once, one per lane (a set of users, chosen by the caller),
  * each committing its rows with `progress(client, lane)` (the lane's index) and its counts. A lane holds the
- * workspace's ingestion lock shared, as an ingestion partition does (src/pipelines/ingest/apply/apply-transaction.ts): lanes run
+ * workspace's profiles shared, as an ingestion partition does (src/profiles/write/locks.ts): lanes run
  * beside each other and beside /users/track's partitions, while a writer that takes the whole workspace (a delete, a
  * merge, an alias rename) waits for them. Attribute values carry their time, so lanes that meet on one profile keep
  * the newest value whichever commits first; both update in profile id order. Resolves once every lane has ended; the

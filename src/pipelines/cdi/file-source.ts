@@ -21,9 +21,9 @@ import {
 /**
  * Files under a prefix of the workspace's store as a Cloud Data Ingestion source (docs/cdi.md): NDJSON (optionally
  * gzipped), CSV with a header, or Parquet, each row the table layout's columns (any letter case; no UPDATED_AT needed,
- * the time a run began reading the file stands for it). A file is taken once per key and etag, files in key order;
- * rows in file order. Parquet and CSV are read by DuckDB from a local copy (the built-in store's file itself, or a download), streamed a
- * chunk at a time, so memory stays flat whatever the file's size.
+ * the time a run began reading the file stands for it). A file is taken once per key and etag, files in key order; rows
+ * in file order. Parquet and CSV are read by DuckDB from a local copy (the built-in store's file itself, or a
+ * download), streamed a chunk at a time, so memory stays flat whatever the file's size.
  */
 
 export type FileFormat = 'parquet' | 'ndjson' | 'csv';

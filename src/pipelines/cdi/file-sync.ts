@@ -4,7 +4,7 @@ import type { WorkspaceStore } from '../../platform/storage/stores.js';
 import { commitBatch, type Item, type SyncDeps } from './batch-apply.js';
 import { fileRows, pendingFiles, type FileFormat } from './file-source.js';
 import type { CdiIntegration } from './integrations.js';
-import type { SyncJob } from './jobs.js';
+import type { SyncJob } from './sync-runs.js';
 import { latestRowTime, rowItem } from './rows.js';
 
 /**

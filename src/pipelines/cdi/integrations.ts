@@ -1,15 +1,21 @@
-import { z } from 'zod';
 import type { Pool, PoolClient } from '../../platform/db/pool.js';
 import { badRequest, notFound } from '../../platform/errors.js';
-import { CdiIntegrationSchema } from '../../features/workspace/schema.js';
+import type { SyncSchedule } from '../../platform/queues/cdi-sync.js';
 
 /**
  * Cloud Data Ingestion integrations: declared in the workspace file (`cdi_integrations`), stored in cdi_integrations,
  * listed and synced through the API (GET /cdi/integrations, POST .../sync, GET .../job_sync_status) and `ces cdi`.
  */
 
-export type CdiSource = z.infer<typeof CdiIntegrationSchema>['source'];
-export type CdiSchedule = NonNullable<z.infer<typeof CdiIntegrationSchema>['schedule']>;
+/**
+ * Where an integration reads (the workspace file's `source`, whose zod schema in src/features/workspace/schema.ts is
+ * held to this type: the file is a feature above this pipeline, so the pipeline states what it takes).
+ */
+export type CdiSource =
+  | { type: 'postgres'; url_env: string; table: string }
+  | { type: 'bucket'; prefix: string; format: 'parquet' | 'ndjson' | 'csv' };
+/** When an integration runs by itself (the file's `schedule`, held to this type as `source` is): its scheduler's. */
+export type CdiSchedule = SyncSchedule;
 
 export interface CdiIntegration {
   id: string;

@@ -1,6 +1,6 @@
-import { MAX_IDENTIFIER_CHARS, isPlainObject } from '../ingest/accept/validate-rules.js';
-import { validateAttributes } from '../ingest/accept/validate.js';
-import type { TrackAttributes } from '../ingest/types.js';
+import { MAX_IDENTIFIER_CHARS, isPlainObject } from '../../profiles/validation/validate-rules.js';
+import { validateAttributes } from '../../profiles/validation/validate.js';
+import type { TrackAttributes } from '../../profiles/tracked-types.js';
 import { describeUnstorable, textProblem } from '../../platform/lib/storable.js';
 import type { UserRef } from '../../profiles/lookup.js';
 

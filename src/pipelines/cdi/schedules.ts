@@ -5,7 +5,7 @@ import { enqueueSync, removeCdiSchedulesBut, upsertCdiSchedule } from '../../pla
 import type { Queues } from '../../platform/queues/index.js';
 import { queueRecorded } from '../../platform/queues/queue-recorded.js';
 import { allIntegrations } from './integrations.js';
-import { recordSyncJob, type JobTrigger, type SyncJob } from './jobs.js';
+import { recordSyncJob, type JobTrigger, type SyncJob } from './sync-runs.js';
 
 export interface ScheduleDeps {
   pool: Pool;

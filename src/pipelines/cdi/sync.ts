@@ -5,7 +5,7 @@ import type { SyncDeps } from './batch-apply.js';
 import { syncFiles } from './file-sync.js';
 import { REJECTS_SUFFIX } from './file-source.js';
 import { getIntegration, type CdiIntegration } from './integrations.js';
-import { finishJob, readJob, type SyncJob } from './jobs.js';
+import { finishJob, readJob, type SyncJob } from './sync-runs.js';
 import { SourceConfigError } from './table-source.js';
 import { syncTable } from './table-sync.js';
 

@@ -13,9 +13,10 @@ import {
 /**
  * A PostgreSQL table (or view) as a Cloud Data Ingestion source, reached with the connection string an environment
  * variable names (read when the sync runs, never stored or logged). Rows are read in one ordered query, through a
- * cursor fetched a few megabytes at a time as the sync asks: those with UPDATED_AT at or after the integration's watermark, in (UPDATED_AT, row hash) order, the
- * ones already synced left out by their hash. A row's hash is md5 over every column the sync reads,
- * so an identical row is one row, and a row changed in place with the same UPDATED_AT is a new one.
+ * cursor fetched a few megabytes at a time as the sync asks: those with UPDATED_AT at or after the integration's
+ * watermark, in (UPDATED_AT, row hash) order, the ones already synced left out by their hash. A row's hash is md5 over
+ * every column the sync reads, so an identical row is one row, and a row changed in place with the same UPDATED_AT is a
+ * new one.
  */
 
 /** The source cannot be read as configured: the run ends as `config_error`, with this message. */
@@ -221,11 +222,11 @@ export class TableSource {
 
   /**
    * The rows from the watermark on, in batches of at most `limits.rows` rows and about `limits.bytes` bytes, leaving
-   * out those whose hash is in `synced` (rows at the watermark's exact time already taken, and rows past it that a
-   * lane of an unfinished batch committed). One query, read through a cursor: the caller applies each batch before asking for the
-   * next, and nothing is fetched meanwhile. Each FETCH asks for as many rows as FETCH_BYTES holds at the size of the
-   * largest row of the one before, so a table of large payloads is read a few rows at a time, and one of small rows a
-   * thousand at a time. (A run of large rows right after small ones makes one fetch larger than that: at most
+   * out those whose hash is in `synced` (rows at the watermark's exact time already taken, and rows past it that a lane
+   * of an unfinished batch committed). One query, read through a cursor: the caller applies each batch before asking
+   * for the next, and nothing is fetched meanwhile. Each FETCH asks for as many rows as FETCH_BYTES holds at the size
+   * of the largest row of the one before, so a table of large payloads is read a few rows at a time, and one of small
+   * rows a thousand at a time. (A run of large rows right after small ones makes one fetch larger than that: at most
    * MAX_FETCH_ROWS rows of the cap each.)
    */
   async *batches(

@@ -1,8 +1,8 @@
 import { withTransaction, type PoolClient } from '../../platform/db/pool.js';
-import { yieldToEventLoop } from '../ingest/apply/apply-transaction.js';
+import { yieldToEventLoop } from '../../platform/lib/event-loop.js';
 import { commitBatch, commitLanes, type Item, type SyncDeps } from './batch-apply.js';
 import type { CdiIntegration } from './integrations.js';
-import type { SyncJob } from './jobs.js';
+import type { SyncJob } from './sync-runs.js';
 import { latestRowTime, rowItem, type RowItem, type SourceRow } from './rows.js';
 import { TableSource, type ReadStart, type TableRow, type WatermarkDigest } from './table-source.js';
 
@@ -137,7 +137,8 @@ async function applyBatch(
     split[lane]!.push(item);
     if (!read[n]!.refused) splitRows[lane]!.push(read[n]!);
   });
-  // Each lane's rows are synced once it commits, whatever becomes of the others: their hashes and times, one array each.
+  // Each lane's rows are synced once it commits, whatever becomes of the others: their hashes and times, one array
+  // each.
   await commitLanes(deps, job, split, async (client, lane) => {
     const laneRows = splitRows[lane]!;
     if (laneRows.length === 0) return;

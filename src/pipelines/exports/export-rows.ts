@@ -1,12 +1,11 @@
 import type { Pool, PoolClient } from '../../platform/db/pool.js';
-import type { ExportCallbackRow } from './finish/finish-export.js';
 import type { UploadedPart } from './shard/part-writer.js';
 
 /**
- * The statements of the `exports` table (schema: src/platform/db/schema.sql): an export's row as its jobs read it, the moves
- * of its status (queued -> running -> ready | failed), its progress and parts, and the lookups of the API and the
- * reconciler. The incremental rules' set-based pruning, which reads exports together with the change log and the
- * member tables, stays beside those rules in ./incremental.ts.
+ * The statements of the `exports` table (schema: src/platform/db/schema.sql): an export's row as its jobs read it, the
+ * moves of its status (queued -> running -> ready | failed), its progress and parts, and the lookups of the API and the
+ * reconciler. The incremental rules' set-based pruning, which reads exports together with the change log and the member
+ * tables, stays beside those rules in ./incremental.ts.
  */
 
 export interface ExportRow {
@@ -297,4 +296,15 @@ export async function pendingCallbacksBefore(pool: Pool, before: Date): Promise<
     [before],
   );
   return rows;
+}
+
+/** What the callback of a finished export is made from (columns of `exports`). */
+export interface ExportCallbackRow {
+  id: string;
+  object_prefix: string;
+  destination: string;
+  request: unknown;
+  status: string;
+  error: string | null;
+  public_base_url: string | null;
 }

@@ -5,11 +5,11 @@ import { filterMovesWithTime, SegmentFilterSchema, type SegmentFilter } from '..
 import { heldBy, heldMembers, MAX_MEMBER_LAYERS, memberLayers } from './member-layers.js';
 
 /**
- * Incremental exports (`changes_since`): what an export needs of the earlier export it is relative to (its base),
- * and the SQL that compares with it. The rule is in src/platform/db/migrations/0170_incremental_exports.sql: every shard
- * records the snapshot it read in and the members it found; a later export holds the members whose last write
- * that snapshot could not see, the members the base did not hold, and, as `removed`, the base's members that are
- * no longer members (or no longer exist).
+ * Incremental exports (`changes_since`): what an export needs of the earlier export it is relative to (its base), and
+ * the SQL that compares with it. The rule is in src/platform/db/migrations/0170_incremental_exports.sql: every shard
+ * records the snapshot it read in and the members it found; a later export holds the members whose last write that
+ * snapshot could not see, the members the base did not hold, and, as `removed`, the base's members that are no longer
+ * members (or no longer exist).
  */
 
 /** The export an incremental export is relative to, as stored in its request (ExportSpec.changesSince). */
@@ -364,12 +364,13 @@ export function loggedMembershipChangesSelect(
 /**
  * Forgets what only bases need once no export can be a base any more: the member lists of failed exports, and of ready
  * exports finished more than `retentionDays` ago that a newer ready export of their segment supersedes, no unfinished
- * export is relative to and no kept export's members are layered on (./member-layers.ts); then the tombstones older than every export of their workspace still kept (with
- * a day's margin for deletions that began before an export was requested and committed after it read), and those older
- * than `tombstoneDays` whatever is kept (a hard bound: personal data, docs/privacy.md); then the
- * change log (migration 0240) below what any export of the workspace may still compare with: the oldest xmin of the
- * snapshots of its kept exports, of the snapshots its unfinished exports may yet take (their created_xmin), and of
- * the running transactions. An entry below that is visible to every such snapshot, so no delta reads it.
+ * export is relative to and no kept export's members are layered on (./member-layers.ts); then the tombstones older
+ * than every export of their workspace still kept (with a day's margin for deletions that began before an export was
+ * requested and committed after it read), and those older than `tombstoneDays` whatever is kept (a hard bound: personal
+ * data, docs/privacy.md); then the change log (migration 0240) below what any export of the workspace may still compare
+ * with: the oldest xmin of the snapshots of its kept exports, of the snapshots its unfinished exports may yet take
+ * (their created_xmin), and of the running transactions. An entry below that is visible to every such snapshot, so no
+ * delta reads it.
  */
 export async function forgetExportBases(
   pool: Pool | PoolClient,
@@ -401,7 +402,8 @@ export async function forgetExportBases(
     exportsForgotten += n;
     if (n === 0) break;
   }
-  // Whatever export is kept, no tombstone outlives TOMBSTONE_RETENTION_DAYS: a base older than that is refused (`BASE_IS_RECENT`).
+  // Whatever export is kept, no tombstone outlives TOMBSTONE_RETENTION_DAYS: a base older than that is refused
+  // (`BASE_IS_RECENT`).
   const tombstones = await pool.query(
     `DELETE FROM profile_tombstones t
       WHERE t.deleted_at < now() - make_interval(days => $1)

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { Config } from '../config.js';
 import type { DependencyHealth } from '../lib/dependency-health.js';
 import type { Redis } from '../redis.js';
+import { runScript } from '../redis-scripts/scripts.js';
 
 /**
  * A rate-limit bucket from the spec's Limits table. Routes that name the same bucket share one counter;
@@ -92,81 +92,13 @@ export interface RateLimitResult {
 /** Sub-windows per window: the window may reach back at most one sub-window (1/60) further than it says. */
 const SUB_WINDOWS = 60;
 
-/**
- * One atomic step of the sliding window. KEYS[1] is a hash whose fields are sub-window numbers (floor(t / g)) and
- * values the requests allowed in them. ARGV: limit, window ms, sub-window ms (g), and the time in ms or '' for
- * Redis' own clock (TIME before writes is fine: Redis 7 replicates a script's effects, not the script).
- * Returns {allowed, counted after this request, now ms, ms at which the count next falls enough to matter}.
- */
-const SLIDING_WINDOW = `
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local g = tonumber(ARGV[3])
-local now
-if ARGV[4] ~= '' then
-  now = math.floor(tonumber(ARGV[4]))
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local current = math.floor(now / g)
-local first = math.floor((now - window) / g)
-local flat = redis.call('HGETALL', KEYS[1])
-local subs, counts, stale = {}, {}, {}
-local count, oldest, newest = 0, nil, current
-for i = 1, #flat, 2 do
-  local sub = tonumber(flat[i])
-  if sub < first then
-    stale[#stale + 1] = flat[i]
-  else
-    local n = tonumber(flat[i + 1])
-    subs[#subs + 1] = sub
-    counts[sub] = n
-    count = count + n
-    if oldest == nil or sub < oldest then oldest = sub end
-    if sub > newest then newest = sub end
-  end
-end
-if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
-local allowed = 0
-if count < limit then
-  allowed = 1
-  count = count + 1
-  if counts[current] == nil then
-    subs[#subs + 1] = current
-    counts[current] = 0
-  end
-  counts[current] = counts[current] + 1
-  if oldest == nil or current < oldest then oldest = current end
-  redis.call('HINCRBY', KEYS[1], string.format('%d', current), 1)
-  redis.call('PEXPIRE', KEYS[1], (newest + 1) * g + window - now)
-end
-local at = now + g
-local need = count - math.min(count, limit) + 1
-if need == 1 and oldest ~= nil then
-  at = (oldest + 1) * g + window
-elseif count >= need then
-  table.sort(subs)
-  local gone = 0
-  for _, sub in ipairs(subs) do
-    gone = gone + counts[sub]
-    if gone >= need then
-      at = (sub + 1) * g + window
-      break
-    end
-  end
-end
-return {allowed, count, now, at}`;
-
-const SLIDING_WINDOW_SHA = createHash('sha1').update(SLIDING_WINDOW).digest('hex');
-
 /** What one step of the window returns: allowed (1/0), counted after this request, now ms, ms of the next change. */
 type WindowStep = [number, number, number, number];
 
 /** Windows kept in memory at most; beyond that they are all forgotten (an outage is short, the map stays small). */
 const LOCAL_MAX_WINDOWS = 10_000;
 
-/** SLIDING_WINDOW, step for step, over hashes kept in this process's memory: the limiter while Redis is away. */
+/** src/platform/redis-scripts/sliding-window.lua, step for step, over hashes kept in this process's memory: the limiter while Redis is away. */
 class LocalWindows {
   private readonly windows = new Map<string, Map<number, number>>();
 
@@ -285,17 +217,10 @@ export class RateLimiter {
     // a changed window or granularity starts a new hash rather than misreading the fields of the old one.
     const key = `${this.prefix}:rls:${bucket}:${scopeId}:${subMs}`;
     const args = [String(limit), String(windowMs), String(subMs), nowMs === undefined ? '' : String(Math.floor(nowMs))];
-    return windowResult(limit, (await this.evalScript(key, args)).map(Number) as WindowStep);
-  }
-
-  // EVALSHA spares sending the script with every request; a Redis that restarted or was flushed loads it again.
-  private async evalScript(key: string, args: string[]): Promise<unknown[]> {
-    try {
-      return (await this.redis.evalsha(SLIDING_WINDOW_SHA, 1, key, ...args)) as unknown[];
-    } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return (await this.redis.eval(SLIDING_WINDOW, 1, key, ...args)) as unknown[];
-    }
+    return windowResult(
+      limit,
+      ((await runScript(this.redis, 'sliding-window', [key], args)) as unknown[]).map(Number) as WindowStep,
+    );
   }
 }
 

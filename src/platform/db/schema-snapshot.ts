@@ -1,11 +1,11 @@
 import type { Pool } from './pool.js';
 
 /**
- * The tables as the migrations leave them, written as one SQL file (src/platform/db/schema.sql) so that a reader learns the
- * `exports` table from one place instead of from the six migrations that shaped it. Read from PostgreSQL's catalogs
+ * The tables as the migrations leave them, written as one SQL file (src/platform/db/schema.sql) so that a reader learns
+ * the `exports` table from one place instead of from the six migrations that shaped it. Read from PostgreSQL's catalogs
  * of a freshly migrated schema, in a stable order and without the schema's name, so that the same migrations always
- * give the same text: test/platform/schema-snapshot.test.ts compares it with the file, and
- * `npm run schema:snapshot` rewrites the file after a migration is added.
+ * give the same text: test/platform/schema-snapshot.test.ts compares it with the file, and `npm run schema:snapshot`
+ * rewrites the file after a migration is added.
  */
 
 const HEADER = `-- The schema as src/platform/db/migrations/ leave it, for reading: the migrations are what runs. Rewritten by

@@ -73,8 +73,9 @@ export function toAppError(err: unknown, health?: DependencyHealth): AppError {
 
 /**
  * A refusal's message as a log line may carry it: what it quotes of the request (an id, a key, a filter value, in
- * JSON's double quotes, as every message that repeats input quotes it) replaced, since that is the client's data and may be personal (an email address
- * looked up, say). The client's own answer keeps the quote: it helps the client, and it is theirs.
+ * JSON's double quotes, as every message that repeats input quotes it) replaced, since that is the client's data and
+ * may be personal (an email address looked up, say). The client's own answer keeps the quote: it helps the client, and
+ * it is theirs.
  */
 export function reasonForLog(message: string): string {
   return message.replace(/"(?:[^"\\]|\\.)*"/g, '"…"');

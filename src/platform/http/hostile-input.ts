@@ -3,10 +3,10 @@ import { AppError } from '../errors.js';
 import { describeUnstorable, findUnstorable, MAX_BODY_DEPTH, printable, textProblem } from '../lib/storable.js';
 
 /**
- * Input PostgreSQL would refuse, refused at the edge with a 400 in the route's error format, before any handler
- * runs: a NUL or an unpaired surrogate in a path parameter, a query key or value, or a body string or key (a body
- * nested deeper than MAX_BODY_DEPTH is refused by the parser, src/platform/http/json-body.ts). Otherwise such input reached
- * a query and came back as a 500, or worse, was accepted and failed later.
+ * Input PostgreSQL would refuse, refused at the edge with a 400 in the route's error format, before any handler runs: a
+ * NUL or an unpaired surrogate in a path parameter, a query key or value, or a body string or key (a body nested deeper
+ * than MAX_BODY_DEPTH is refused by the parser, src/platform/http/json-body.ts). Otherwise such input reached a query
+ * and came back as a 500, or worse, was accepted and failed later.
  */
 
 /**

@@ -15,10 +15,10 @@ declare module 'fastify' {
 const HEADER = 'idempotency-key';
 
 /**
- * Idempotency-Key on the routes that enqueue work (src/platform/idempotency/keys.ts). After authentication and validation, a
- * key is claimed; a repeat gets the first answer (with `Idempotent-Replayed: true`), the same key with another
- * request 422, a repeat while the first still runs 409. A claim whose request did not succeed is let go, so a retry
- * runs; a route that did not answer its key in its own transaction has it answered here as a fallback.
+ * Idempotency-Key on the routes that enqueue work (src/platform/idempotency/keys.ts). After authentication and
+ * validation, a key is claimed; a repeat gets the first answer (with `Idempotent-Replayed: true`), the same key with
+ * another request 422, a repeat while the first still runs 409. A claim whose request did not succeed is let go, so a
+ * retry runs; a route that did not answer its key in its own transaction has it answered here as a fallback.
  */
 export function registerIdempotency(app: FastifyInstance): void {
   app.addHook('preHandler', async (req: FastifyRequest, reply: FastifyReply) => {
@@ -68,7 +68,8 @@ export function registerIdempotency(app: FastifyInstance): void {
         req.log.warn({ err }, 'could not record the answer of an idempotency key'),
       );
     } else if (!succeeded) {
-      // Only an unanswered claim goes: an answer the work's transaction committed stays (releaseKey keeps answered keys).
+      // Only an unanswered claim goes: an answer the work's transaction committed stays (releaseKey keeps answered
+      // keys).
       await releaseKey(app.ctx.pool, handle.claim).catch((err: unknown) =>
         req.log.warn({ err }, 'could not release an idempotency key'),
       );

@@ -1,8 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { MAX_NESTING } from '../../features/catalogs/item-bodies.js';
 import { AppError } from '../errors.js';
 import { describeKeyProblem, jsonKeyProblem, parsedKeys, scanJsonText, TOO_DEEP } from '../lib/json-keys.js';
-import { MAX_BODY_DEPTH } from '../lib/storable.js';
+import { MAX_BODY_DEPTH, MAX_VALUE_NESTING } from '../lib/storable.js';
 
 /** The media types a JSON route takes; anything else is 415 (`unsupportedMediaType`). */
 const JSON_TYPES = ['application/json', 'application/scim+json'];
@@ -32,11 +31,12 @@ export function unsupportedMediaType(req: FastifyRequest): AppError {
 function tooDeep(req: FastifyRequest): AppError {
   const message = `Invalid body: arrays and objects may be nested at most ${MAX_BODY_DEPTH} levels deep`;
   if (req.routeOptions.config?.errorFormat === 'catalog') {
-    // The catalog routes' own refusal of deep values, which the spec documents (their limit is lower: MAX_NESTING).
+    // The catalog routes' own refusal of deep values, which the spec documents (their limit is lower:
+    // MAX_VALUE_NESTING).
     const catalogErrors = [
       {
         id: 'too-deep-nesting-in-value-object',
-        message: `Item values cannot be nested more than ${MAX_NESTING} levels deep`,
+        message: `Item values cannot be nested more than ${MAX_VALUE_NESTING} levels deep`,
         parameters: [],
         parameter_values: [],
       },
@@ -50,8 +50,8 @@ function tooDeep(req: FastifyRequest): AppError {
  * The one parser of request bodies: JSON (and SCIM's JSON) as UTF-8. Fastify's text/plain parser is removed, so a
  * text body is 415 like every other media type rather than a string the route's schema refuses for its shape.
  *
- * Before parsing, a scan of the text (src/platform/lib/json-keys.ts) refuses nesting beyond MAX_BODY_DEPTH; after it, a key
- * given twice in one object (JSON.parse would keep the last silently) and the prototype keys `__proto__` and
+ * Before parsing, a scan of the text (src/platform/lib/json-keys.ts) refuses nesting beyond MAX_BODY_DEPTH; after it, a
+ * key given twice in one object (JSON.parse would keep the last silently) and the prototype keys `__proto__` and
  * `constructor.prototype` are refused, each with a 400 naming the key and its path.
  */
 export function registerJsonBody(app: FastifyInstance): void {

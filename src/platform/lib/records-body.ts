@@ -1,8 +1,6 @@
 import { z } from 'zod';
-import type { PoolClient } from '../db/pool.js';
 import { badRequest } from '../errors.js';
 import { parseIsoTime } from './iso-time.js';
-import { lockForTransaction, lockNames } from '../db/advisory-locks.js';
 
 /** Records one internal request may carry; each kind is written in one statement per batch. */
 export const MAX_RECORDS_PER_REQUEST = 5_000;
@@ -47,13 +45,4 @@ export function refuseUnknown(field: string, values: (string | undefined)[], kno
   if (unknown.length === 0) return;
   const more = unknown.length > 5 ? ` and ${unknown.length - 5} more` : '';
   throw badRequest(`Unknown ${field}: ${unknown.slice(0, 5).join(', ')}${more}; nothing was recorded`);
-}
-
-/**
- * Takes the workspace's ingestion lock before updating profiles: an ingestion batch updating the same profiles in
- * another order would otherwise deadlock with us. The lock is `lockWorkspaces`'s in src/pipelines/ingest/apply/apply-transaction.ts,
- * taken here without depending on the ingestion module.
- */
-export async function lockWorkspaceProfiles(client: PoolClient, workspaceId: string): Promise<void> {
-  await lockForTransaction(client, lockNames.ingest(workspaceId));
 }

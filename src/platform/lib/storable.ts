@@ -14,6 +14,13 @@
  */
 export const MAX_BODY_DEPTH = 64;
 
+/**
+ * Values (a catalog item's field, an event property, a custom attribute) nest at most 50 levels, a value that is an
+ * array or object being level 1: the spec's one nesting bound, that of catalog item values (its Limits table), held
+ * for properties and custom attributes too, as the spec gives none for these.
+ */
+export const MAX_VALUE_NESTING = 50;
+
 /** Why a value cannot be stored as it is. */
 export type UnstorableKind = 'nul' | 'surrogate' | 'too_deep' | 'not_finite';
 

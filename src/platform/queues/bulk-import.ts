@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import type { Queues } from './index.js';
+import type { QueueOf } from './queue-access.js';
 
 /** Runs bulk imports (src/pipelines/ingest/import/imports.ts). */
 export const BULK_IMPORT_QUEUE = 'bulk-import' as const;
+type Queues = QueueOf<typeof BULK_IMPORT_QUEUE, typeof BulkImportPayload>;
 
 /** A bulk-import job names its imports row; everything else (file, position) is read from there. */
 export const BulkImportPayload = z.object({ importId: z.uuid() });

@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import type { Config } from '../config.js';
-import type { Queues } from './index.js';
+import type { QueueOf } from './queue-access.js';
 
 /** Firings of scheduled canvas triggers (delayed jobs), and the sweep that arms schedules the workspace file wrote. */
 export const CANVAS_SCHEDULE_QUEUE = 'canvas-schedule' as const;
+type Queues = QueueOf<typeof CANVAS_SCHEDULE_QUEUE, typeof CanvasSchedulePayload>;
 
 /** One firing: the schedule row, the version it was armed for, and its UTC instant. */
 export const CanvasFirePayload = z.object({

@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import type { Queues } from './index.js';
+import type { QueueOf } from './queue-access.js';
 
 /** Asynchronous catalog batch replace and delete, recorded in catalog_batches before the 202 (src/features/catalogs/batches.ts). */
 export const CATALOG_BATCH_QUEUE = 'catalog-batch' as const;
+type Queues = QueueOf<typeof CATALOG_BATCH_QUEUE, typeof CatalogBatchPayload>;
 
 /**
  * A request that was validated in full before it was queued. The items carry catalog content, never personal data.

@@ -1,12 +1,12 @@
 import { z } from 'zod';
-import type { CdiSchedule } from '../../pipelines/cdi/integrations.js';
-import type { Queues } from './index.js';
+import type { QueueOf } from './queue-access.js';
 
 /**
- * Cloud Data Ingestion: the runs of syncs (src/pipelines/cdi/sync.ts), the integrations' schedules (one BullMQ job scheduler
- * each), and the periodic re-sync of those schedulers with the workspace file's integrations.
+ * Cloud Data Ingestion: the runs of syncs (src/pipelines/cdi/sync.ts), the integrations' schedules (one BullMQ job
+ * scheduler each), and the periodic re-sync of those schedulers with the workspace file's integrations.
  */
 export const CDI_SYNC_QUEUE = 'cdi-sync' as const;
+type Queues = QueueOf<typeof CDI_SYNC_QUEUE, typeof CdiSyncPayload>;
 
 export const CdiSyncPayload = z.union([
   /** Runs (or resumes) a recorded sync job. */
@@ -36,8 +36,11 @@ export async function enqueueSync(queues: Queues, jobId: string): Promise<void> 
   await queues.get(CDI_SYNC_QUEUE).add('sync', { jobId }, { ...JOB_OPTIONS, jobId: syncJobId(jobId) });
 }
 
+/** When a scheduler fires: every n minutes, or on a cron pattern in a time zone (an integration's `schedule`). */
+export type SyncSchedule = { every_minutes: number } | { cron: string; time_zone: string };
+
 /** Creates or updates an integration's scheduler (throws on an invalid cron pattern or time zone). */
-export async function upsertCdiSchedule(queues: Queues, integrationId: string, schedule: CdiSchedule): Promise<void> {
+export async function upsertCdiSchedule(queues: Queues, integrationId: string, schedule: SyncSchedule): Promise<void> {
   const repeat =
     'every_minutes' in schedule
       ? { every: schedule.every_minutes * 60_000 }

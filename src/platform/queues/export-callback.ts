@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import type { Queues } from './index.js';
+import type { QueueOf } from './queue-access.js';
 
 /** The POST to an export's callback_endpoint once it is ready or failed. */
 export const EXPORT_CALLBACK_QUEUE = 'export-callback' as const;
+type Queues = QueueOf<typeof EXPORT_CALLBACK_QUEUE, typeof ExportCallbackPayload>;
 
 export const ExportCallbackBody = z.object({
   success: z.boolean(),

@@ -15,10 +15,10 @@ import { SEGMENT_EXPORT_QUEUE, SegmentExportPayload } from './segment-export.js'
 import { TRACK_INGEST_QUEUE, TrackIngestPayload } from './track-ingest.js';
 
 /**
- * The queues of the service, one module each under src/platform/queues/: its name, the zod schema of its payload, its job
- * options, and typed functions that add its jobs (every producer calls those; nothing outside src/platform/queues/,
- * src/runtime/workers.ts and jobs/ imports BullMQ). Processors live in jobs/, one file per queue, and parse what they receive
- * with the same schema (old or foreign jobs exist). Repeatable jobs are registered in ./repeatables.ts.
+ * The queues of the service, one module each under src/platform/queues/: its name, the zod schema of its payload, its
+ * job options, and typed functions that add its jobs (every producer calls those; nothing outside src/platform/queues/,
+ * src/runtime/workers.ts and jobs/ imports BullMQ). Processors live in jobs/, one file per queue, and parse what they
+ * receive with the same schema (old or foreign jobs exist). Repeatable jobs are registered in ./repeatables.ts.
  */
 export const QUEUE_PAYLOADS = {
   [SEGMENT_EXPORT_QUEUE]: SegmentExportPayload,

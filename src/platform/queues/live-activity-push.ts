@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import type { Queues } from './index.js';
+import type { QueueOf } from './queue-access.js';
 
 /** Delivers recorded live activity pushes (src/features/live-activities/push.ts). */
 export const LIVE_ACTIVITY_PUSH_QUEUE = 'live-activity-push' as const;
+type Queues = QueueOf<typeof LIVE_ACTIVITY_PUSH_QUEUE, typeof LiveActivityPushPayload>;
 
 /** Carries only the id of the recorded push: the payload and tokens are read from the store. */
 export const LiveActivityPushPayload = z.object({ pushId: z.number().int().positive() });

@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import type { Queues } from './index.js';
+import type { QueueOf } from './queue-access.js';
 
 /** Takes an ended live activity off the UI at its dismissal date. */
 export const LIVE_ACTIVITY_REMOVAL_QUEUE = 'live-activity-removal' as const;
+type Queues = QueueOf<typeof LIVE_ACTIVITY_REMOVAL_QUEUE, typeof LiveActivityRemovalPayload>;
 
 export const LiveActivityRemovalPayload = z.object({ liveActivityId: z.uuid() });
 

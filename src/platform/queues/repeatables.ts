@@ -7,9 +7,9 @@ import { registerTrackSweep } from './track-ingest.js';
 
 /**
  * Every repeatable job of the service, registered here and nowhere else: the track staging sweep, the canvas-schedule
- * sweep, the re-sync of scheduled exports and that of CDI schedules. Each queue's worker registers its own when it starts (through the
- * functions of its queue module), and the reconciler registers them all on every pass, so a Redis that lost them has
- * them back within a pass. Registering is idempotent (BullMQ job schedulers are keyed by id).
+ * sweep, the re-sync of scheduled exports and that of CDI schedules. Each queue's worker registers its own when it
+ * starts (through the functions of its queue module), and the reconciler registers them all on every pass, so a Redis
+ * that lost them has them back within a pass. Registering is idempotent (BullMQ job schedulers are keyed by id).
  */
 export async function registerRepeatableJobs(
   queues: Queues,

@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import type { Queues } from './index.js';
+import type { QueueOf } from './queue-access.js';
 
 /** Runs of the scheduled exports of the workspace file (one job scheduler each), and their periodic re-sync. */
 export const SCHEDULED_EXPORT_QUEUE = 'scheduled-export' as const;
+type Queues = QueueOf<typeof SCHEDULED_EXPORT_QUEUE, typeof ScheduledExportPayload>;
 
 export const ScheduledExportPayload = z.union([
   z.object({ scheduledExportId: z.uuid() }),

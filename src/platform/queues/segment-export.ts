@@ -1,10 +1,11 @@
 import { z } from 'zod';
-import type { Queues } from './index.js';
+import type { FlowsOf } from './queue-access.js';
 import { EXPORT_SHARD_QUEUE, shardJobOptions, type ExportShardPayload } from './export-shard.js';
 import { DEFAULT_JOB_OPTIONS } from './options.js';
 
 /** The parent of an export's shard jobs (one BullMQ flow): finishes the export once every shard has ended. */
 export const SEGMENT_EXPORT_QUEUE = 'segment-export' as const;
+type Queues = FlowsOf;
 
 /** Ids only, never profile data. Changes stay additive: old jobs must still parse. */
 export const SegmentExportPayload = z.object({ exportId: z.uuid() });

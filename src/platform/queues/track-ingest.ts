@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import type { Queues } from './index.js';
+import type { QueueOf } from './queue-access.js';
 
 /** Applies staged /users/track rows (src/pipelines/ingest/apply/drain-staging.ts). */
 export const TRACK_INGEST_QUEUE = 'track-ingest' as const;
+type Queues = QueueOf<typeof TRACK_INGEST_QUEUE, typeof TrackIngestPayload>;
 
 /** A track-ingest job: everything staged when it starts; `stagedId` (jobs queued by older versions) through that row. */
 export const TrackIngestPayload = z.object({ stagedId: z.number().int().positive().optional() });

@@ -38,9 +38,3 @@ export const GcsDestination = z
 
 export const Destination = z.discriminatedUnion('provider', [S3Destination, GcsDestination]);
 export type Destination = z.infer<typeof Destination>;
-
-/** What may be shown of a destination: everything but its secrets. */
-export function describeDestination(d: Destination): Record<string, unknown> {
-  const { credentials: _omitted, ...rest } = d;
-  return { ...rest, credentials: d.credentials ? 'configured' : 'ambient' };
-}

@@ -1,9 +1,9 @@
 import type { Pool, PoolClient } from '../../platform/db/pool.js';
 
 /**
- * The statements of the `segments` table, apart from the workspace file's upsert of its rows (src/features/workspace/apply-specs.ts
- * writes every declared table the same way): a segment looked up by the id the API knows it by, a batch of them for
- * the workspace file's references, and the list endpoint's page.
+ * The statements of the `segments` table, apart from the workspace file's upsert of its rows
+ * (src/features/workspace/apply-specs.ts writes every declared table the same way): a segment looked up by the id the
+ * API knows it by, a batch of them for the workspace file's references, and the list endpoint's page.
  */
 
 export interface SegmentRow {

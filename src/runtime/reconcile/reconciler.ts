@@ -5,18 +5,7 @@ import { forgetExpiredKeys } from '../../platform/idempotency/keys.js';
 import type { Logger } from '../../platform/logger.js';
 import type { Queues } from '../../platform/queues/index.js';
 import { redisKeyPrefix, type Redis } from '../../platform/redis.js';
-import {
-  repairCatalogBatches,
-  repairCdiSyncs,
-  repairExportCallbacks,
-  repairExports,
-  repairImports,
-  repairLiveActivities,
-  repairSchedules,
-  repairStagedTrack,
-  type RepairDeps,
-  type Repaired,
-} from './repairs.js';
+import { REPAIRS, type RepairDeps, type Repaired } from './repairs.js';
 import { lockNames, tryLockForTransaction } from '../../platform/db/advisory-locks.js';
 
 /**
@@ -134,14 +123,7 @@ export class Reconciler {
     const deps: RepairDeps = this.deps;
     const full = redisLost || this.passes % FULL_EVERY_PASSES === 1;
     const kinds: Array<[string, () => Promise<number>]> = [
-      ['schedules', () => repairSchedules(deps, full)],
-      ['exports', () => repairExports(deps)],
-      ['export callbacks', () => repairExportCallbacks(deps)],
-      ['staged track objects', () => repairStagedTrack(deps)],
-      ['catalog batches', () => repairCatalogBatches(deps)],
-      ['imports', () => repairImports(deps)],
-      ['CDI syncs', () => repairCdiSyncs(deps)],
-      ['live activities', () => repairLiveActivities(deps)],
+      ...REPAIRS.map((r): [string, () => Promise<number>] => [r.kind, () => r.run(deps, full)]),
       // Not lost work: records past their use, dropped here because a pass runs anyway.
       ['expired idempotency keys', () => forgetExpiredKeys(deps.pool)],
       [

@@ -8,6 +8,10 @@ import { pendingCallbacksBefore, unfinishedExportsBefore } from '../../pipelines
 import { syncExportSchedules } from '../../pipelines/exports/request/schedules.js';
 import { syncCdiSchedules } from '../../pipelines/cdi/schedules.js';
 import { CDI_SYNC_QUEUE, enqueueSync, syncJobId } from '../../platform/queues/cdi-sync.js';
+import { CANVAS_SCHEDULE_QUEUE } from '../../platform/queues/canvas-schedule.js';
+import { EXPORT_SHARD_QUEUE } from '../../platform/queues/export-shard.js';
+import { SCHEDULED_EXPORT_QUEUE } from '../../platform/queues/scheduled-export.js';
+import { lockNames } from '../../platform/db/advisory-locks.js';
 import { exportShards } from '../../pipelines/exports/shard/shard-ranges.js';
 import type { Logger } from '../../platform/logger.js';
 import { BULK_IMPORT_QUEUE, enqueueImport, importJobId } from '../../platform/queues/bulk-import.js';
@@ -22,7 +26,7 @@ import {
 } from '../../platform/queues/live-activity-removal.js';
 import { registerRepeatableJobs } from '../../platform/queues/repeatables.js';
 import { enqueueExportFlow, SEGMENT_EXPORT_QUEUE } from '../../platform/queues/segment-export.js';
-import { enqueueApply } from '../../platform/queues/track-ingest.js';
+import { enqueueApply, TRACK_INGEST_QUEUE } from '../../platform/queues/track-ingest.js';
 import { redisKeyPrefix, type Redis } from '../../platform/redis.js';
 
 /**
@@ -202,7 +206,7 @@ export async function repairCdiSyncs(deps: RepairDeps): Promise<number> {
     const free = await deps.pool.query<{ free: boolean }>(
       `SELECT NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
                             AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended($1, 0)) AS free`,
-      [`ces-cdi:${integration_id}`],
+      [lockNames.cdiSync(integration_id)],
     );
     if (!free.rows[0]!.free) continue;
     await enqueueSync(deps.queues, id);
@@ -211,3 +215,34 @@ export async function repairCdiSyncs(deps: RepairDeps): Promise<number> {
   }
   return queued;
 }
+
+/** One kind of lost work the reconciler queues again, and the queues whose jobs it makes. */
+export interface Repair {
+  kind: string;
+  queues: QueueName[];
+  run: (deps: RepairDeps, full: boolean) => Promise<number>;
+}
+
+/**
+ * Every repair, in the order a pass runs them. A queue added to the service needs one here that names it:
+ * test/platform/queue-registry.test.ts fails for a queue that no repair names, so work of a new queue that Redis loses
+ * is never left unqueued.
+ */
+export const REPAIRS: Repair[] = [
+  {
+    kind: 'schedules',
+    queues: [SCHEDULED_EXPORT_QUEUE, CANVAS_SCHEDULE_QUEUE, CDI_SYNC_QUEUE, TRACK_INGEST_QUEUE],
+    run: repairSchedules,
+  },
+  { kind: 'exports', queues: [SEGMENT_EXPORT_QUEUE, EXPORT_SHARD_QUEUE], run: repairExports },
+  { kind: 'export callbacks', queues: [EXPORT_CALLBACK_QUEUE], run: repairExportCallbacks },
+  { kind: 'staged track objects', queues: [TRACK_INGEST_QUEUE], run: repairStagedTrack },
+  { kind: 'catalog batches', queues: [CATALOG_BATCH_QUEUE], run: repairCatalogBatches },
+  { kind: 'imports', queues: [BULK_IMPORT_QUEUE], run: repairImports },
+  { kind: 'CDI syncs', queues: [CDI_SYNC_QUEUE], run: repairCdiSyncs },
+  {
+    kind: 'live activities',
+    queues: [LIVE_ACTIVITY_PUSH_QUEUE, LIVE_ACTIVITY_REMOVAL_QUEUE],
+    run: repairLiveActivities,
+  },
+];

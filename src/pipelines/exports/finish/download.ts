@@ -19,7 +19,8 @@ function sign(secret: string, objectPrefix: string): string {
 
 /**
  * The download address of an export to the built-in store. It is signed, not stored: any API process with the same
- * DOWNLOAD_URL_SECRET serves it. Its lifetime runs from the moment the export is ready (kept in exports.url_expires_at).
+ * DOWNLOAD_URL_SECRET serves it. Its lifetime runs from the moment the export is ready (kept in
+ * exports.url_expires_at).
  */
 export function downloadUrl(
   config: Pick<Config, 'DOWNLOAD_URL_SECRET'>,

@@ -6,7 +6,15 @@ import { publicBaseUrl, type Config } from '../../../platform/config.js';
 import type { Pool } from '../../../platform/db/pool.js';
 import { enqueueExportCallback, type ExportCallbackBody } from '../../../platform/queues/export-callback.js';
 import { downloadUrl } from './download.js';
-import { forgetMembers, loadExport, setCallbackPending, setFailed, setReady, type ExportRow } from '../export-rows.js';
+import {
+  forgetMembers,
+  loadExport,
+  setCallbackPending,
+  setFailed,
+  setReady,
+  type ExportCallbackRow,
+  type ExportRow,
+} from '../export-rows.js';
 import {
   lockKeys,
   markRunning,
@@ -14,7 +22,7 @@ import {
   partWriterOptions,
   removePartialFiles,
   type ExportJobDeps,
-} from '../export-jobs.js';
+} from '../running-export.js';
 import { NdjsonLines, type LineBatch } from '../shard/line-batches.js';
 import { releaseExportLock, withLeaseRenewal } from '../holds.js';
 import { buildManifest, type ManifestReadFrom } from './manifest.js';
@@ -306,17 +314,6 @@ async function completedCounts(
 function callbackEndpoint(exp: ExportRow): string | null {
   const parsed = ExportSpecSchema.safeParse(exp.request);
   return parsed.success ? parsed.data.callbackEndpoint : null;
-}
-
-/** What the callback of a finished export is made from (columns of `exports`). */
-export interface ExportCallbackRow {
-  id: string;
-  object_prefix: string;
-  destination: string;
-  request: unknown;
-  status: string;
-  error: string | null;
-  public_base_url: string | null;
 }
 
 /** The callback of a finished export: what it says, and where it goes (null when the request named no endpoint). */

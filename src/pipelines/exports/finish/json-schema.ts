@@ -8,11 +8,11 @@ import {
 import type { ExportField } from '../request/request-body.js';
 
 /**
- * schema.json, written beside an export's parts and named in its manifest: a JSON Schema (draft 2020-12) of one line
- * of a `users` part, with the types the Parquet parts use (src/pipelines/exports/shard/parquet-schema.ts), and of a `removed` part in
- * `$defs`. It is derived from the request alone (fields, custom attributes, format), never from the data, so two
- * exports of the same fields and format have byte-identical schema files, and a loader can create its table before
- * the first part arrives.
+ * schema.json, written beside an export's parts and named in its manifest: a JSON Schema (draft 2020-12) of one line of
+ * a `users` part, with the types the Parquet parts use (src/pipelines/exports/shard/parquet-schema.ts), and of a
+ * `removed` part in `$defs`. It is derived from the request alone (fields, custom attributes, format), never from the
+ * data, so two exports of the same fields and format have byte-identical schema files, and a loader can create its
+ * table before the first part arrives.
  *
  * Types: every column may be null (an export line leaves out what a user lacks). Timestamps are RFC 3339 strings
  * (`format: date-time`, TIMESTAMP WITH TIME ZONE in Parquet), dates `format: date`. `custom_attributes` is one column

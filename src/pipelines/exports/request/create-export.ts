@@ -112,9 +112,9 @@ async function exportableSegment(pool: Pool, workspaceId: string, segmentApiId: 
 
 /**
  * For an incremental export (changes_since), the export it follows: set as `spec.changesSince`, and its member layers
- * returned (null for a full export), or why the export runs full after all. A base older than the tombstones' bound (TOMBSTONE_RETENTION_DAYS) cannot name
- * every user deleted since: the export falls back to a full one (no changes_since in its manifest, so a loader
- * replaces the table), the only answer that is right whatever was deleted.
+ * returned (null for a full export), or why the export runs full after all. A base older than the tombstones' bound
+ * (TOMBSTONE_RETENTION_DAYS) cannot name every user deleted since: the export falls back to a full one (no
+ * changes_since in its manifest, so a loader replaces the table), the only answer that is right whatever was deleted.
  */
 async function resolveIncrementalBase(
   { pool, config, log }: Pick<CreateExportDeps, 'pool' | 'config' | 'log'>,

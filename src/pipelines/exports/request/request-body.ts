@@ -226,7 +226,8 @@ export function callbackPolicy(config: {
 
 /**
  * True for an IP literal outside public unicast space, in any spelling: loopback, private, link-local, unique-local,
- * CGNAT, documentation, multicast, unspecified, and IPv6 forms carrying such an IPv4 address (see src/platform/lib/ip-address.ts).
+ * CGNAT, documentation, multicast, unspecified, and IPv6 forms carrying such an IPv4 address (see
+ * src/platform/lib/ip-address.ts).
  */
 export function isPrivateAddress(address: string): boolean {
   return isNonPublicAddress(address);

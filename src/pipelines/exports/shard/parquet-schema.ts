@@ -2,8 +2,8 @@ import type { ExportField } from '../request/request-body.js';
 
 /**
  * The typed columns of a Parquet part. The shapes of the nested values are the spec's "User export record" as this
- * service stores them (src/platform/db/migrations/0001_core.sql, src/features/synthetic-users/, src/features/canvases/fire.ts) and
- * src/pipelines/exports/shard/line-query.ts prints them.
+ * service stores them (src/platform/db/migrations/0001_core.sql, src/features/synthetic-users/,
+ * src/features/canvases/fire.ts) and src/pipelines/exports/shard/line-query.ts prints them.
  */
 
 /** A leaf type. `timestamp` is TIMESTAMP(isAdjustedToUTC) and `json` a string column holding a JSON text. */
@@ -115,7 +115,8 @@ export const FIELD_TYPES: Record<ExportField, ParquetType> = {
 
 /**
  * The typed columns of a users part for these export fields (in the request's order; custom_attributes appended when
- * customAttributes is set and the field was not requested, exactly as src/pipelines/exports/shard/line-query.ts exportLineSelect does).
+ * customAttributes is set and the field was not requested, exactly as src/pipelines/exports/shard/line-query.ts
+ * exportLineSelect does).
  */
 export function usersParquetColumns(spec: {
   fields: readonly ExportField[];

@@ -252,9 +252,9 @@ interface SizedPart {
 }
 
 /**
- * part_target_mb: each part is compressed into a spool file while its lines are read, and ends at the first batch
- * (at most 256 KiB of NDJSON) after the compressed bytes reach `partBytes`; with what the compressor still holds,
- * a part lands a few hundred KiB above the target (2-3% at 16 MiB in test/exports/export-part-size.test.ts). Finished parts
+ * part_target_mb: each part is compressed into a spool file while its lines are read, and ends at the first batch (at
+ * most 256 KiB of NDJSON) after the compressed bytes reach `partBytes`; with what the compressor still holds, a part
+ * lands a few hundred KiB above the target (2-3% at 16 MiB in test/exports/export-part-size.test.ts). Finished parts
  * upload while the next is read; the shard's last part is short.
  */
 async function writePartsBySize(

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PoolClient } from '../../../platform/db/pool.js';
-import type { ExportJobDeps } from '../export-jobs.js';
+import type { ExportJobDeps } from '../running-export.js';
 import type { ExportRow } from '../export-rows.js';
 
 /**

@@ -5,7 +5,7 @@ import { withTransaction, type Pool, type PoolClient } from '../../../platform/d
 import { SegmentFilterSchema, type SegmentFilter } from '../../../profiles/segments/filter.js';
 import type { WorkspaceStore } from '../../../platform/storage/stores.js';
 import { baseMembersState, loadExport, type ExportRow } from '../export-rows.js';
-import { lockKeys, markRunning, openStore, partWriterOptions, type ExportJobDeps } from '../export-jobs.js';
+import { lockKeys, markRunning, openStore, partWriterOptions, type ExportJobDeps } from '../running-export.js';
 import { CopyBinaryLines, type LineBatch } from './line-batches.js';
 import { renewExportLock, withLeaseRenewal } from '../holds.js';
 import { failExport } from '../finish/finish-export.js';

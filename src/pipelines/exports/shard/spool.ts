@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 /**
- * Spool directories: where an export shard keeps the NDJSON of the parts it is cutting (src/pipelines/exports/shard/part-writer.ts).
- * A shard removes its own when it ends; a worker killed mid-shard cannot, so each name carries the pid of the process
- * that made it, and a starting worker removes those of processes that no longer run. (Processes sharing a temporary
- * directory must then share a pid namespace: one machine, or one container.)
+ * Spool directories: where an export shard keeps the NDJSON of the parts it is cutting
+ * (src/pipelines/exports/shard/part-writer.ts). A shard removes its own when it ends; a worker killed mid-shard cannot,
+ * so each name carries the pid of the process that made it, and a starting worker removes those of processes that no
+ * longer run. (Processes sharing a temporary directory must then share a pid namespace: one machine, or one container.)
  */
 
 const PREFIX = 'ces-export-';

@@ -1,12 +1,12 @@
 import type { Pool } from '../../../platform/db/pool.js';
 import type { ClaimedKey } from '../../../platform/idempotency/keys.js';
 import { splitByPartition } from '../apply/partitions.js';
-import type { TrackObjects } from '../types.js';
+import type { TrackObjects } from '../../../profiles/tracked-types.js';
 
 /**
- * The accepting side of the staging log (../apply/drain-staging.ts drains it): a /users/track request's objects, or a user-data
- * request's commands (../apply/commands.ts), committed to ingest_staging before the answer, grouped with other requests'
- * rows into one INSERT and one commit.
+ * The accepting side of the staging log (../apply/drain-staging.ts drains it): a /users/track request's objects, or a
+ * user-data request's commands (../apply/commands.ts), committed to ingest_staging before the answer, grouped with
+ * other requests' rows into one INSERT and one commit.
  */
 
 export interface StagedRow {

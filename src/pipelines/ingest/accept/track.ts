@@ -8,9 +8,9 @@ import type { Metrics } from '../../../platform/metrics.js';
 import type { Queues } from '../../../platform/queues/index.js';
 import { enqueueApply } from '../../../platform/queues/track-ingest.js';
 import { stageObjects } from './staging-writer.js';
-import { toIso } from './event-time.js';
-import type { ObjectError, TrackArray } from '../types.js';
-import { FatalTrackError, validateTrackBody } from './validate.js';
+import { toIso } from '../../../profiles/validation/event-time.js';
+import type { ObjectError, TrackArray } from '../../../profiles/tracked-types.js';
+import { FatalTrackError, validateTrackBody } from '../../../profiles/validation/validate.js';
 
 export interface TrackDeps {
   config: Pick<Config, 'INGEST_PARTITIONS'>;
@@ -31,8 +31,8 @@ export interface TrackAnswer {
 }
 
 /**
- * Every track request shares one waiting apply job (src/platform/queues/track-ingest.ts deduplicates the adds). One job per
- * request cost a Redis script on each side and a PostgreSQL round trip per request for the worker.
+ * Every track request shares one waiting apply job (src/platform/queues/track-ingest.ts deduplicates the adds). One job
+ * per request cost a Redis script on each side and a PostgreSQL round trip per request for the worker.
  */
 const kickers = new WeakMap<Queues, () => void>();
 

@@ -1,58 +1,16 @@
 import type { Pool, PoolClient } from '../../../platform/db/pool.js';
-import type { TrackObjects } from '../types.js';
-import { stagedNames } from './staged-users.js';
+import type { TrackObjects } from '../../../profiles/tracked-types.js';
+import { NAMES_FROM_JSON, stagedNames } from '../../../profiles/commands/staged-users.js';
+import { capped, type DataError } from '../../../profiles/write/data-errors.js';
 
 /**
- * Dead letters: objects PostgreSQL refuses at apply time (a NUL in an identifier, a lone surrogate in an event name,
- * a number out of range...), and staged rows that are not a payload at all. Such a row fails its batch on every
- * attempt, and batches are retried until they commit, so one of them used to stall every other row of its
- * partition. The apply isolates them instead (`applyIsolating`, ./apply-isolating.ts) and moves them to ingest_dead_letters in the
- * batch's own transaction; the rest of the batch commits. Nothing there is retried automatically: an operator
+ * Dead letters: objects PostgreSQL refuses at apply time (a NUL in an identifier, a lone surrogate in an event name, a
+ * number out of range...), and staged rows that are not a payload at all. Such a row fails its batch on every attempt,
+ * and batches are retried until they commit, so one of them used to stall every other row of its partition. The apply
+ * isolates them instead (`applyIsolating`, src/profiles/write/apply-isolating.ts) and moves them to ingest_dead_letters
+ * in the batch's own transaction; the rest of the batch commits. Nothing there is retried automatically: an operator
  * reads them, fixes them, and stages them again (`restageDeadLetters`, docs/ingestion.md "Dead letters").
  */
-
-/** Why an object was refused: the SQLSTATE (or 'payload') and PostgreSQL's message, which may quote the data. */
-export interface DataError {
-  code: string;
-  message: string;
-}
-
-const MAX_MESSAGE = 1000;
-const capped = (message: string) => (message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}...` : message);
-
-/**
- * The refusal, when an error is about the data a statement carried (so that the same rows fail again on every
- * attempt): class 22, data exception (22P05 untranslatable character, 22021 invalid byte sequence, 22P02 invalid
- * text representation, 22003 numeric value out of range, 22007 and 22008 dates...), class 23, integrity constraint
- * violation, and 54000/54001, a value too large or nested too deep. Null for everything else: a lost connection,
- * a deadlock or serialization failure (class 40), a lock or statement timeout, a full disk, a bug in our code. Those
- * roll the batch back whole, to be applied again later.
- */
-export function dataErrorOf(err: unknown): DataError | null {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !/^(?:2[23][0-9A-Z]{3}|5400[01])$/.test(code)) return null;
-  return { code, message: capped(String((err as Error).message)) };
-}
-
-const REASONS: Record<string, string> = {
-  payload: 'not a staged payload (not JSON, or not {events, purchases, attributes})',
-  '22P05': 'untranslatable character',
-  '22021': 'invalid byte sequence',
-  '22P02': 'invalid text representation',
-  '22003': 'numeric value out of range',
-  '22007': 'invalid datetime format',
-  '22008': 'datetime field overflow',
-  '54000': 'program limit exceeded',
-  '54001': 'statement too complex',
-};
-
-/**
- * A reason fit for a log line: PostgreSQL's messages (and JSON.parse's) may quote the data, which is personal, so
- * logs carry the code's name and the table keeps the message.
- */
-export function reasonOf(code: string): string {
-  return REASONS[code] ?? (code.startsWith('23') ? 'integrity constraint violation' : 'data exception');
-}
 
 /** Why a parsed staged payload is not one the apply can read (the apply would throw on it), or null. */
 export function payloadProblem(value: unknown): string | null {
@@ -115,9 +73,6 @@ export interface DeadLetter {
   payload: string;
   error: DataError;
 }
-
-/** The `names` of letters: hashes, by PostgreSQL (migration 0290), of each letter's JSON array `d.names`. */
-export const NAMES_FROM_JSON = `(SELECT coalesce(array_agg(DISTINCT identifier_hash(n)), '{}') FROM jsonb_array_elements_text(d.names::jsonb) AS n)`;
 
 /**
  * Records dead letters in the caller's transaction (the one that takes their rows out of the apply), each with the

@@ -3,23 +3,28 @@ import { settleAll } from '../../../platform/lib/settle.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { Metrics } from '../../../platform/metrics.js';
 import type { ApplyResult } from '../../../profiles/tracked-objects.js';
-import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction, yieldToEventLoop } from './apply-transaction.js';
-import { applyNextCommand, COMMAND_PART, NOT_BEHIND_A_COMMAND } from './commands.js';
-import { applyIsolating } from './apply-isolating.js';
-import { insertDeadLetters, parsePayload, reasonOf, type DataError, type DeadLetter } from './dead-letters.js';
+import { lockProfilePartition } from '../../../profiles/write/locks.js';
+import { retryOnDeadlock, tuneBatchTransaction } from '../../../profiles/write/transaction.js';
+import { yieldToEventLoop } from '../../../platform/lib/event-loop.js';
+import { COMMAND_PART } from '../accept/stage-commands.js';
+import { applyNextCommand, NOT_BEHIND_A_COMMAND } from './command-rows.js';
+import { applyIsolating } from '../../../profiles/write/apply-isolating.js';
+import { reasonOf, type DataError } from '../../../profiles/write/data-errors.js';
+import { insertDeadLetters, parsePayload, type DeadLetter } from './dead-letters.js';
 import { ingestMetrics } from '../metrics.js';
-import type { TrackObjects } from '../types.js';
+import type { TrackObjects } from '../../../profiles/tracked-types.js';
 
 /**
  * The draining side of the durable log between an accepted /users/track (or user-data) request and its application:
- * rows of ingest_staging, committed before the answer by ../accept/staging-writer.ts; a BullMQ job then asks for them. A worker applies staged rows in batches, each
- * workspace's oldest first and the workspaces in turns (`TAKE_BATCH_SQL`), deleting them in the same transaction as
- * the profile updates, so a job retried after a crash finds its row gone and applies nothing twice, and a job lost
- * with Redis loses no data (the next job, or the sweep, drains every older row). A row PostgreSQL refuses moves to
- * ingest_dead_letters in that transaction instead (src/pipelines/ingest/apply/dead-letters.ts). A request is staged as one row per
- * ingestion partition its objects fall in (src/pipelines/ingest/apply/partitions.ts), all in one INSERT, so a request is staged whole
- * or not at all. Rows of user-data commands (./commands.ts) are barriers: a workspace's rows staged after one wait
- * until it has been applied, and it waits for the rows staged before it.
+ * rows of ingest_staging, committed before the answer by ../accept/staging-writer.ts; a BullMQ job then asks for them.
+ * A worker applies staged rows in batches, each workspace's oldest first and the workspaces in turns
+ * (`TAKE_BATCH_SQL`), deleting them in the same transaction as the profile updates, so a job retried after a crash
+ * finds its row gone and applies nothing twice, and a job lost with Redis loses no data (the next job, or the sweep,
+ * drains every older row). A row PostgreSQL refuses moves to ingest_dead_letters in that transaction instead
+ * (src/pipelines/ingest/apply/dead-letters.ts). A request is staged as one row per ingestion partition its objects fall
+ * in (src/pipelines/ingest/apply/partitions.ts), all in one INSERT, so a request is staged whole or not at all. Rows of
+ * user-data commands (./commands.ts) are barriers: a workspace's rows staged after one wait until it has been applied,
+ * and it waits for the rows staged before it.
  */
 
 export interface DrainOptions {
@@ -142,7 +147,7 @@ async function applyNextBatch(
       if ('error' in parsed) deadLetters.push(letter(r, parsed.error));
       else items.push({ row: r, objects: parsed.objects });
     }
-    await lockIngestPartition(
+    await lockProfilePartition(
       client,
       items.map((b) => b.row.workspace_id),
       range.from,

@@ -1,4 +1,4 @@
-import type { Identity, TrackObjects } from '../types.js';
+import type { Identity, TrackObjects } from '../../../profiles/tracked-types.js';
 
 /**
  * Ingestion partitions. A workspace's objects are split by a hash of the user identifier they name, and each

@@ -10,13 +10,13 @@ import { localKeyProblem, MAX_LOCAL_KEY_LENGTH } from '../../../platform/storage
 import { storeFor, workspaceStorage, type WorkspaceStore } from '../../../platform/storage/stores.js';
 
 /**
- * Bulk imports: a file of event objects (NDJSON, or one JSON array; optionally gzipped) read as a stream from the
- * local store or the workspace's S3/GCS bucket, validated object by object with the /users/track rules, applied in
- * batches by the same set-based code, each batch as one transaction per ingestion partition (src/pipelines/ingest/apply/partitions.ts),
- * at once. Each partition commits its own position (records handled) in the same transaction as its profile
- * updates, so an import restarted after a crash resumes at the lowest committed position and applies a record
- * only in the partitions that had not committed it: never twice. Refused records go to `<key>.rejects.ndjson`
- * beside the file as {line, reason, object}.
+ * Bulk imports: a file of event objects (NDJSON, or one JSON array; optionally gzipped) read as a stream from the local
+ * store or the workspace's S3/GCS bucket, validated object by object with the /users/track rules, applied in batches by
+ * the same set-based code, each batch as one transaction per ingestion partition
+ * (src/pipelines/ingest/apply/partitions.ts), at once. Each partition commits its own position (records handled) in the
+ * same transaction as its profile updates, so an import restarted after a crash resumes at the lowest committed
+ * position and applies a record only in the partitions that had not committed it: never twice. Refused records go to
+ * `<key>.rejects.ndjson` beside the file as {line, reason, object}.
  */
 
 export const IMPORT_FORMATS = ['ndjson', 'json'] as const;

@@ -9,14 +9,16 @@ import type { Logger } from '../../../platform/logger.js';
 import type { Metrics } from '../../../platform/metrics.js';
 import { ObjectNotFoundError, type ObjectStore } from '../../../platform/storage/object-store.js';
 import type { WorkspaceStore } from '../../../platform/storage/stores.js';
-import { lockIngestPartition, retryOnDeadlock, tuneBatchTransaction } from '../apply/apply-transaction.js';
-import { applyIsolating } from '../apply/apply-isolating.js';
-import { insertDeadLetters, reasonOf, type DataError, type DeadLetter } from '../apply/dead-letters.js';
+import { lockProfilePartition } from '../../../profiles/write/locks.js';
+import { retryOnDeadlock, tuneBatchTransaction } from '../../../profiles/write/transaction.js';
+import { applyIsolating } from '../../../profiles/write/apply-isolating.js';
+import { reasonOf, type DataError } from '../../../profiles/write/data-errors.js';
+import { insertDeadLetters, type DeadLetter } from '../apply/dead-letters.js';
 import { ingestMetrics } from '../metrics.js';
 import { partitionOf } from '../apply/partitions.js';
 import { stagedForm } from '../accept/staging-writer.js';
-import type { TrackEvent } from '../types.js';
-import { validateEvent } from '../accept/validate.js';
+import type { TrackEvent } from '../../../profiles/tracked-types.js';
+import { validateEvent } from '../../../profiles/validation/validate.js';
 import { jsonArrayRecords, ndjsonRecords, refusedReason, type FileRecord } from './file-records.js';
 import { openStore, selectImport, toStatus, type ImportRow, type ImportStatus } from './imports.js';
 import { RejectsFile, type EarlierRefusal } from './rejects-file.js';
@@ -301,14 +303,14 @@ async function commitPartition(run: ImportRun, share: PartitionShare): Promise<v
 }
 
 /**
- * The transaction of a partition's share: its events applied, and its position moved. Events PostgreSQL refuses are
- * set aside (src/pipelines/ingest/apply/dead-letters.ts) rather than failing the batch on every attempt: dead letters in the
- * same transaction, counted as rejected by their partition, and lines of the rejects file.
+ * The transaction of a partition's share: its events applied, and its position moved. Events PostgreSQL refuses are set
+ * aside (src/pipelines/ingest/apply/dead-letters.ts) rather than failing the batch on every attempt: dead letters in
+ * the same transaction, counted as rejected by their partition, and lines of the rejects file.
  */
 async function applyPartitionShare(client: PoolClient, row: ImportRow, share: PartitionShare) {
   const { part, events, lines } = share;
   await tuneBatchTransaction(client);
-  await lockIngestPartition(client, [row.workspace_id], part);
+  await lockProfilePartition(client, [row.workspace_id], part);
   const refused: { item: TrackEvent; error: DataError }[] = [];
   const applied = await applyIsolating(
     client,

@@ -8,7 +8,7 @@ CREATE TABLE ingest_staging (
   workspace_id  uuid NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
   accepted_at   timestamptz NOT NULL DEFAULT now(),
   objects       integer NOT NULL,
-  -- {events, attributes, purchases}: the validated, normalized objects (src/pipelines/ingest/types.ts), as JSON text.
+  -- {events, attributes, purchases}: the validated, normalized objects (src/profiles/tracked-types.ts), as JSON text.
   payload       text NOT NULL
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000, autovacuum_vacuum_cost_delay = 0);
 

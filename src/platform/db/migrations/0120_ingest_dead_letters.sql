@@ -2,7 +2,7 @@
 -- payload that is not JSON...): the apply isolates them from the rest of their batch and moves them here, so that
 -- one bad object never stalls the other objects of its partition (src/pipelines/ingest/apply/dead-letters.ts). A row is never
 -- retried automatically; docs/ingestion.md ("Dead letters") shows how to read one and stage it again once fixed.
--- `payload` is in the staged form ({events, purchases, attributes}, src/pipelines/ingest/types.ts), so a fixed row goes back
+-- `payload` is in the staged form ({events, purchases, attributes}, src/profiles/tracked-types.ts), so a fixed row goes back
 -- into ingest_staging as it is. It holds personal data, and goes with its workspace.
 CREATE TABLE ingest_dead_letters (
   id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

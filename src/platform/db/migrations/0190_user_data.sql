@@ -3,7 +3,7 @@
 
 -- A profile's deprecated external ids (POST /users/external_ids/rename): the old id keeps naming its profile, for
 -- /users/track and every lookup by external_id, until POST /users/external_ids/remove takes it away. An id is either
--- a profile's primary id (profiles.external_id) or a deprecated one here, never both: src/profiles/external-ids.ts
+-- a profile's primary id (profiles.external_id) or a deprecated one here, never both: src/profiles/commands/external-ids.ts
 -- checks both under the workspace's ingestion lock, which every writer of external ids holds.
 CREATE TABLE profile_external_ids (
   workspace_id  uuid NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
@@ -16,7 +16,7 @@ CREATE INDEX profile_external_ids_profile ON profile_external_ids (profile_id);
 
 -- User-data commands (delete, merge, identify, alias/new, renames) are staged in ingest_staging like tracked objects,
 -- as rows of their own with part = -1, and applied in acceptance order relative to the workspace's tracked objects
--- (src/pipelines/ingest/apply/commands.ts). The drain finds them, and the rows they hold back, through ingest_staging_part_workspace.
+-- (src/pipelines/ingest/apply/command-rows.ts). The drain finds them, and the rows they hold back, through ingest_staging_part_workspace.
 COMMENT ON COLUMN ingest_staging.part IS 'ingestion partition of the tracked objects (0..INGEST_PARTITIONS-1), or -1 for a row of user-data commands';
 
 -- GET /email/unsubscribes lists the workspace's unsubscribed profiles by time: this index holds only those, and names

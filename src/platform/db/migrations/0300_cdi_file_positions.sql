@@ -35,5 +35,5 @@ END
 $$;
 
 -- The refused rows of runs that ended before this migration: a run that failed for good kept them (they are source
--- rows verbatim). A run now forgets them when it ends, whatever its end (src/pipelines/cdi/jobs.ts, finishJob).
+-- rows verbatim). A run now forgets them when it ends, whatever its end (src/pipelines/cdi/sync-runs.ts, finishJob).
 DELETE FROM cdi_sync_rejects r USING cdi_sync_jobs j WHERE j.id = r.job_id AND j.status <> 'running';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { isStorableText } from '../../../platform/lib/storable.js';
-import type { TrackEvent, TrackPurchase } from '../types.js';
+import { isStorableText } from '../../platform/lib/storable.js';
+import type { TrackEvent, TrackPurchase } from '../tracked-types.js';
 import {
   AppId,
   EMAIL,
@@ -60,13 +60,13 @@ export const PurchaseShape = z
 type EventInput = z.output<typeof EventShape>;
 
 /**
- * The shape of an event as EventShape has it, checked by hand for the objects clients send every day: only
- * fields of the shape, each of its type and within its length, identifiers, name and app_id storable text (else the
- * whole object is walked by `unstorable`, which says where and why; checkProperties checks the properties). An
- * object this does not recognise (user_alias, a field the shape does not have, a wrong type, an empty or overlong
- * identifier) returns null and goes to EventShape, which stays the one definition of what is refused and why; this
- * may only say yes where EventShape does (test/ingest/ingest-validate.test.ts holds the two to that). Skipping zod for these
- * halves the validation of a 75-event request (BENCHMARKS.md), which runs for every request the API takes.
+ * The shape of an event as EventShape has it, checked by hand for the objects clients send every day: only fields of
+ * the shape, each of its type and within its length, identifiers, name and app_id storable text (else the whole object
+ * is walked by `unstorable`, which says where and why; checkProperties checks the properties). An object this does not
+ * recognise (user_alias, a field the shape does not have, a wrong type, an empty or overlong identifier) returns null
+ * and goes to EventShape, which stays the one definition of what is refused and why; this may only say yes where
+ * EventShape does (test/ingest/ingest-validate.test.ts holds the two to that). Skipping zod for these halves the
+ * validation of a 75-event request (BENCHMARKS.md), which runs for every request the API takes.
  */
 function commonEventShape(raw: Record<string, unknown>): EventInput | null {
   let fields = 0;

@@ -1,8 +1,8 @@
 /**
  * Who a staged payload names: each tracked object's identity, and every user reference of a row of user-data commands
- * (src/pipelines/ingest/apply/commands.ts). Read loosely: a payload set aside as a dead letter may be anything, an operator may
- * have edited it, and reading it must never throw. Erasure compares what it finds with the erased user's identifiers
- * exactly (src/profiles/erase-dead-letters.ts); dead letters record the values for an index lookup
+ * (src/pipelines/ingest/apply/command-rows.ts). Read loosely: a payload set aside as a dead letter may be anything, an
+ * operator may have edited it, and reading it must never throw. Erasure compares what it finds with the erased user's
+ * identifiers exactly (src/profiles/commands/erase-dead-letters.ts); dead letters record the values for an index lookup
  * (./dead-letters.ts).
  */
 
@@ -105,3 +105,6 @@ export function stagedNames(payload: string): string[] {
       : stagedUsers(parsed).flatMap((u) => [u.value, u.type === 'user_alias' ? u.name : undefined]);
   return [...new Set(values.filter((v): v is string => typeof v === 'string' && storable(v)))];
 }
+
+/** The `names` of letters: hashes, by PostgreSQL (migration 0290), of each letter's JSON array `d.names`. */
+export const NAMES_FROM_JSON = `(SELECT coalesce(array_agg(DISTINCT identifier_hash(n)), '{}') FROM jsonb_array_elements_text(d.names::jsonb) AS n)`;

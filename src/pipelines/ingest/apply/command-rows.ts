@@ -3,42 +3,20 @@ import { withTransaction, type Pool } from '../../../platform/db/pool.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { Metrics } from '../../../platform/metrics.js';
 import { PRIORITIZATIONS } from '../../../profiles/lookup.js';
-import { applyCommands, outcomeLabels, type UserDataCommand } from '../../../features/user-data/commands.js';
-import { lockWorkspaces } from './apply-transaction.js';
-import { dataErrorOf, insertDeadLetters, type DataError } from './dead-letters.js';
-import { stageRows, type StagedAnswer } from '../accept/staging-writer.js';
+import { applyCommands, outcomeLabels, type UserDataCommand } from '../../../profiles/commands/apply-commands.js';
+import { lockWorkspaceProfiles } from '../../../profiles/write/locks.js';
+import { dataErrorOf, type DataError } from '../../../profiles/write/data-errors.js';
+import { insertDeadLetters } from './dead-letters.js';
+import { COMMAND_PART } from '../accept/stage-commands.js';
 
 /**
- * User-data commands on the durable path of /users/track: a request's commands are committed to ingest_staging as one
- * row (part COMMAND_PART) before the answer, and applied by the same apply jobs, so an accepted command is applied
- * whatever fails in between (a worker killed, Redis lost, PostgreSQL restarted). A command row is a barrier for its
- * workspace: the rows staged before it (tracked objects of every partition, and earlier commands) are applied first,
- * and the rows staged after it wait until it has been (TAKE_BATCH_SQL in ./drain-staging.ts holds them back). So a delete,
- * merge, identify or rename is applied in the order it was accepted relative to every tracked object of the
- * workspace, whichever identifier names the user (docs/ingestion.md, "Order").
+ * The apply side of user-data command rows (src/pipelines/ingest/accept/stage-commands.ts stages them): a row is a
+ * barrier for its workspace, taken once every row staged before it is applied, and applied under the whole workspace's
+ * profile lock.
  */
-
-/** ingest_staging.part of a row of commands (tracked objects use 0..INGEST_PARTITIONS-1). */
-export const COMMAND_PART = -1;
 
 /** The SQL condition that a staged row `s` is not held back by an earlier command row of its workspace. */
 export const NOT_BEHIND_A_COMMAND = `NOT EXISTS (SELECT 1 FROM ingest_staging c WHERE c.part = ${COMMAND_PART} AND c.workspace_id = s.workspace_id AND c.id < s.id)`;
-
-/** Commits one request's commands (possibly in one commit with other requests' rows); returns the row's id. */
-export async function stageCommands(
-  pool: Pool,
-  workspaceId: string,
-  commands: UserDataCommand[],
-  answer?: StagedAnswer,
-): Promise<number> {
-  const [id] = await stageRows(
-    pool,
-    workspaceId,
-    [{ part: COMMAND_PART, count: commands.length, payload: JSON.stringify({ commands }) }],
-    answer,
-  );
-  return id!;
-}
 
 const Text = z.string();
 const Prioritization = z.array(z.enum(PRIORITIZATIONS)).optional();
@@ -134,7 +112,7 @@ export async function applyNextCommand(
     if (!row) return null;
     await client.query('DELETE FROM ingest_staging WHERE id = $1', [row.id]);
     // The workspace's whole ingestion: no batch of its tracked objects, import chunk or alias rename runs meanwhile.
-    await lockWorkspaces(client, [row.workspace_id]);
+    await lockWorkspaceProfiles(client, [row.workspace_id]);
     const parsed = parseCommands(row.payload);
     let error = 'error' in parsed ? parsed.error : null;
     let outcomes = new Map<string, number>();

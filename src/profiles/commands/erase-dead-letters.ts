@@ -1,20 +1,13 @@
-import type { PoolClient } from '../platform/db/pool.js';
-import { NAMES_FROM_JSON } from '../pipelines/ingest/apply/dead-letters.js';
-import {
-  commandUsers,
-  OBJECT_KINDS,
-  objectUsers,
-  parseStaged,
-  stagedNames,
-  type NamedUser,
-} from '../pipelines/ingest/apply/staged-users.js';
+import type { PoolClient } from '../../platform/db/pool.js';
+import { NAMES_FROM_JSON } from './staged-users.js';
+import { commandUsers, OBJECT_KINDS, objectUsers, parseStaged, stagedNames, type NamedUser } from './staged-users.js';
 import type { ErasedIdentifier } from './erased-identifiers.js';
 
 /**
- * An erased user's objects in dead letters (ingest_dead_letters): refused objects and user-data commands of many
- * users, kept for an operator to fix and stage again (src/pipelines/ingest/apply/dead-letters.ts). Each payload is parsed and
- * the users it names compared with the erased user's identifiers exactly (never as text: erasing `42` must not touch
- * a letter of `1042`): their objects, or their commands, are taken out, a letter left empty goes, and a PostgreSQL
+ * An erased user's objects in dead letters (ingest_dead_letters): refused objects and user-data commands of many users,
+ * kept for an operator to fix and stage again (src/pipelines/ingest/apply/dead-letters.ts). Each payload is parsed and
+ * the users it names compared with the erased user's identifiers exactly (never as text: erasing `42` must not touch a
+ * letter of `1042`): their objects, or their commands, are taken out, a letter left empty goes, and a PostgreSQL
  * message that quotes one of their values is replaced. A payload that is not JSON goes whole when it holds one of their
  * values as a JSON string.
  */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parseEventTime } from './event-time.js';
-import type { StandardValues, TrackAttributes } from '../types.js';
+import type { StandardValues, TrackAttributes } from '../tracked-types.js';
 import {
   MAX_STRING_CHARS,
   charLength,

@@ -1,6 +1,6 @@
-import type { PoolClient } from '../platform/db/pool.js';
+import type { PoolClient } from '../../platform/db/pool.js';
 import { deleteProfiles } from './erase.js';
-import { mergeCounts } from './tracked-objects.js';
+import { mergeCounts } from '../tracked-objects.js';
 
 /**
  * Merging one profile into another (POST /users/merge, and POST /users/identify of an alias-only, email-only or
@@ -119,7 +119,7 @@ export async function mergeProfiles(
 /**
  * Records against the kept profile what named the merged one (its own identifiers, the aliases that stayed behind,
  * and what earlier merges recorded against it), so that erasing the kept profile erases the copies naming them too
- * (src/profiles/erase.ts). Aliases that moved are the kept profile's own now, and need no record.
+ * (src/profiles/commands/erase.ts). Aliases that moved are the kept profile's own now, and need no record.
  */
 async function recordMergedIdentifiers(client: PoolClient, mergeId: number, keepId: number): Promise<void> {
   await client.query(`UPDATE profile_merged_identifiers SET profile_id = $2 WHERE profile_id = $1`, [mergeId, keepId]);

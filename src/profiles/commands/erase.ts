@@ -1,4 +1,4 @@
-import type { PoolClient } from '../platform/db/pool.js';
+import type { PoolClient } from '../../platform/db/pool.js';
 import {
   eraseConsent,
   eraseLiveActivityTokens,
@@ -54,8 +54,9 @@ async function identifiersOf(client: PoolClient, profileIds: number[]): Promise<
 }
 
 /**
- * Deletes profiles inside the caller's transaction (which holds the workspace's ingestion lock), an unsubscribe on
- * one of them kept for its address (a suppression list, docs/privacy.md). Returns how many rows went. With `erase`, the copies above go in the same transaction, so an erasure is whole or not at all.
+ * Deletes profiles inside the caller's transaction (which holds the workspace's ingestion lock), an unsubscribe on one
+ * of them kept for its address (a suppression list, docs/privacy.md). Returns how many rows went. With `erase`, the
+ * copies above go in the same transaction, so an erasure is whole or not at all.
  */
 export async function deleteProfiles(
   client: PoolClient,

@@ -86,15 +86,6 @@ export async function readJob(db: Db, jobId: string): Promise<SyncJob | undefine
   return rows[0] ? fromRow(rows[0]) : undefined;
 }
 
-/** The run of the integration that runs now, if any. */
-export async function runningJob(db: Db, integrationId: string): Promise<SyncJob | undefined> {
-  const { rows } = await db.query<JobRow>(
-    `SELECT * FROM cdi_sync_jobs WHERE integration_id = $1 AND status = 'running'`,
-    [integrationId],
-  );
-  return rows[0] ? fromRow(rows[0]) : undefined;
-}
-
 /**
  * Ends a run: its status from what it synced and refused, unless it failed as a whole. A run that moved no watermark
  * (nothing new) reports the integration's, so that its last_timestamp_synced always says how fresh the data is. Its

@@ -1,7 +1,7 @@
-import type { Pool, PoolClient } from '../platform/db/pool.js';
-import { withTransaction } from '../platform/db/pool.js';
-import { lockWorkspaces } from '../pipelines/ingest/apply/apply-transaction.js';
-import { resolveOne, type UserRef } from './lookup.js';
+import type { Pool, PoolClient } from '../../platform/db/pool.js';
+import { withTransaction } from '../../platform/db/pool.js';
+import { lockWorkspaceProfiles } from '../write/locks.js';
+import { resolveOne, type UserRef } from '../lookup.js';
 import { mergeProfiles, refreshUserAliases } from './merge.js';
 
 /**
@@ -37,7 +37,7 @@ export async function renameAliases(
   const result: AliasRenameResult = { aliasesProcessed: 0, renamed: 0, errors: [] };
   if (updates.length === 0) return result;
   return withTransaction(pool, async (client) => {
-    await lockWorkspaces(client, [workspaceId]);
+    await lockWorkspaceProfiles(client, [workspaceId]);
     const labels: string[] = [];
     const names: string[] = [];
     for (const { update: u } of updates) {
@@ -165,7 +165,7 @@ export type IdentifyOutcome =
 /**
  * Identifies profiles, in order, inside the caller's transaction (which holds the workspace's ingestion lock), as the
  * public API does: the target must be an unidentified profile (no external_id); when no profile has the external_id,
- * the target takes it; when one does, the target is merged into it (src/profiles/merge.ts) unless that profile
+ * the target takes it; when one does, the target is merged into it (src/profiles/commands/merge.ts) unless that profile
  * already has an alias of the target alias's label, in which case nothing happens.
  */
 export async function identifyProfiles(

@@ -1,10 +1,11 @@
-import type { PoolClient } from '../platform/db/pool.js';
+import type { PoolClient } from '../../platform/db/pool.js';
 import { boundedValues, identifierColumns, type ErasedIdentifier } from './erased-identifiers.js';
 
 /**
- * The erasure of each copy of a person outside their profile row (src/profiles/erase.ts says which, docs/privacy.md
- * why). Each statement runs in the erasure's transaction, which holds the workspace's whole ingestion lock; each
- * matches the person's identifiers exactly, and a merged-in identifier only on copies written up to its merge.
+ * The erasure of each copy of a person outside their profile row (src/profiles/commands/erase.ts says which,
+ * docs/privacy.md why). Each statement runs in the erasure's transaction, which holds the workspace's whole ingestion
+ * lock; each matches the person's identifiers exactly, and a merged-in identifier only on copies written up to its
+ * merge.
  */
 
 /**

@@ -1,38 +1,10 @@
-import type { PoolClient } from '../../../platform/db/pool.js';
-import type { Logger } from '../../../platform/logger.js';
-import { lockForTransaction, lockNames } from '../../../platform/db/advisory-locks.js';
+import type { PoolClient } from '../../platform/db/pool.js';
+import type { Logger } from '../../platform/logger.js';
 
 /**
- * The transactions that apply batches of profile changes, and the locks that order them: a workspace's ingestion as a
- * whole (for other writers of its profiles), or one partition of it; retries of a deadlock; the session settings of a
- * batch.
+ * The transactions that apply batches of profile changes (their locks are ./locks.ts): retries of a deadlock, and the
+ * session settings of a batch.
  */
-
-export const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/**
- * Takes the whole of each workspace's ingestion: every partition's batches wait until this transaction ends. For
- * writers of profiles outside ingestion (alias renames, email states) that would otherwise deadlock with a batch
- * updating the same profiles in another order.
- */
-export async function lockWorkspaces(client: PoolClient, workspaceIds: string[]): Promise<void> {
-  // One statement per workspace, in a fixed order: the order of lock calls inside one statement is not guaranteed.
-  for (const ws of [...new Set(workspaceIds)].sort()) {
-    await lockForTransaction(client, lockNames.ingest(ws));
-  }
-}
-
-/**
- * Serializes ingestion batches of one partition of each workspace (src/pipelines/ingest/apply/partitions.ts), while batches of the
- * other partitions go on: a shared hold on the workspace's lock (which `lockWorkspaces` takes whole) and the
- * partition's own lock.
- */
-export async function lockIngestPartition(client: PoolClient, workspaceIds: string[], part: number): Promise<void> {
-  for (const ws of [...new Set(workspaceIds)].sort()) {
-    await lockForTransaction(client, lockNames.ingest(ws), 'shared');
-    await lockForTransaction(client, lockNames.ingestPartition(ws, part));
-  }
-}
 
 /**
  * Runs a batch transaction again when PostgreSQL broke a deadlock by aborting it. Batches of different partitions

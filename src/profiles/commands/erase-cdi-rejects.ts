@@ -1,11 +1,11 @@
-import type { PoolClient } from '../platform/db/pool.js';
+import type { PoolClient } from '../../platform/db/pool.js';
 import type { ErasedIdentifier } from './erased-identifiers.js';
 
 /**
- * Rows a Cloud Data Ingestion run refused (cdi_sync_rejects, src/pipelines/cdi/batch-apply.ts): each line holds the source row
- * verbatim, `{reason, ..., row: {external_id, email, ...}}` by lower-cased column, until the run writes its rejects
- * file. A line goes when one of the row's identifier columns names the erased person; a merged-in identifier only in
- * runs started before its merge.
+ * Rows a Cloud Data Ingestion run refused (cdi_sync_rejects, src/pipelines/cdi/batch-apply.ts): each line holds the
+ * source row verbatim, `{reason, ..., row: {external_id, email, ...}}` by lower-cased column, until the run writes its
+ * rejects file. A line goes when one of the row's identifier columns names the erased person; a merged-in identifier
+ * only in runs started before its merge.
  */
 
 /** A column value as the sync reads it (src/pipelines/cdi/rows.ts): text, or a number printed. */

@@ -2,12 +2,13 @@ import { z } from 'zod';
 import {
   describeUnstorable,
   findUnstorable,
+  MAX_VALUE_NESTING,
   printable,
   textProblem,
   type Unstorable,
-} from '../../../platform/lib/storable.js';
+} from '../../platform/lib/storable.js';
 import { canonicalEventTime, isDateString } from './event-time.js';
-import type { Identity } from '../types.js';
+import type { Identity } from '../tracked-types.js';
 
 /** The rules every kind of track object shares: identifiers, names, properties, times, what PostgreSQL can store. */
 
@@ -16,11 +17,6 @@ export const MAX_STRING_CHARS = 255;
 /** "Event properties with arrays or objects: at most 50 KB", read as 50 x 1024 bytes of the properties' JSON. */
 export const MAX_NESTED_PROPERTIES_BYTES = 50 * 1024;
 export const MAX_IDENTIFIER_CHARS = 512;
-/**
- * Property and custom attribute values nest at most 50 levels (a value that is an array or object is level 1): the
- * spec's one nesting bound, that of catalog item values, as the spec gives none for these.
- */
-export const MAX_VALUE_NESTING = 50;
 /**
  * A purchase's price, either sign: beyond any real price, and it keeps `total_revenue` (float8, which PostgreSQL
  * refuses to overflow past 1.8e308 rather than store infinity) far from overflowing however many purchases add up.

@@ -16,8 +16,8 @@ import { ExportSpecSchema, type ExportSpec } from './request/request-body.js';
 import { recordPart, setRunning, type ExportRow } from './export-rows.js';
 
 /**
- * An export as its jobs see it: its row (./export-rows.ts), its store, its holds, and the steps the shard jobs (./shard/run-shard.ts) and the
- * finishing job (./finish/finish-export.ts) share.
+ * An export while it runs, as its jobs see it: its row (./export-rows.ts), its store, its holds, and the steps the shard jobs
+ * (./shard/run-shard.ts) and the finishing job (./finish/finish-export.ts) share.
  */
 
 export interface ExportJobDeps {

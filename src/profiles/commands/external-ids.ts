@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from '../platform/db/pool.js';
+import type { Pool, PoolClient } from '../../platform/db/pool.js';
 
 /**
  * Renaming external ids (POST /users/external_ids/rename) and removing deprecated ones (.../remove). A rename gives
@@ -9,7 +9,7 @@ import type { Pool, PoolClient } from '../platform/db/pool.js';
  *
  * `planRenames`/`planRemovals` decide, from the stored ids, what each entry does (entries of one request see the
  * earlier ones' effects: a -> b then b -> c); the request is answered from that plan, and the apply plans again when
- * the command's turn comes (src/pipelines/ingest/apply/commands.ts), writing only what is still allowed then.
+ * the command's turn comes (src/pipelines/ingest/apply/command-rows.ts), writing only what is still allowed then.
  */
 
 type Db = Pick<Pool | PoolClient, 'query'>;

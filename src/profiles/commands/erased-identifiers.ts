@@ -1,4 +1,4 @@
-/** What named an erased person (src/profiles/erase.ts), as each copy's erasure matches it. */
+/** What named an erased person (src/profiles/commands/erase.ts), as each copy's erasure matches it. */
 
 export type IdentifierKind = 'external_id' | 'service_id' | 'email' | 'phone' | 'user_alias';
 

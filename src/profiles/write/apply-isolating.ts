@@ -1,6 +1,6 @@
-import type { PoolClient } from '../../../platform/db/pool.js';
-import { applyObjects, type ApplyResult, type WorkspaceObjects } from '../../../profiles/tracked-objects.js';
-import { dataErrorOf, type DataError } from './dead-letters.js';
+import type { PoolClient } from '../../platform/db/pool.js';
+import { applyObjects, type ApplyResult, type WorkspaceObjects } from '../tracked-objects.js';
+import { dataErrorOf, type DataError } from './data-errors.js';
 
 /**
  * Where every batch of ingestion reaches the profile write (src/profiles/tracked-objects.ts): the staging drain, bulk

@@ -1,14 +1,15 @@
 import type { PoolClient } from '../../platform/db/pool.js';
-import { addAliases, identifyProfiles, type Identification } from '../../profiles/aliases.js';
-import { deleteProfiles } from '../../profiles/erase.js';
-import { applyRemovals, applyRenames, type Rename } from '../../profiles/external-ids.js';
-import { resolveOne, type UserRef } from '../../profiles/lookup.js';
-import { mergeProfiles } from '../../profiles/merge.js';
+import { addAliases, identifyProfiles, type Identification } from './aliases.js';
+import { deleteProfiles } from './erase.js';
+import { applyRemovals, applyRenames, type Rename } from './external-ids.js';
+import { resolveOne, type UserRef } from '../lookup.js';
+import { mergeProfiles } from './merge.js';
 
 /**
  * The user-data commands: what POST /users/delete, /users/merge, /users/identify, /users/alias/new and
- * /users/external_ids/rename and /remove stage (src/pipelines/ingest/apply/commands.ts), and how each is applied when its turn comes,
- * through the profiles module. A request's commands are staged as one row, applied in one transaction, in order.
+ * /users/external_ids/rename and /remove stage (src/pipelines/ingest/apply/command-rows.ts), and how each is applied
+ * when its turn comes, through the profiles module. A request's commands are staged as one row, applied in one
+ * transaction, in order.
  */
 export type UserDataCommand =
   | { kind: 'delete'; target: UserRef }

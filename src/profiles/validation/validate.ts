@@ -1,4 +1,4 @@
-import type { ObjectError, TrackArray, TrackObjects } from '../types.js';
+import type { ObjectError, TrackArray, TrackObjects } from '../tracked-types.js';
 import { FATAL_NOTHING_VALID, MAX_OBJECTS_PER_ARRAY, isPlainObject, type Result } from './validate-rules.js';
 import { z } from 'zod';
 import { EventShape, PurchaseShape, validateEvent, validatePurchase } from './validate-events.js';
