@@ -6,7 +6,7 @@ import tseslint from 'typescript-eslint';
 const BULLMQ = {
   name: 'bullmq',
   message:
-    'Only src/platform/queues/, src/runtime/workers.ts and jobs/ use BullMQ: add or read jobs through a src/platform/queues/<queue>.ts function.',
+    'Only src/platform/queues/, src/platform/job-definition.ts, src/runtime/workers.ts and jobs/ use BullMQ: add or read jobs through a src/platform/queues/<queue>.ts function.',
 };
 const HTTP = ['fastify', 'fastify-type-provider-zod', '@fastify/*', '@bull-board/*'];
 const PG = ['pg', 'pg-*'];
@@ -40,6 +40,7 @@ export default tseslint.config(
     files: ['src/**/*.ts'],
     ignores: [
       'src/platform/queues/**',
+      'src/platform/job-definition.ts',
       'src/runtime/workers.ts',
       'src/app.ts',
       'src/runtime/run.ts',

@@ -2,7 +2,7 @@ import { UnrecoverableError } from 'bullmq';
 import { ImportFileError, runImport } from '../src/pipelines/ingest/import/run-import.js';
 import { failImport } from '../src/pipelines/ingest/import/imports.js';
 import { BULK_IMPORT_QUEUE, BulkImportPayload } from '../src/platform/queues/bulk-import.js';
-import { defineJob } from '../src/runtime/workers.js';
+import { defineJob } from '../src/platform/job-definition.js';
 
 /**
  * Runs a bulk import to the end of its file. Safe to retry at any point: the import resumes at the position its

@@ -6,7 +6,7 @@ import {
   registerCanvasSweep,
 } from '../src/platform/queues/canvas-schedule.js';
 import { rearmSchedules } from '../src/features/canvases/schedules.js';
-import { defineJob } from '../src/runtime/workers.js';
+import { defineJob } from '../src/platform/job-definition.js';
 
 /**
  * Fires one instant of a scheduled canvas trigger. At worker start it arms every schedule still to send, and a

@@ -1,6 +1,6 @@
 import { CatalogBatchPayload, CATALOG_BATCH_QUEUE } from '../src/platform/queues/catalog-batch.js';
 import { applyBatch } from '../src/features/catalogs/items.js';
-import { defineJob } from '../src/runtime/workers.js';
+import { defineJob } from '../src/platform/job-definition.js';
 
 /**
  * Applies a batch replace or delete that the API validated and queued: every item of the request in one

@@ -1,7 +1,7 @@
 import { startScheduledSync, syncCdiSchedules } from '../src/pipelines/cdi/schedules.js';
 import { endFailedRun, runSync } from '../src/pipelines/cdi/sync.js';
 import { CDI_SYNC_QUEUE, CdiSyncPayload, registerCdiSchedulesSync } from '../src/platform/queues/cdi-sync.js';
-import { defineJob } from '../src/runtime/workers.js';
+import { defineJob } from '../src/platform/job-definition.js';
 
 /**
  * Cloud Data Ingestion: runs of syncs (each resumes where its last committed batch left it, so a retry after a crash

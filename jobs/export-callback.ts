@@ -3,7 +3,7 @@ import { CallbackRefusedError, postCallback } from '../src/pipelines/exports/fin
 import { ExportCallbackPayload, EXPORT_CALLBACK_QUEUE } from '../src/platform/queues/export-callback.js';
 import { callbackPolicy } from '../src/pipelines/exports/request/request-body.js';
 import { settleCallback } from '../src/pipelines/exports/export-rows.js';
-import { defineJob } from '../src/runtime/workers.js';
+import { defineJob } from '../src/platform/job-definition.js';
 
 /** POSTs the export-ready (or failed) callback; retried with exponential backoff, never to a refused address. */
 export const exportCallbackJob = defineJob({

@@ -1,6 +1,6 @@
 import { ExportShardPayload, EXPORT_SHARD_QUEUE } from '../src/platform/queues/export-shard.js';
 import { runShard } from '../src/pipelines/exports/shard/run-shard.js';
-import { defineJob } from '../src/runtime/workers.js';
+import { defineJob } from '../src/platform/job-definition.js';
 
 /**
  * One random_bucket range of a segment export. A worker killed mid-shard stops renewing the job's lock; after

@@ -1,4 +1,4 @@
-import type { JobDefinition } from '../src/runtime/workers.js';
+import type { JobDefinition } from '../src/platform/job-definition.js';
 import { exportCallbackJob } from './export-callback.js';
 import { exportShardJob } from './export-shard.js';
 import { scheduledExportJob } from './scheduled-export.js';

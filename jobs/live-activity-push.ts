@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
 import { deliverPush, deliveryAdapter, failPush, PushNotVisibleError } from '../src/features/live-activities/push.js';
 import { LIVE_ACTIVITY_PUSH_QUEUE, LiveActivityPushPayload } from '../src/platform/queues/live-activity-push.js';
-import { defineJob } from '../src/runtime/workers.js';
+import { defineJob } from '../src/platform/job-definition.js';
 
 /** Delivers one recorded ActivityKit push through the configured adapter (LIVE_ACTIVITY_DELIVERY). */
 export const liveActivityPushJob = defineJob({

@@ -4,7 +4,7 @@ import {
   LIVE_ACTIVITY_REMOVAL_QUEUE,
   LiveActivityRemovalPayload,
 } from '../src/platform/queues/live-activity-removal.js';
-import { defineJob } from '../src/runtime/workers.js';
+import { defineJob } from '../src/platform/job-definition.js';
 
 /** Takes an ended activity off the UI at its dismissal date (a delayed job armed by the end update). */
 export const liveActivityRemovalJob = defineJob({

@@ -4,7 +4,7 @@ import {
   SCHEDULED_EXPORT_QUEUE,
 } from '../src/platform/queues/scheduled-export.js';
 import { runScheduledExport, syncExportSchedules } from '../src/pipelines/exports/request/schedules.js';
-import { defineJob } from '../src/runtime/workers.js';
+import { defineJob } from '../src/platform/job-definition.js';
 
 /**
  * Runs of the scheduled exports declared in the workspace file (one BullMQ job scheduler each, with its cron), and

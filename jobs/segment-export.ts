@@ -1,6 +1,6 @@
 import { failExport, finishExport, ShardsNotEndedError } from '../src/pipelines/exports/finish/finish-export.js';
 import { SegmentExportPayload, SEGMENT_EXPORT_QUEUE } from '../src/platform/queues/segment-export.js';
-import { defineJob } from '../src/runtime/workers.js';
+import { defineJob } from '../src/platform/job-definition.js';
 
 /**
  * The parent of an export's shard jobs: runs once every shard has finished (or failed for good) and completes the

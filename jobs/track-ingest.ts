@@ -1,6 +1,6 @@
 import { drainThrough } from '../src/pipelines/ingest/apply/drain-staging.js';
 import { registerTrackSweep, TRACK_INGEST_QUEUE, TrackIngestPayload } from '../src/platform/queues/track-ingest.js';
-import { defineJob } from '../src/runtime/workers.js';
+import { defineJob } from '../src/platform/job-definition.js';
 
 /**
  * Sees staged /users/track requests applied: frees the shared deduplication id (src/pipelines/ingest/accept/track.ts)

@@ -43,7 +43,11 @@ export const LAYERS: Layer[] = [
     paths: ['src/platform/storage/', 'src/platform/queues/', 'src/platform/idempotency/', 'src/platform/auth/'],
     holds: 'object stores, queues, Idempotency-Key records, principals and rate limits',
   },
-  { name: 'platform: context', paths: ['src/platform/context.ts'], holds: "one process's connections, built once" },
+  {
+    name: 'platform: context',
+    paths: ['src/platform/context.ts', 'src/platform/job-definition.ts'],
+    holds: "one process's connections, built once, and what a queue's processor takes of them",
+  },
   { name: 'platform: HTTP', paths: ['src/platform/http/'], holds: 'the hooks every route shares' },
   {
     name: 'profiles',
