@@ -2,6 +2,7 @@ import type { PoolClient } from '../platform/db/pool.js';
 import { writeProfilesLoggedEach } from './change-log.js';
 import { yieldToEventLoop } from '../platform/lib/event-loop.js';
 import { Identities, resolveIdentities, type CurrentRow, type Wanted } from './identities.js';
+import { logEvents, type EventEntry } from './event-log.js';
 import type { TrackAttributes, TrackObjects } from './tracked-types.js';
 
 /**
@@ -254,7 +255,47 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
   const tied: TiedEmails = { ids: [], emails: [] };
   await writeProfilesLoggedEach(client, chunkedUpdates(changes, current, tied), 'SELECT count(*) FROM written');
   if (tied.ids.length > 0) await applyTiedEmailStates(client, tied);
+  await logEvents(client, loggedEvents(batches, targets));
   return result;
+}
+
+/** The events and purchases of the batch that matched a profile, as the event log keeps them. */
+function loggedEvents(batches: WorkspaceObjects[], targets: Wanted[]): EventEntry[] {
+  const entries: EventEntry[] = [];
+  let next = 0;
+  for (const { workspaceId, objects } of batches) {
+    for (const e of objects.events) {
+      const profileId = targets[next++]!.profileId;
+      if (profileId === undefined) continue;
+      entries.push({
+        type: 'users.behaviors.CustomEvent',
+        workspaceId,
+        key: e.logKey ?? null,
+        profileId,
+        time: e.time,
+        appId: e.app_id ?? null,
+        name: e.name,
+        properties: e.properties ?? null,
+      });
+    }
+    for (const p of objects.purchases) {
+      const profileId = targets[next++]!.profileId;
+      if (profileId === undefined) continue;
+      entries.push({
+        type: 'users.behaviors.Purchase',
+        workspaceId,
+        key: p.logKey ?? null,
+        profileId,
+        time: p.time,
+        appId: p.app_id ?? null,
+        name: p.product_id,
+        properties: p.properties ?? null,
+        data: { price: p.price, currency: p.currency, quantity: p.quantity },
+      });
+    }
+    next += objects.attributes.length;
+  }
+  return entries;
 }
 
 /** The identities the objects name, and each object's entry among them (in the order `aggregateChanges` walks). */

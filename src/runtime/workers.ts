@@ -1,6 +1,7 @@
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { AppContext } from '../platform/context.js';
 import { isLastAttempt, type JobDefinition } from '../platform/job-definition.js';
+import { isSocketError, tagDependency } from '../platform/lib/dependency-health.js';
 import { bullPrefix } from '../platform/queues/index.js';
 import { closeRedis, createRedis, redisKeyPrefix } from '../platform/redis.js';
 
@@ -124,6 +125,9 @@ function startWorker(def: JobDefinition, ctx: AppContext, state: WorkersState): 
     ...def.workerOptions,
   });
   worker.on('error', (err) => {
+    // A worker's connections are all Redis (BullMQ's duplicates of `connection` among them, which carry no tag): a
+    // bare socket error here, such as read ECONNRESET, which names no address, is Redis going away.
+    if (isSocketError(err)) tagDependency(err, 'redis');
     if (!ctx.health.report(err)) ctx.log.error({ err, queue: def.queue }, 'worker error');
   });
   // The start hook runs again when Redis comes back after an outage (one without persistence comes back empty,

@@ -35,7 +35,7 @@ async function textTables(pool: Pool, schema: string): Promise<string[]> {
        JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
        JOIN pg_type t ON t.oid = a.atttypid
        LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
-      WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
+      WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
         AND (coalesce(e.typcategory, t.typcategory) = 'S' OR coalesce(e.typname, t.typname) IN ('json', 'jsonb'))
       ORDER BY 1`,
     [schema],
@@ -46,7 +46,7 @@ async function textTables(pool: Pool, schema: string): Promise<string[]> {
 async function allTables(pool: Pool, schema: string): Promise<string[]> {
   const { rows } = await pool.query<{ table: string }>(
     `SELECT c.relname AS table FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-      WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') ORDER BY 1`,
+      WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition ORDER BY 1`,
     [schema],
   );
   return rows.map((r) => r.table);

@@ -31,6 +31,8 @@ export async function schemaSnapshot(pool: Pool, schema: string): Promise<string
             CASE WHEN c.relkind = 'p' THEN pg_get_partkeydef(c.oid) END AS partition_key
        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
       WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname <> 'schema_migrations'
+        -- The event log's day partitions are made by date as days pass (event_log_make_partitions): not the schema.
+        AND c.relname !~ '^event_log_[0-9]{8}$'
       ORDER BY c.relname COLLATE "C"`,
     [schema],
   );

@@ -305,6 +305,25 @@ CREATE TABLE email_templates (
   CONSTRAINT email_templates_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 
+-- What happened to people, one row per event, partitioned by day (docs/events.md)
+CREATE TABLE event_log (
+  workspace_id uuid NOT NULL,
+  accepted_at timestamp with time zone DEFAULT now() NOT NULL,
+  xid bigint DEFAULT ((pg_current_xact_id())::text)::bigint NOT NULL,
+  id uuid NOT NULL,
+  type text NOT NULL,
+  "time" timestamp with time zone NOT NULL,
+  profile_id bigint,
+  user_id text,
+  external_user_id text,
+  app_id text,
+  name text,
+  properties jsonb,
+  data jsonb DEFAULT '{}'::jsonb NOT NULL
+) PARTITION BY RANGE (accepted_at);
+CREATE INDEX event_log_profile ON ONLY event_log USING btree (profile_id) WHERE (profile_id IS NOT NULL);
+CREATE INDEX event_log_xid ON ONLY event_log USING brin (xid) WITH (pages_per_range='32');
+
 CREATE TABLE export_member_changes (
   export_id uuid NOT NULL,
   profile_id bigint NOT NULL,
@@ -905,6 +924,29 @@ BEGIN
     DELETE FROM cdi_file_positions WHERE integration_id = NEW.id;
   END IF;
   RETURN NEW;
+END
+$function$
+;
+
+CREATE OR REPLACE FUNCTION event_log_make_partitions(from_day date, days integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'public'
+AS $function$
+DECLARE
+  d date;
+  made int := 0;
+BEGIN
+  FOR i IN 0 .. days - 1 LOOP
+    d := from_day + i;
+    IF to_regclass(format('event_log_%s', to_char(d, 'YYYYMMDD'))) IS NULL THEN
+      EXECUTE format('CREATE TABLE %I PARTITION OF event_log FOR VALUES FROM (%L) TO (%L)',
+                     format('event_log_%s', to_char(d, 'YYYYMMDD')), d::timestamp AT TIME ZONE 'UTC',
+                     (d + 1)::timestamp AT TIME ZONE 'UTC');
+      made := made + 1;
+    END IF;
+  END LOOP;
+  RETURN made;
 END
 $function$
 ;

@@ -79,6 +79,12 @@ const SOCKET_CODES = new Set([
   'ENOENT',
 ]);
 
+/** Whether `err` is a bare socket error (a lost or refused connection, which may name no address). */
+export function isSocketError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && SOCKET_CODES.has(code);
+}
+
 interface ErrorLike {
   name?: unknown;
   message?: unknown;

@@ -114,13 +114,20 @@ class StagingWriter {
 const writers = new WeakMap<Pool, StagingWriter>();
 
 /**
- * What a staged row keeps of the objects: what the apply reads. Event and purchase properties (and app ids) are
- * validated but, as the spec has it, not persisted on the profile; leaving them out halves a typical row, and with
- * it the API's serializing, the log's writes and the worker's parsing.
+ * What a staged row keeps of the objects: what the apply reads. Event and purchase properties and app ids are not
+ * persisted on the profile (as the spec has it) but go into the event log (docs/events.md), so they are staged too;
+ * absent ones are left out rather than written as null.
  */
 export function stagedForm(objects: TrackObjects): TrackObjects {
   return {
-    events: objects.events.map((e) => ({ identity: e.identity, create: e.create, name: e.name, time: e.time })),
+    events: objects.events.map((e) => ({
+      identity: e.identity,
+      create: e.create,
+      name: e.name,
+      time: e.time,
+      ...(e.app_id === undefined ? {} : { app_id: e.app_id }),
+      ...(e.properties === undefined ? {} : { properties: e.properties }),
+    })),
     purchases: objects.purchases.map((p) => ({
       identity: p.identity,
       create: p.create,
@@ -129,6 +136,8 @@ export function stagedForm(objects: TrackObjects): TrackObjects {
       price: p.price,
       quantity: p.quantity,
       time: p.time,
+      ...(p.app_id === undefined ? {} : { app_id: p.app_id }),
+      ...(p.properties === undefined ? {} : { properties: p.properties }),
     })),
     attributes: objects.attributes,
   };

@@ -105,6 +105,13 @@ interface StagedItem {
   objects: TrackObjects;
 }
 
+/** Each event and purchase keyed by its staged row and place: its id in the event log, whatever retries the batch. */
+function keyedForTheLog(stagedId: number, objects: TrackObjects): TrackObjects {
+  objects.events.forEach((e, i) => (e.logKey = `track:${stagedId}:e${i}`));
+  objects.purchases.forEach((p, i) => (p.logKey = `track:${stagedId}:p${i}`));
+  return objects;
+}
+
 interface BatchOutcome {
   taken: number;
   lag: number;
@@ -145,7 +152,7 @@ async function applyNextBatch(
       if (i > 0 && i % 25 === 0) await yieldToEventLoop();
       const parsed = parsePayload(r.payload);
       if ('error' in parsed) deadLetters.push(letter(r, parsed.error));
-      else items.push({ row: r, objects: parsed.objects });
+      else items.push({ row: r, objects: keyedForTheLog(r.id, parsed.objects) });
     }
     await lockProfilePartition(
       client,

@@ -311,6 +311,8 @@ async function applyPartitionShare(client: PoolClient, row: ImportRow, share: Pa
   const { part, events, lines } = share;
   await tuneBatchTransaction(client);
   await lockProfilePartition(client, [row.workspace_id], part);
+  // Each event keyed by its import and line: its id in the event log, whatever retries the share.
+  events.forEach((e, i) => (e.logKey = `import:${row.id}:${lines[i]}`));
   const refused: { item: TrackEvent; error: DataError }[] = [];
   const applied = await applyIsolating(
     client,

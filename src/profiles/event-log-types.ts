@@ -1,0 +1,62 @@
+/**
+ * The event log's types (the table is `event_log`, written by src/profiles/event-log.ts in the transaction that applies
+ * each change to the profile): what happened to a person, one immutable row per event, named as Braze's Currents names
+ * its event types, plus `users.Deleted` and `users.Merged`, which carry identifiers only, so that a warehouse can apply
+ * an erasure or a merge downstream.
+ */
+
+export const EVENT_TYPES = [
+  'users.behaviors.CustomEvent',
+  'users.behaviors.Purchase',
+  'users.behaviors.subscription.GlobalStateChange',
+  'users.behaviors.Uninstall',
+  'users.canvas.Entry',
+  'users.Deleted',
+  'users.Merged',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** The fields each type carries beyond the common ones, as the log's `data` column holds them. */
+export interface EventData {
+  'users.behaviors.CustomEvent': Record<string, never>;
+  'users.behaviors.Purchase': { price: number; currency: string; quantity: number };
+  'users.behaviors.subscription.GlobalStateChange': {
+    /** `subscribed`, `unsubscribed` or `opted_in`, as the profile's email_subscribe says it. */
+    subscription_status: string;
+    channel: 'email';
+    email_address: string | null;
+    /** What set it: `api` (/users/track attributes), `email_status` (/email/status), `cdi`, `bounce`. */
+    state_change_source: string;
+  };
+  'users.behaviors.Uninstall': Record<string, never>;
+  'users.canvas.Entry': {
+    canvas_id: string;
+    canvas_name: string | null;
+    canvas_variation_id: string | null;
+    in_control_group: boolean;
+  };
+  'users.Deleted': Record<string, never>;
+  /** The identifiers the merged user had; `user_id` and `external_user_id` of the row are the kept profile's. */
+  'users.Merged': { merged_user_id: string; merged_external_user_id: string | null };
+}
+
+/** One event of the log, as a delivery reads it. */
+export interface LoggedEvent<T extends EventType = EventType> {
+  /** Stable: the same across retries of the same accepted object (a UUID). */
+  id: string;
+  type: T;
+  workspaceId: string;
+  /** When the event entered the log (its transaction's time): the hour its file is delivered under. */
+  acceptedAt: Date;
+  /** When it happened (an event's `time`, a purchase's `time`; for the other types, when it was applied). */
+  time: Date;
+  /** Our `service_id` of the profile (Currents' `user_id`). */
+  userId: string | null;
+  externalUserId: string | null;
+  appId: string | null;
+  /** A custom event's name, a purchase's product id; null for the other types. */
+  name: string | null;
+  /** A custom event's or purchase's properties; null when none. */
+  properties: Record<string, unknown> | null;
+  data: EventData[T];
+}

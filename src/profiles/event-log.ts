@@ -1,0 +1,61 @@
+import type { PoolClient } from '../platform/db/pool.js';
+import type { EventData, EventType } from './event-log-types.js';
+
+/**
+ * Writing the event log (migration 0320, docs/events.md): each writer of profiles logs what it applied in the same
+ * transaction, so an event is in the log exactly when its change is on the profile. One statement per batch.
+ */
+
+/** An event to log, as a writer of profiles knows it. */
+export interface EventEntry<T extends EventType = EventType> {
+  type: T;
+  workspaceId: string;
+  /**
+   * What makes the event the same across retries of the same accepted object (a staged row's id and the object's
+   * place in it, an import's line...): its id is derived from it. Null: a fresh id (the writer has no such key, and
+   * its transaction is the only one that can log the event).
+   */
+  key: string | null;
+  /** The profile the event is about: its `service_id` and `external_id` go in the row, read as the batch commits. */
+  profileId: number | null;
+  /** Given when the profile is gone by then (a deletion): the identifiers it had. */
+  userId?: string | null;
+  externalUserId?: string | null;
+  /** When it happened, ISO 8601. */
+  time: string;
+  appId?: string | null;
+  name?: string | null;
+  properties?: Record<string, unknown> | null;
+  data?: EventData[T];
+}
+
+// The id of a keyed event: a UUID made of the md5 of its workspace and key (stable, and unique as the key is).
+const INSERT_SQL = `
+INSERT INTO event_log (workspace_id, id, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data)
+SELECT e.ws, CASE WHEN e.key IS NULL THEN gen_random_uuid() ELSE md5(e.ws::text || ':' || e.key)::uuid END,
+       e.type, e.time, e.profile_id, coalesce(e.user_id, p.service_id), coalesce(e.external_user_id, p.external_id),
+       e.app_id, e.name, e.properties, coalesce(e.data, '{}')
+  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[], $7::text[], $8::text[],
+              $9::text[], $10::jsonb[], $11::jsonb[])
+       AS e(ws, key, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data)
+  LEFT JOIN profiles p ON p.id = e.profile_id`;
+
+/** Logs the entries in the caller's transaction (the one that applies them to the profiles). */
+export async function logEvents(client: PoolClient, entries: EventEntry[]): Promise<void> {
+  if (entries.length === 0) return;
+  const cols: unknown[][] = Array.from({ length: 11 }, () => new Array(entries.length));
+  entries.forEach((e, i) => {
+    cols[0]![i] = e.workspaceId;
+    cols[1]![i] = e.key;
+    cols[2]![i] = e.type;
+    cols[3]![i] = e.time;
+    cols[4]![i] = e.profileId;
+    cols[5]![i] = e.userId ?? null;
+    cols[6]![i] = e.externalUserId ?? null;
+    cols[7]![i] = e.appId ?? null;
+    cols[8]![i] = e.name ?? null;
+    cols[9]![i] = e.properties ? JSON.stringify(e.properties) : null;
+    cols[10]![i] = e.data ? JSON.stringify(e.data) : null;
+  });
+  await client.query(INSERT_SQL, cols);
+}
