@@ -11,7 +11,7 @@ import { bearer } from '../helpers/seed.js';
  * GDPR article 17 as a data team would check it: after POST /users/delete has been applied, a pg_dump of everything
  * this install stores holds the person's email address only in the records docs/privacy.md names as kept on purpose
  * (the suppression lists: an unsubscribed address, a hard bounce), and their external id only in the tombstone a
- * warehouse needs to delete its row. Every other place that held them (the profile and its aliases, a deprecated
+ * warehouse needs to delete its row and in the event log's `users.Deleted` event, which tells an event stream's. Every other place that held them (the profile and its aliases, a deprecated
  * external id, consent given per address, a dead letter, a live activity token, a cached idempotency answer) holds
  * nothing of them.
  */
@@ -51,7 +51,8 @@ async function dumpMentions(needle: string): Promise<Record<string, number>> {
   let table = '(schema)';
   for (const line of stdout.split('\n')) {
     const copy = /^COPY [^.]+\.(\S+) /.exec(line);
-    if (copy) table = copy[1]!;
+    // The event log's day partitions count as the log.
+    if (copy) table = copy[1]!.replace(/^event_log_\d{8}$/, 'event_log');
     else if (line === '\\.') table = '(schema)';
     else if (line.toLowerCase().includes(needle.toLowerCase())) found[table] = (found[table] ?? 0) + 1;
   }
@@ -71,7 +72,7 @@ beforeAll(async () => {
 });
 
 describe('POST /users/delete, then pg_dump', () => {
-  it("holds the person's address only in the suppression lists, and their external id only in the tombstone", async () => {
+  it("holds the person's address only in the suppression lists, their external id only in the tombstone and the Deleted event", async () => {
     // Everything a busy integration would have stored about one person.
     await post(
       '/users/track',
@@ -158,8 +159,15 @@ describe('POST /users/delete, then pg_dump', () => {
     expect(await dumpMentions(EMAIL)).toEqual({ email_subscriptions: 1, hard_bounces: 1 });
     const kept = await env.ctx.pool.query(`SELECT state FROM email_subscriptions WHERE email = lower($1)`, [EMAIL]);
     expect(kept.rows).toEqual([{ state: 'unsubscribed' }]);
-    // The external ids (primary and deprecated): only the tombstone, for the warehouse's delete.
-    expect(await dumpMentions(EXTERNAL_ID)).toEqual({ profile_tombstones: 1 });
+    // The external ids (primary and deprecated): only the tombstone, for the warehouse's delete, and the deletion's
+    // users.Deleted event in the event log, for the event stream's (its signed_up event, which held the address in
+    // its properties, is gone: the address is in no event).
+    expect(await dumpMentions(EXTERNAL_ID)).toEqual({ profile_tombstones: 1, event_log: 1 });
+    const logged = await env.ctx.pool.query(
+      `SELECT type, name, properties FROM event_log WHERE external_user_id LIKE $1`,
+      [`${EXTERNAL_ID}%`],
+    );
+    expect(logged.rows).toEqual([{ type: 'users.Deleted', name: null, properties: null }]);
     expect(await dumpMentions('Erin')).toEqual({});
     expect(await dumpMentions('+15550001234')).toEqual({});
     expect(await dumpMentions(PUSH_TOKEN)).toEqual({});

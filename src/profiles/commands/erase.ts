@@ -1,3 +1,4 @@
+import { logEvents } from '../event-log.js';
 import type { PoolClient } from '../../platform/db/pool.js';
 import {
   eraseConsent,
@@ -67,6 +68,7 @@ export async function deleteProfiles(
   if (profileIds.length === 0) return 0;
   const identifiers = options.erase ? await identifiersOf(client, profileIds) : null;
   await keepUnsubscribes(client, workspaceId, profileIds);
+  if (options.erase) await logDeletions(client, workspaceId, profileIds);
   const deleted = await client.query(`DELETE FROM profiles WHERE workspace_id = $1 AND id = ANY($2::bigint[])`, [
     workspaceId,
     profileIds,
@@ -82,6 +84,7 @@ async function eraseCopies(
   profileIds: number[],
   ids: ErasedIdentifier[],
 ): Promise<void> {
+  await eraseLoggedEvents(client, workspaceId, profileIds);
   await scrubDeadLetters(client, workspaceId, ids);
   await forgetIdempotencyAnswers(client, workspaceId, ids);
   await eraseLiveActivityTokens(client, workspaceId, ids);
@@ -89,4 +92,36 @@ async function eraseCopies(
   await unlinkUninstalls(client, workspaceId, profileIds);
   await eraseScheduledRecipients(client, workspaceId, ids);
   await eraseCdiRejects(client, workspaceId, ids);
+}
+
+/**
+ * The person's events leave the log (a merged user's events were moved to the kept profile by the merge); the
+ * deletion's own `users.Deleted` event stays, with identifiers only, for a warehouse to erase downstream.
+ */
+async function eraseLoggedEvents(client: PoolClient, workspaceId: string, profileIds: number[]): Promise<void> {
+  await client.query(`DELETE FROM event_log WHERE workspace_id = $1 AND profile_id = ANY($2::bigint[])`, [
+    workspaceId,
+    profileIds,
+  ]);
+}
+
+/** A `users.Deleted` event per erased profile, naming it by the identifiers it had (read before the row goes). */
+async function logDeletions(client: PoolClient, workspaceId: string, profileIds: number[]): Promise<void> {
+  const { rows } = await client.query<{ service_id: string; external_id: string | null }>(
+    `SELECT service_id, external_id FROM profiles WHERE workspace_id = $1 AND id = ANY($2::bigint[]) ORDER BY id`,
+    [workspaceId, profileIds],
+  );
+  const now = new Date().toISOString();
+  await logEvents(
+    client,
+    rows.map((r) => ({
+      type: 'users.Deleted' as const,
+      workspaceId,
+      key: null,
+      profileId: null,
+      userId: r.service_id,
+      externalUserId: r.external_id,
+      time: now,
+    })),
+  );
 }

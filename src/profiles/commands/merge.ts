@@ -1,3 +1,4 @@
+import { logEvents } from '../event-log.js';
 import type { PoolClient } from '../../platform/db/pool.js';
 import { deleteProfiles } from './erase.js';
 import { mergeCounts } from '../tracked-objects.js';
@@ -112,6 +113,7 @@ export async function mergeProfiles(
   );
   await refreshUserAliases(client, [keepId]);
   await recordMergedIdentifiers(client, mergeId, keepId);
+  await logMerge(client, workspaceId, mergeId, keepId);
   await deleteProfiles(client, workspaceId, [mergeId], { erase: false });
   return true;
 }
@@ -137,6 +139,33 @@ async function recordMergedIdentifiers(client: PoolClient, mergeId: number, keep
      SELECT $2::bigint, a.workspace_id, 'user_alias', a.alias_name, a.alias_label FROM profile_aliases a WHERE a.profile_id = $1`,
     [mergeId, keepId],
   );
+}
+
+/**
+ * A `users.Merged` event on the kept profile, naming the merged user by the identifiers it had; the merged user's
+ * logged events are the kept profile's from now on (an erasure of it takes them too). Delivered rows keep the ids
+ * they were delivered with: the Merged event is what tells a warehouse to fold them.
+ */
+async function logMerge(client: PoolClient, workspaceId: string, mergeId: number, keepId: number): Promise<void> {
+  const { rows } = await client.query<{ service_id: string; external_id: string | null }>(
+    `SELECT service_id, external_id FROM profiles WHERE id = $1`,
+    [mergeId],
+  );
+  await client.query(`UPDATE event_log SET profile_id = $2 WHERE workspace_id = $3 AND profile_id = $1`, [
+    mergeId,
+    keepId,
+    workspaceId,
+  ]);
+  await logEvents(client, [
+    {
+      type: 'users.Merged',
+      workspaceId,
+      key: null,
+      profileId: keepId,
+      time: new Date().toISOString(),
+      data: { merged_user_id: rows[0]!.service_id, merged_external_user_id: rows[0]!.external_id },
+    },
+  ]);
 }
 
 /** Rebuilds profiles' user_aliases column from the lookup table it mirrors. */
