@@ -1,0 +1,44 @@
+import type { EventType, LoggedEvent } from '../../../profiles/event-log-types.js';
+import { EVENT_TYPE_SPECS, type EventField, type FieldKind, type FieldValue } from './fields.js';
+
+/**
+ * One event's field values, as every format starts from them. The log's rows are written by typed code, but `data` is
+ * jsonb and old rows outlive code: a value of the wrong type for its field (a number where a string belongs, a price
+ * that is not a finite number, a fractional quantity) is treated as absent. An absent value is null; a required field
+ * (Currents' required, which the mappings of ./fields.ts fill whenever the row is well formed) left without a value
+ * fails the file, naming the event's id and the field, never a value (personal data).
+ */
+
+export function eventFields(type: EventType): EventField[] {
+  return EVENT_TYPE_SPECS[type].fields as EventField[];
+}
+
+/** Throws unless the event is of the file's type (a file holds one type). */
+export function assertType(type: EventType, e: LoggedEvent): void {
+  if (e.type !== type) throw new Error(`event ${e.id} is a ${e.type}, not a ${type}`);
+}
+
+const VALID: Record<FieldKind, (v: FieldValue) => boolean> = {
+  string: (v) => typeof v === 'string',
+  time: (v) => v instanceof Date && !Number.isNaN(v.getTime()),
+  json: (v) => typeof v === 'object' && v !== null && !(v instanceof Date),
+  float: (v) => typeof v === 'number' && Number.isFinite(v),
+  long: (v) => Number.isSafeInteger(v),
+  boolean: (v) => typeof v === 'boolean',
+};
+
+export function fieldValue(type: EventType, f: EventField, e: LoggedEvent): FieldValue {
+  const v = f.value(e) ?? null;
+  if (v !== null && VALID[f.kind](v)) return v;
+  if (!f.nullable) throw new Error(`event ${e.id} (${type}) has no value for its required ${f.name}`);
+  return null;
+}
+
+/** Unix seconds of a time (whole seconds, rounded down as Currents' int is). */
+export const unixSeconds = (d: Date): number => Math.floor(d.getTime() / 1000);
+
+/**
+ * RFC 3339 in UTC, whole seconds: the same instant as the Avro `time` (toISOString's fields are the floor of the
+ * second, before 1970 too). Ingestion keeps years to 0000-9999, which toISOString writes with four digits.
+ */
+export const isoSeconds = (d: Date): string => `${d.toISOString().slice(0, 19)}Z`;
