@@ -10,6 +10,7 @@ import { catalogBatchJob } from './catalog-batch.js';
 import { trackIngestJob } from './track-ingest.js';
 import { bulkImportJob } from './bulk-import.js';
 import { cdiSyncJob } from './cdi-sync.js';
+import { eventExportJob } from './event-export.js';
 
 /** Every queue processor, one file each. `ces worker` runs them all (or those named by --queues). */
 export const jobs: JobDefinition[] = [
@@ -24,4 +25,5 @@ export const jobs: JobDefinition[] = [
   liveActivityRemovalJob,
   canvasScheduleJob,
   cdiSyncJob,
+  eventExportJob,
 ];

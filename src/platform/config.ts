@@ -226,6 +226,28 @@ export const ConfigSchema = z.object({
     .describe(
       'Connections (1-8) a table sync applies each batch\'s attribute rows on at once, split by user identifier; each lane commits its rows with their progress. A batch with a DELETED row applies on one. 1 applies every batch in one transaction (docs/cdi.md, "Speed").',
     ),
+  EVENT_LOG_RETENTION_DAYS: int(7)
+    .pipe(z.number().min(1).max(365))
+    .describe(
+      "Days (1-365) the event log keeps, counted in whole UTC days: older days' partitions are dropped by the reconciler's pass. Delivered files are the long-term store; an event export can backfill or re-deliver only what the log still holds (docs/events.md).",
+    ),
+  EVENTS_INSTANCE: z
+    .string()
+    .regex(/^[a-z0-9-]{1,40}$/, 'letters, digits and -, at most 40')
+    .default('ces')
+    .describe(
+      "The `<instance>` of an Avro event export's keys (`dataexport.<instance>.S3.integration.<id>/...`), as Currents names its cluster.",
+    ),
+  EVENTS_ENVIRONMENT: z
+    .string()
+    .regex(/^[a-z0-9-]{1,40}$/, 'letters, digits and -, at most 40')
+    .default('local')
+    .describe("The `<environment>` folder of an Avro event export's keys (`.../version=<n>/<environment>/...`)."),
+  EVENT_EXPORT_SWEEP_SECONDS: int(5)
+    .pipe(z.number().min(1).max(300))
+    .describe(
+      "How often (1-300 s) the workers look at every event export for a file to close: a file closes at its export's `flush_seconds` or `max_events_per_file`, and is written within this long after.",
+    ),
   INGEST_IMPORT_BATCH: int(200_000).describe(
     'Events a bulk import applies (and commits its position with) per transaction. Larger batches rewrite each profile fewer times (1M events over 100k users: 14.8k events/s at 20,000, 27.8k at 200,000) and hold more in memory.',
   ),

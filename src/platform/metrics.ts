@@ -91,6 +91,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly eventExportEvents = new Counter({
+    name: 'ces_event_export_events_total',
+    help: 'Events written to files by event exports, by export id',
+    labelNames: ['export'] as const,
+    registers: [this.registry],
+  });
+
+  readonly eventExportLag = new Gauge({
+    name: 'ces_event_export_lag_seconds',
+    help: 'Age of the oldest event an event export has not yet written, by export id (0 when none waits)',
+    labelNames: ['export'] as const,
+    registers: [this.registry],
+  });
+
   readonly userDataCommands = new Counter({
     name: 'ces_user_data_commands_total',
     help: 'User-data commands applied (delete, merge, identify, alias_new, rename, remove), by outcome (applied, or why nothing changed)',

@@ -1,4 +1,4 @@
-import type { PoolClient } from '../platform/db/pool.js';
+import type { Pool, PoolClient } from '../platform/db/pool.js';
 import type { EventData, EventType } from './event-log-types.js';
 
 /**
@@ -58,4 +58,28 @@ export async function logEvents(client: PoolClient, entries: EventEntry[]): Prom
     cols[10]![i] = e.data ? JSON.stringify(e.data) : null;
   });
   await client.query(INSERT_SQL, cols);
+}
+
+/**
+ * Keeps the log's days: the partitions of yesterday to a week ahead exist (a write never meets a day without one), and
+ * those older than `retentionDays` whole UTC days are dropped. Returns how many were made and dropped. The
+ * reconciler's pass runs it, so one process of the install does it at a time.
+ */
+export async function maintainEventLogDays(
+  pool: Pool,
+  retentionDays: number,
+  now = new Date(),
+): Promise<{ made: number; dropped: number }> {
+  const today = now.toISOString().slice(0, 10);
+  const made = await pool.query<{ made: number }>(`SELECT event_log_make_partitions($1::date - 1, 9) AS made`, [today]);
+  const { rows } = await pool.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+      WHERE i.inhparent = 'event_log'::regclass AND c.relname ~ '^event_log_[0-9]{8}$'
+        AND to_date(substr(c.relname, 11), 'YYYYMMDD') < $1::date - $2::int
+      ORDER BY 1`,
+    [today, retentionDays],
+  );
+  // The name comes from the catalog and matches the pattern above: no input of anyone's reaches the statement.
+  for (const { name } of rows) await pool.query(`DROP TABLE IF EXISTS "${name}"`);
+  return { made: made.rows[0]!.made, dropped: rows.length };
 }

@@ -26,13 +26,16 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
   const exportRows = scheduledExportRows(run, refs);
   const uninstallRows = uninstallRecordRows(run, refs);
   const integrationRows = cdiIntegrationRows(workspaces);
-  await checkIntegrationOwners(run, integrationRows);
+  await checkOwners(run, 'cdi_integrations', integrationRows, 'integration');
+  const eventExportRows = eventExportRowsOf(workspaces);
+  await checkOwners(run, 'event_exports', eventExportRows, 'event export');
   failOnIssues(run);
 
   counts.canvas_schedules = await upsert(client, SPECS.canvas_schedules, scheduleRows);
   counts.live_activities = await upsert(client, SPECS.live_activities, liveRows);
   counts.scheduled_exports = await upsert(client, SPECS.scheduled_exports, exportRows);
   counts.cdi_integrations = await upsert(client, SPECS.cdi_integrations, integrationRows);
+  counts.event_exports = await upsert(client, SPECS.event_exports, eventExportRows);
   await applyRecords(run, uninstallRows);
 }
 
@@ -132,24 +135,44 @@ function cdiIntegrationRows(workspaces: DeclaredWorkspace[]) {
   );
 }
 
-/** An integration id is global: one declared by another workspace (of this or another company) is not taken over. */
-async function checkIntegrationOwners(
+function eventExportRowsOf(workspaces: DeclaredWorkspace[]) {
+  return workspaces.flatMap((w) =>
+    w.decl.event_exports.map((e) => ({
+      workspace_id: w.id,
+      id: e.id,
+      name: e.name,
+      destination: e.destination ?? null,
+      format: e.format,
+      event_types: e.event_types ?? null,
+      flush_seconds: e.flush_seconds,
+      max_events_per_file: e.max_events_per_file,
+    })),
+  );
+}
+
+/**
+ * An integration's or event export's id is global: one declared by another workspace (of this or another company) is
+ * not taken over.
+ */
+async function checkOwners(
   run: ApplyRun,
-  integrationRows: { workspace_id: string; id: string }[],
+  list: 'cdi_integrations' | 'event_exports',
+  declared: { workspace_id: string; id: string }[],
+  what: string,
 ): Promise<void> {
-  if (integrationRows.length === 0) return;
+  if (declared.length === 0) return;
   const { rows } = await run.client.query<{ id: string; workspace_id: string }>(
-    'SELECT id, workspace_id FROM cdi_integrations WHERE id = ANY($1::uuid[])',
-    [integrationRows.map((r) => r.id)],
+    `SELECT id, workspace_id FROM ${list} WHERE id = ANY($1::uuid[])`,
+    [declared.map((r) => r.id)],
   );
   for (const r of rows) {
-    const mine = integrationRows.find((i) => i.id === r.id)!;
+    const mine = declared.find((i) => i.id === r.id)!;
     if (mine.workspace_id === r.workspace_id) continue;
     const w = run.workspaces.find((x) => x.id === mine.workspace_id)!;
-    const ci = w.decl.cdi_integrations.findIndex((c) => c.id === r.id);
+    const index = w.decl[list].findIndex((c) => c.id === r.id);
     run.issues.push({
-      path: formatPath([...w.path, 'cdi_integrations', ci, 'id']),
-      message: `integration id "${r.id}" belongs to another workspace`,
+      path: formatPath([...w.path, list, index, 'id']),
+      message: `${what} id "${r.id}" belongs to another workspace`,
     });
   }
 }

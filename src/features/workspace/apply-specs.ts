@@ -25,6 +25,7 @@ export const KINDS = [
   'live_activities',
   'scheduled_exports',
   'cdi_integrations',
+  'event_exports',
   'uninstalls',
   'hard_bounces',
   'invalid_phone_numbers',
@@ -193,6 +194,19 @@ export const SPECS = {
     table: 'cdi_integrations',
     key: { workspace_id: 'uuid', id: 'uuid' },
     set: { name: 'text', source: 'jsonb', schedule: 'jsonb' },
+    touch: 'updated_at',
+  },
+  event_exports: {
+    table: 'event_exports',
+    key: { workspace_id: 'uuid', id: 'uuid' },
+    set: {
+      name: 'text',
+      destination: 'jsonb',
+      format: 'text',
+      event_types: 'text[]',
+      flush_seconds: 'integer',
+      max_events_per_file: 'integer',
+    },
     touch: 'updated_at',
   },
 } satisfies Partial<Record<Kind, UpsertSpec>>;

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import type { CdiSchedule, CdiSource } from '../../pipelines/cdi/integrations.js';
+import { EVENT_EXPORT_FORMATS } from '../../pipelines/events/event-exports.js';
+import { EVENT_TYPES } from '../../profiles/event-log-types.js';
 import { EXPORT_LAYOUTS, OUTPUT_FORMATS } from '../../pipelines/exports/key-layout.js';
 import {
   EXPORT_FIELDS,
@@ -323,6 +325,20 @@ export const CdiIntegrationSchema = z.strictObject({
     .optional() satisfies z.ZodType<CdiSchedule | undefined>,
 });
 
+/** An event export (docs/events.md): the event log delivered to a bucket, one file per type, hour and sequence. */
+export const EventExportSchema = z.strictObject({
+  /** A UUID, as an integration's: the natural key, stable across applies, and part of the Currents file names. */
+  id: z.uuid({ error: 'must be a UUID' }).transform((v) => v.toLowerCase()),
+  name: Name,
+  /** Absent: the workspace's export destination, else its part of the built-in store. */
+  destination: Destination.optional(),
+  format: z.enum(EVENT_EXPORT_FORMATS, { error: 'must be avro, parquet or ndjson' }),
+  /** Absent: every type. */
+  event_types: z.array(z.enum(EVENT_TYPES)).min(1).max(EVENT_TYPES.length).optional(),
+  flush_seconds: z.number().int().min(1).max(3600).default(300),
+  max_events_per_file: z.number().int().min(1).max(1_000_000).default(15_000),
+});
+
 export const RecordsSchema = z.strictObject({
   uninstalls: z
     .array(z.strictObject({ app: Name, at: RecordTime, count: z.number().int().min(1).max(100_000).default(1) }))
@@ -363,6 +379,7 @@ export const WorkspaceSchema = z.strictObject({
   live_activities: z.array(LiveActivitySchema).max(MAX_ITEMS).default([]),
   scheduled_exports: z.array(ScheduledExportSchema).max(1000).default([]),
   cdi_integrations: z.array(CdiIntegrationSchema).max(1000).default([]),
+  event_exports: z.array(EventExportSchema).max(100).default([]),
   records: RecordsSchema.optional(),
 });
 
@@ -537,6 +554,16 @@ function checkIdsAcrossWorkspaces(file: ParsedFile, ctx: z.RefinementCtx): void 
     (i) => integrationIds[i]!.path,
     'CDI integration id',
   );
+  const eventExportIds = file.workspaces.flatMap((w, wi) =>
+    w.event_exports.map((e, ei) => ({ id: e.id, path: ['workspaces', wi, 'event_exports', ei, 'id'] })),
+  );
+  reportDuplicates(
+    ctx,
+    eventExportIds,
+    (e) => e.id,
+    (i) => eventExportIds[i]!.path,
+    'event export id',
+  );
 }
 
 /** The names and ids unique within one workspace, and the field names within each of its catalogs. */
@@ -552,6 +579,7 @@ function checkWorkspaceNames(w: ParsedFile['workspaces'][number], wi: number, ct
   reportDuplicateField(ctx, w.feed_cards, 'id', at('feed_cards'), 'feed card id');
   reportDuplicateField(ctx, w.preference_centers, 'id', at('preference_centers'), 'preference center id');
   reportDuplicateField(ctx, w.scheduled_exports, 'name', at('scheduled_exports'), 'scheduled export name');
+  reportDuplicateField(ctx, w.event_exports, 'name', at('event_exports'), 'event export name');
   w.catalogs.forEach((c, ci) =>
     reportDuplicateField(ctx, c.fields, 'name', ['workspaces', wi, 'catalogs', ci, 'fields'], 'field name'),
   );

@@ -27,6 +27,8 @@ export const lockNames = {
   /** One runner per export shard, one finisher per export (session locks of the workers' own connections). */
   exportShard: (exportId: string, shard: number) => `ces-export-shard:${exportId}:${shard}`,
   exportFinish: (exportId: string) => `ces-export-finish:${exportId}`,
+  /** One flusher per event export. */
+  eventExport: (exportId: string) => `ces-event-export:${exportId}`,
 } as const;
 
 const KEY = 'hashtextextended($1, 0)';

@@ -305,6 +305,56 @@ CREATE TABLE email_templates (
   CONSTRAINT email_templates_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 
+CREATE TABLE event_export_files (
+  export_id uuid NOT NULL,
+  event_type text NOT NULL,
+  hour timestamp with time zone NOT NULL,
+  seq integer NOT NULL,
+  xid_from bigint NOT NULL,
+  xid_to bigint NOT NULL,
+  first_xid bigint,
+  first_id uuid,
+  next_xid bigint,
+  next_id uuid,
+  events integer NOT NULL,
+  key text NOT NULL,
+  bytes bigint,
+  planned_at timestamp with time zone DEFAULT now() NOT NULL,
+  written_at timestamp with time zone,
+  CONSTRAINT event_export_files_pkey PRIMARY KEY (export_id, event_type, hour, seq),
+  CONSTRAINT event_export_files_export_id_fkey FOREIGN KEY (export_id) REFERENCES event_exports(id) ON DELETE CASCADE
+);
+CREATE INDEX event_export_files_unwritten ON event_export_files USING btree (export_id) WHERE (written_at IS NULL);
+
+CREATE TABLE event_export_hours (
+  export_id uuid NOT NULL,
+  event_type text NOT NULL,
+  hour timestamp with time zone NOT NULL,
+  success_at timestamp with time zone NOT NULL,
+  CONSTRAINT event_export_hours_pkey PRIMARY KEY (export_id, event_type, hour),
+  CONSTRAINT event_export_hours_export_id_fkey FOREIGN KEY (export_id) REFERENCES event_exports(id) ON DELETE CASCADE
+);
+
+CREATE TABLE event_exports (
+  id uuid NOT NULL,
+  workspace_id uuid NOT NULL,
+  name text NOT NULL,
+  destination jsonb,
+  format text NOT NULL,
+  event_types text[],
+  flush_seconds integer NOT NULL,
+  max_events_per_file integer NOT NULL,
+  planned_xid bigint DEFAULT 0 NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT event_exports_pkey PRIMARY KEY (id),
+  CONSTRAINT event_exports_flush_seconds_check CHECK (((flush_seconds >= 1) AND (flush_seconds <= 3600))),
+  CONSTRAINT event_exports_format_check CHECK ((format = ANY (ARRAY['avro'::text, 'parquet'::text, 'ndjson'::text]))),
+  CONSTRAINT event_exports_max_events_per_file_check CHECK (((max_events_per_file >= 1) AND (max_events_per_file <= 1000000))),
+  CONSTRAINT event_exports_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+CREATE INDEX event_exports_workspace ON event_exports USING btree (workspace_id);
+
 -- What happened to people, one row per event, partitioned by day (docs/events.md)
 CREATE TABLE event_log (
   workspace_id uuid NOT NULL,

@@ -6,6 +6,7 @@ import { CANVAS_SCHEDULE_QUEUE, CanvasSchedulePayload } from './canvas-schedule.
 import { CATALOG_BATCH_QUEUE, CatalogBatchPayload } from './catalog-batch.js';
 import { CDI_SYNC_QUEUE, CdiSyncPayload } from './cdi-sync.js';
 import { EXPORT_CALLBACK_QUEUE, ExportCallbackPayload } from './export-callback.js';
+import { EVENT_EXPORT_QUEUE, EventExportPayload } from './event-export.js';
 import { EXPORT_SHARD_QUEUE, ExportShardPayload } from './export-shard.js';
 import { LIVE_ACTIVITY_PUSH_QUEUE, LiveActivityPushPayload } from './live-activity-push.js';
 import { LIVE_ACTIVITY_REMOVAL_QUEUE, LiveActivityRemovalPayload } from './live-activity-removal.js';
@@ -32,6 +33,7 @@ export const QUEUE_PAYLOADS = {
   [LIVE_ACTIVITY_REMOVAL_QUEUE]: LiveActivityRemovalPayload,
   [CANVAS_SCHEDULE_QUEUE]: CanvasSchedulePayload,
   [CDI_SYNC_QUEUE]: CdiSyncPayload,
+  [EVENT_EXPORT_QUEUE]: EventExportPayload,
 } satisfies Record<string, z.ZodType>;
 
 export type QueueName = keyof typeof QUEUE_PAYLOADS;

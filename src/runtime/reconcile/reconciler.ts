@@ -2,6 +2,7 @@ import type { Config } from '../../platform/config.js';
 import { withTransaction, type Pool } from '../../platform/db/pool.js';
 import { forgetExportBases } from '../../pipelines/exports/incremental.js';
 import { forgetExpiredKeys } from '../../platform/idempotency/keys.js';
+import { maintainEventLogDays } from '../../profiles/event-log.js';
 import type { Logger } from '../../platform/logger.js';
 import type { Queues } from '../../platform/queues/index.js';
 import { redisKeyPrefix, type Redis } from '../../platform/redis.js';
@@ -40,7 +41,7 @@ export interface PassResult {
 }
 
 /** Kinds whose counts are not lost work queued again (registrations, clean-up): not in the pass's log line. */
-const QUIET_KINDS = new Set(['schedules', 'expired idempotency keys', 'export bases past retention']);
+const QUIET_KINDS = new Set(['schedules', 'expired idempotency keys', 'export bases past retention', 'event log days']);
 
 /** Every this many passes, canvas schedules are re-armed in full even when Redis kept its marker. */
 const FULL_EVERY_PASSES = 10;
@@ -126,6 +127,13 @@ export class Reconciler {
       ...REPAIRS.map((r): [string, () => Promise<number>] => [r.kind, () => r.run(deps, full)]),
       // Not lost work: records past their use, dropped here because a pass runs anyway.
       ['expired idempotency keys', () => forgetExpiredKeys(deps.pool)],
+      [
+        'event log days',
+        async () => {
+          const days = await maintainEventLogDays(deps.pool, deps.config.EVENT_LOG_RETENTION_DAYS);
+          return days.made + days.dropped;
+        },
+      ],
       [
         'export bases past retention',
         async () => {

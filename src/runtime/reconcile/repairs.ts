@@ -11,6 +11,7 @@ import { CDI_SYNC_QUEUE, enqueueSync, syncJobId } from '../../platform/queues/cd
 import { CANVAS_SCHEDULE_QUEUE } from '../../platform/queues/canvas-schedule.js';
 import { EXPORT_SHARD_QUEUE } from '../../platform/queues/export-shard.js';
 import { SCHEDULED_EXPORT_QUEUE } from '../../platform/queues/scheduled-export.js';
+import { EVENT_EXPORT_QUEUE } from '../../platform/queues/event-export.js';
 import { lockNames } from '../../platform/db/advisory-locks.js';
 import { exportShards } from '../../pipelines/exports/shard/shard-ranges.js';
 import type { Logger } from '../../platform/logger.js';
@@ -231,7 +232,9 @@ export interface Repair {
 export const REPAIRS: Repair[] = [
   {
     kind: 'schedules',
-    queues: [SCHEDULED_EXPORT_QUEUE, CANVAS_SCHEDULE_QUEUE, CDI_SYNC_QUEUE, TRACK_INGEST_QUEUE],
+    // The event exports' sweep among the repeatables: their files are planned in PostgreSQL, so the sweep's next pass
+    // writes whatever a lost job had planned.
+    queues: [SCHEDULED_EXPORT_QUEUE, CANVAS_SCHEDULE_QUEUE, CDI_SYNC_QUEUE, TRACK_INGEST_QUEUE, EVENT_EXPORT_QUEUE],
     run: repairSchedules,
   },
   { kind: 'exports', queues: [SEGMENT_EXPORT_QUEUE, EXPORT_SHARD_QUEUE], run: repairExports },

@@ -1,0 +1,171 @@
+import { withTransaction, type Pool, type PoolClient } from '../../platform/db/pool.js';
+import type { EventType } from '../../profiles/event-log-types.js';
+import { eventExport, type EventExport } from './event-exports.js';
+
+/**
+ * Planning an export's next files (docs/events.md, "Exactly once"). The log's rows carry their transaction's id
+ * (`xid`); every transaction below `pg_snapshot_xmin` of a snapshot has ended, so the rows between the export's
+ * `planned_xid` and that bound are all there and no other row can join them. A plan takes exactly those rows, one file
+ * per event type and hour (more when one holds over `max_events_per_file`, cut by row keys), records the files with
+ * the rows each holds, and moves `planned_xid` to the bound, in one transaction. Writing the files comes after; a
+ * crash between the two leaves planned files that the next pass writes, with the same keys and the same rows.
+ */
+
+export interface PlannedFile {
+  eventType: EventType;
+  hour: Date;
+  seq: number;
+  xidFrom: bigint;
+  xidTo: bigint;
+  first: RowKey | null;
+  next: RowKey | null;
+  events: number;
+  key: string;
+}
+
+export interface RowKey {
+  xid: bigint;
+  id: string;
+}
+
+export interface Backlog {
+  /** Events not yet in a planned file, counted up to max_events_per_file. */
+  events: number;
+  /** When the oldest of them entered the log; null when there is none. */
+  oldest: Date | null;
+}
+
+/** The rows of one export's workspace and types in a transaction range (`$1` workspace, `$2` types, `$3`-`$4` xids). */
+const RANGE = `workspace_id = $1 AND type = ANY($2::text[]) AND xid >= $3 AND xid < $4`;
+
+/** What the export has not planned yet below `bound`: enough to decide whether a file is due. */
+async function backlog(db: PoolClient, exp: EventExport, bound: bigint): Promise<Backlog> {
+  const args = [exp.workspaceId, exp.eventTypes, exp.plannedXid.toString(), bound.toString()];
+  const { rows } = await db.query<{ n: number; oldest: Date | null }>(
+    `SELECT (SELECT count(*)::int FROM (SELECT 1 FROM event_log WHERE ${RANGE} LIMIT $5) c) AS n,
+            (SELECT min(accepted_at) FROM (SELECT accepted_at FROM event_log WHERE ${RANGE} ORDER BY xid LIMIT 100) o) AS oldest`,
+    [...args, exp.maxEventsPerFile],
+  );
+  return { events: rows[0]!.n, oldest: rows[0]!.oldest };
+}
+
+interface Group {
+  event_type: EventType;
+  hour: Date;
+  n: number;
+  next_seq: number;
+}
+
+/** The (type, hour) groups of the range, with how many rows each holds and the sequence number its files start at. */
+async function groupsOf(db: PoolClient, exp: EventExport, bound: bigint): Promise<Group[]> {
+  const { rows } = await db.query<Group>(
+    `SELECT g.event_type, g.hour, g.n,
+            coalesce((SELECT max(f.seq) + 1 FROM event_export_files f
+                       WHERE f.export_id = $5 AND f.event_type = g.event_type AND f.hour = g.hour), 0) AS next_seq
+       FROM (SELECT type AS event_type, date_trunc('hour', accepted_at, 'UTC') AS hour, count(*)::int AS n
+               FROM event_log WHERE ${RANGE} GROUP BY 1, 2) g
+      ORDER BY g.event_type, g.hour`,
+    [exp.workspaceId, exp.eventTypes, exp.plannedXid.toString(), bound.toString(), exp.id],
+  );
+  return rows;
+}
+
+/** Where a group's files after the first begin: every max-th row of the group, in (xid, id) order. */
+async function cutsOf(db: PoolClient, exp: EventExport, bound: bigint, g: Group): Promise<RowKey[]> {
+  if (g.n <= exp.maxEventsPerFile) return [];
+  const { rows } = await db.query<{ xid: string; id: string }>(
+    `SELECT xid::text, id FROM (
+       SELECT xid, id, row_number() OVER (ORDER BY xid, id) - 1 AS rn
+         FROM event_log WHERE ${RANGE} AND accepted_at >= $5 AND accepted_at < $5 + interval '1 hour' AND type = $6) s
+      WHERE rn > 0 AND rn % $7 = 0 ORDER BY xid, id`,
+    [
+      exp.workspaceId,
+      exp.eventTypes,
+      exp.plannedXid.toString(),
+      bound.toString(),
+      g.hour,
+      g.event_type,
+      exp.maxEventsPerFile,
+    ],
+  );
+  return rows.map((r) => ({ xid: BigInt(r.xid), id: r.id }));
+}
+
+/** The files of one group: one per slice between cuts. */
+function filesOf(exp: EventExport, bound: bigint, g: Group, cuts: RowKey[], keyOf: FileKeyOf): PlannedFile[] {
+  const starts: (RowKey | null)[] = [null, ...cuts];
+  return starts.map((first, i) => {
+    const seq = g.next_seq + i;
+    return {
+      eventType: g.event_type,
+      hour: g.hour,
+      seq,
+      xidFrom: exp.plannedXid,
+      xidTo: bound,
+      first,
+      next: cuts[i] ?? null,
+      events: Math.min(exp.maxEventsPerFile, g.n - i * exp.maxEventsPerFile),
+      key: keyOf(g.event_type, g.hour, seq),
+    };
+  });
+}
+
+export type FileKeyOf = (type: EventType, hour: Date, seq: number) => string;
+
+async function recordFiles(db: PoolClient, exportId: string, files: PlannedFile[]): Promise<void> {
+  if (files.length === 0) return;
+  const col = <T>(f: (p: PlannedFile) => T) => files.map(f);
+  await db.query(
+    `INSERT INTO event_export_files (export_id, event_type, hour, seq, xid_from, xid_to, first_xid, first_id, next_xid,
+                                     next_id, events, key)
+     SELECT $1, * FROM unnest($2::text[], $3::timestamptz[], $4::int[], $5::bigint[], $6::bigint[], $7::bigint[],
+                              $8::uuid[], $9::bigint[], $10::uuid[], $11::int[], $12::text[])`,
+    [
+      exportId,
+      col((f) => f.eventType),
+      col((f) => f.hour),
+      col((f) => f.seq),
+      col((f) => f.xidFrom.toString()),
+      col((f) => f.xidTo.toString()),
+      col((f) => f.first?.xid.toString() ?? null),
+      col((f) => f.first?.id ?? null),
+      col((f) => f.next?.xid.toString() ?? null),
+      col((f) => f.next?.id ?? null),
+      col((f) => f.events),
+      col((f) => f.key),
+    ],
+  );
+}
+
+export interface PlanOutcome {
+  planned: number;
+  /** What is left unplanned below the bound (nothing when the plan took it all). */
+  backlog: Backlog;
+}
+
+/**
+ * Plans the export's due files: when the oldest unplanned event has waited `flush_seconds` (at `now`), or
+ * `max_events_per_file` of them wait, every unplanned row below the bound goes into files; otherwise nothing moves.
+ * One planner at a time per export (its row is locked for the transaction).
+ */
+export async function planFiles(pool: Pool, exportId: string, keyOf: FileKeyOf, now: Date): Promise<PlanOutcome> {
+  return withTransaction(pool, async (db) => {
+    const exp = await eventExport(db, exportId, true);
+    if (!exp) return { planned: 0, backlog: { events: 0, oldest: null } };
+    const { rows } = await db.query<{ bound: string }>(`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS bound`);
+    const bound = BigInt(rows[0]!.bound);
+    if (bound <= exp.plannedXid) return { planned: 0, backlog: { events: 0, oldest: null } };
+    const waiting = await backlog(db, exp, bound);
+    const due =
+      waiting.events >= exp.maxEventsPerFile ||
+      (waiting.oldest !== null && now.getTime() - waiting.oldest.getTime() >= exp.flushSeconds * 1000);
+    if (!due && waiting.events > 0) return { planned: 0, backlog: waiting };
+    const files: PlannedFile[] = [];
+    for (const g of due ? await groupsOf(db, exp, bound) : [])
+      files.push(...filesOf(exp, bound, g, await cutsOf(db, exp, bound, g), keyOf));
+    await recordFiles(db, exp.id, files);
+    // Nothing waiting: the bound moves on alone, so that the next plan's range starts where transactions still run.
+    await db.query(`UPDATE event_exports SET planned_xid = $2 WHERE id = $1`, [exp.id, bound.toString()]);
+    return { planned: files.length, backlog: { events: 0, oldest: null } };
+  });
+}

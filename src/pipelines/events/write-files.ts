@@ -1,0 +1,152 @@
+import type { Pool } from '../../platform/db/pool.js';
+import type { ObjectStore } from '../../platform/storage/object-store.js';
+import type { EventType, LoggedEvent } from '../../profiles/event-log-types.js';
+import type { EventExport } from './event-exports.js';
+import type { EventKeys } from './event-keys.js';
+import { encodeEvents } from './formats/encoders.js';
+import { avroSchemaText, jsonSchemaText } from './formats/schemas.js';
+
+/**
+ * Writing planned files (./plan-files.ts) and closing hours. A file is read from the log as its plan says (the rows of
+ * its type, hour and transaction range, from its first row up to the next file's), encoded, put at its key, then
+ * marked written. Put again after a crash, it is the same object: the rows are the same (an erasure aside, which is
+ * meant to change them) and the encodings are deterministic.
+ */
+
+interface FileRow {
+  event_type: EventType;
+  hour: Date;
+  seq: number;
+  xid_from: string;
+  xid_to: string;
+  first_xid: string | null;
+  first_id: string | null;
+  next_xid: string | null;
+  next_id: string | null;
+  key: string;
+}
+
+interface LogRow {
+  id: string;
+  type: EventType;
+  workspace_id: string;
+  accepted_at: Date;
+  time: Date;
+  user_id: string | null;
+  external_user_id: string | null;
+  app_id: string | null;
+  name: string | null;
+  properties: Record<string, unknown> | null;
+  data: Record<string, unknown>;
+}
+
+/** The rows of one planned file, in (xid, id) order. */
+async function rowsOf(pool: Pool, exp: EventExport, f: FileRow): Promise<LoggedEvent[]> {
+  const { rows } = await pool.query<LogRow>(
+    `SELECT id, type, workspace_id, accepted_at, time, user_id, external_user_id, app_id, name, properties, data
+       FROM event_log
+      WHERE workspace_id = $1 AND type = $2 AND accepted_at >= $3 AND accepted_at < $3 + interval '1 hour'
+        AND xid >= $4 AND xid < $5
+        AND ($6::bigint IS NULL OR (xid, id) >= ($6::bigint, $7::uuid))
+        AND ($8::bigint IS NULL OR (xid, id) < ($8::bigint, $9::uuid))
+      ORDER BY xid, id`,
+    [exp.workspaceId, f.event_type, f.hour, f.xid_from, f.xid_to, f.first_xid, f.first_id, f.next_xid, f.next_id],
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    type: r.type,
+    workspaceId: r.workspace_id,
+    acceptedAt: r.accepted_at,
+    time: r.time,
+    userId: r.user_id,
+    externalUserId: r.external_user_id,
+    appId: r.app_id,
+    name: r.name,
+    properties: r.properties,
+    data: r.data as LoggedEvent['data'],
+  }));
+}
+
+export interface WriteOutcome {
+  files: number;
+  events: number;
+  bytes: number;
+}
+
+/** Writes every planned file of the export not yet written, oldest first; each is marked written once it is stored. */
+export async function writePlannedFiles(
+  pool: Pool,
+  exp: EventExport,
+  store: ObjectStore,
+  keys: EventKeys,
+): Promise<WriteOutcome> {
+  const { rows: files } = await pool.query<FileRow>(
+    `SELECT event_type, hour, seq, xid_from::text, xid_to::text, first_xid::text, first_id, next_xid::text, next_id, key
+       FROM event_export_files WHERE export_id = $1 AND written_at IS NULL ORDER BY hour, event_type, seq`,
+    [exp.id],
+  );
+  const outcome: WriteOutcome = { files: 0, events: 0, bytes: 0 };
+  const schemasChecked = new Set<EventType>();
+  for (const f of files) {
+    if (!schemasChecked.has(f.event_type)) {
+      await writeSchemas(exp, store, keys, f.event_type);
+      schemasChecked.add(f.event_type);
+    }
+    const events = await rowsOf(pool, exp, f);
+    const body = await encodeEvents(exp.format, f.event_type, events);
+    await store.put(f.key, body, { contentLength: body.length });
+    await pool.query(
+      `UPDATE event_export_files SET written_at = now(), bytes = $4, events = $5
+        WHERE export_id = $1 AND event_type = $2 AND hour = $3 AND seq = $6`,
+      [exp.id, f.event_type, f.hour, body.length, events.length, f.seq],
+    );
+    outcome.files++;
+    outcome.events += events.length;
+    outcome.bytes += body.length;
+  }
+  return outcome;
+}
+
+/** A type's schemas beside its files, written when missing (the version is in the key: a new one is a new file). */
+async function writeSchemas(exp: EventExport, store: ObjectStore, keys: EventKeys, type: EventType): Promise<void> {
+  const json = keys.schema(type, 'json');
+  if ((await store.head(json)) === null)
+    await store.put(json, Buffer.from(jsonSchemaText(type, exp.format)), { contentType: 'application/schema+json' });
+  if (exp.format !== 'avro') return;
+  const avsc = keys.schema(type, 'avsc');
+  if ((await store.head(avsc)) === null)
+    await store.put(avsc, Buffer.from(avroSchemaText(type)), { contentType: 'application/json' });
+}
+
+/**
+ * Writes `_SUCCESS` in the folder of each (type, hour) of the export that is closed: its hour has ended, every file of
+ * it is written, no transaction that began before its end still runs (one could yet log an event in it), and no row
+ * of it waits above the export's planned bound. Recorded once written.
+ */
+export async function closeHours(pool: Pool, exp: EventExport, store: ObjectStore, keys: EventKeys): Promise<number> {
+  const { rows } = await pool.query<{ event_type: EventType; hour: Date }>(
+    `WITH settled AS (
+       SELECT coalesce(min(xact_start), now()) AS before FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL)
+     SELECT f.event_type, f.hour FROM event_export_files f, settled s, event_exports e
+      WHERE f.export_id = $1 AND e.id = f.export_id AND f.hour + interval '1 hour' <= s.before
+        AND NOT EXISTS (SELECT 1 FROM event_export_hours h
+                         WHERE h.export_id = f.export_id AND h.event_type = f.event_type AND h.hour = f.hour)
+      GROUP BY f.event_type, f.hour, e.workspace_id, e.planned_xid
+     HAVING bool_and(f.written_at IS NOT NULL)
+        AND NOT EXISTS (SELECT 1 FROM event_log l
+                         WHERE l.workspace_id = e.workspace_id AND l.type = f.event_type AND l.xid >= e.planned_xid
+                           AND l.accepted_at >= f.hour AND l.accepted_at < f.hour + interval '1 hour')
+      ORDER BY f.hour, f.event_type`,
+    [exp.id],
+  );
+  for (const h of rows) {
+    await store.put(keys.success(h.event_type, h.hour), Buffer.alloc(0), { contentLength: 0 });
+    await pool.query(
+      `INSERT INTO event_export_hours (export_id, event_type, hour, success_at) VALUES ($1, $2, $3, now())
+       ON CONFLICT DO NOTHING`,
+      [exp.id, h.event_type, h.hour],
+    );
+  }
+  return rows.length;
+}
