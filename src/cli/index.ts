@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { Config } from '../platform/config.js';
 import { registerCdiCommands } from './cdi.js';
+import { registerEventsCommands } from './events.js';
 import { registerExportCommand } from './export.js';
 import { registerImportCommand } from './import.js';
 import { registerUsersCommands } from './users.js';
@@ -13,4 +14,5 @@ export function registerCommands(program: Command, config: () => Config): void {
   registerImportCommand(program, config);
   registerExportCommand(program, config);
   registerCdiCommands(program, config);
+  registerEventsCommands(program, config);
 }

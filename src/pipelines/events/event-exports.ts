@@ -73,3 +73,12 @@ export async function eventExport(db: Db, id: string, forUpdate = false): Promis
   const { rows } = await db.query<ExportRow>(`${SELECT} WHERE e.id = $1${forUpdate ? ' FOR UPDATE OF e' : ''}`, [id]);
   return rows[0] ? fromRow(rows[0]) : undefined;
 }
+
+/** Erasure records (for `ces events erasure-report`) older than `days` go, as the tombstones naming the same ids do. */
+export async function forgetOldErasures(pool: Pool, days: number): Promise<number> {
+  const { rowCount } = await pool.query(
+    `DELETE FROM event_erasures WHERE erased_at < now() - make_interval(days => $1)`,
+    [days],
+  );
+  return rowCount ?? 0;
+}

@@ -1,5 +1,5 @@
 import type { Config } from '../../platform/config.js';
-import { lockNames, tryLockSession, unlockSession } from '../../platform/db/advisory-locks.js';
+import { lockNames, lockSession, tryLockSession, unlockSession } from '../../platform/db/advisory-locks.js';
 import type { Pool } from '../../platform/db/pool.js';
 import type { Logger } from '../../platform/logger.js';
 import type { Metrics } from '../../platform/metrics.js';
@@ -8,7 +8,8 @@ import { eventExport, type EventExport } from './event-exports.js';
 import { EventKeys } from './event-keys.js';
 import { SCHEMA_VERSIONS } from './formats/schemas.js';
 import { planFiles } from './plan-files.js';
-import { closeHours, writePlannedFiles } from './write-files.js';
+import { replanHours, takeRedeliveries, type ExportHour } from './replan-hours.js';
+import { closeHours, deleteStale, writePlannedFiles, type WriteOutcome } from './write-files.js';
 
 /**
  * One pass over an event export: the files a crashed pass planned and did not write, then what is due now (planned,
@@ -43,12 +44,53 @@ export async function flushEventExport(
   exportId: string,
   now = new Date(),
 ): Promise<FlushOutcome> {
-  const lockClient = await deps.pool.connect();
+  const outcome = await withExportLock(deps.pool, exportId, false, () => flushLocked(deps, exportId, now));
+  return outcome ?? { ran: false, files: 0, events: 0, hoursClosed: 0 };
+}
+
+export interface BackfillOutcome extends FlushOutcome {
+  hours: number;
+  staleKeys: number;
+}
+
+/**
+ * `ces events backfill`: the export's hours in [from, to) planned again from the log (./replan-hours.ts) and written,
+ * the keys they no longer write deleted, then a pass as usual. Waits for a pass running elsewhere to end.
+ */
+export async function backfillEventExport(
+  deps: EventExportDeps,
+  exportId: string,
+  hours: ExportHour[],
+): Promise<BackfillOutcome> {
+  const outcome = await withExportLock(deps.pool, exportId, true, async () => {
+    const exp = await eventExport(deps.pool, exportId);
+    if (!exp) throw new Error(`no event export ${exportId}`);
+    const ws = await openStore(deps, exp);
+    const keys = new EventKeys(exp, ws.prefix, ws.store.kind, deps.config, (t) => SCHEMA_VERSIONS[t]);
+    ws.close();
+    const replanned = await replanHours(deps.pool, exportId, hours, {
+      file: keys.file.bind(keys),
+      success: keys.success.bind(keys),
+    });
+    const pass = await flushLocked(deps, exportId, new Date());
+    return { ...pass, hours: replanned.hours, staleKeys: replanned.staleKeys };
+  });
+  return outcome!;
+}
+
+/** Runs `fn` holding the export's session lock; `wait: false` gives up (undefined) when another process holds it. */
+async function withExportLock<T>(
+  pool: Pool,
+  exportId: string,
+  wait: boolean,
+  fn: () => Promise<T>,
+): Promise<T | undefined> {
+  const lockClient = await pool.connect();
   try {
-    if (!(await tryLockSession(lockClient, lockNames.eventExport(exportId))))
-      return { ran: false, files: 0, events: 0, hoursClosed: 0 };
+    if (wait) await lockSession(lockClient, lockNames.eventExport(exportId));
+    else if (!(await tryLockSession(lockClient, lockNames.eventExport(exportId)))) return undefined;
     try {
-      return await flushLocked(deps, exportId, now);
+      return await fn();
     } finally {
       await unlockSession(lockClient, lockNames.eventExport(exportId)).catch(() => {});
     }
@@ -62,13 +104,15 @@ async function flushLocked(deps: EventExportDeps, exportId: string, now: Date): 
   if (!exp) return { ran: true, files: 0, events: 0, hoursClosed: 0 };
   const ws = await openStore(deps, exp);
   try {
-    const kind = ws.store.kind;
-    const keys = new EventKeys(exp, ws.prefix, kind, deps.config, (t) => SCHEMA_VERSIONS[t]);
-    const before = await writePlannedFiles(deps.pool, exp, ws.store, keys);
-    const plan = await planFiles(deps.pool, exp.id, (t, h, s) => keys.file(t, h, s), now);
-    const after = plan.planned > 0 ? await writePlannedFiles(deps.pool, exp, ws.store, keys) : before;
-    const written =
-      plan.planned > 0 ? { files: before.files + after.files, events: before.events + after.events } : before;
+    const keys = new EventKeys(exp, ws.prefix, ws.store.kind, deps.config, (t) => SCHEMA_VERSIONS[t]);
+    const exportKeys = { file: keys.file.bind(keys), success: keys.success.bind(keys) };
+    // Hours an erasure asked for, planned again first: their _SUCCESS goes before their files are rewritten.
+    await takeRedeliveries(deps.pool, exp.id, exportKeys);
+    await deleteStale(deps.pool, exp, ws.store, 'success');
+    const written = await writePlannedFiles(deps.pool, exp, ws.store, keys);
+    const plan = await planFiles(deps.pool, exp.id, exportKeys.file, now);
+    if (plan.planned > 0) addTo(written, await writePlannedFiles(deps.pool, exp, ws.store, keys));
+    await deleteStale(deps.pool, exp, ws.store, 'file');
     const hoursClosed = await closeHours(deps.pool, (await eventExport(deps.pool, exp.id)) ?? exp, ws.store, keys);
     deps.metrics.eventExportEvents.inc({ export: exp.id }, written.events);
     const lag = plan.backlog.oldest ? Math.max(0, (now.getTime() - plan.backlog.oldest.getTime()) / 1000) : 0;
@@ -82,4 +126,10 @@ async function flushLocked(deps: EventExportDeps, exportId: string, now: Date): 
   } finally {
     ws.close();
   }
+}
+
+function addTo(total: WriteOutcome, more: WriteOutcome): void {
+  total.files += more.files;
+  total.events += more.events;
+  total.bytes += more.bytes;
 }

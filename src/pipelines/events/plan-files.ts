@@ -49,7 +49,7 @@ async function backlog(db: PoolClient, exp: EventExport, bound: bigint): Promise
   return { events: rows[0]!.n, oldest: rows[0]!.oldest };
 }
 
-interface Group {
+export interface Group {
   event_type: EventType;
   hour: Date;
   n: number;
@@ -70,29 +70,34 @@ async function groupsOf(db: PoolClient, exp: EventExport, bound: bigint): Promis
   return rows;
 }
 
-/** Where a group's files after the first begin: every max-th row of the group, in (xid, id) order. */
-async function cutsOf(db: PoolClient, exp: EventExport, bound: bigint, g: Group): Promise<RowKey[]> {
+/** Where a group's files after the first begin: every max-th row of the group in [from, bound), in (xid, id) order. */
+export async function cutsOf(
+  db: PoolClient,
+  exp: EventExport,
+  from: bigint,
+  bound: bigint,
+  g: Group,
+): Promise<RowKey[]> {
   if (g.n <= exp.maxEventsPerFile) return [];
   const { rows } = await db.query<{ xid: string; id: string }>(
     `SELECT xid::text, id FROM (
        SELECT xid, id, row_number() OVER (ORDER BY xid, id) - 1 AS rn
          FROM event_log WHERE ${RANGE} AND accepted_at >= $5 AND accepted_at < $5 + interval '1 hour' AND type = $6) s
       WHERE rn > 0 AND rn % $7 = 0 ORDER BY xid, id`,
-    [
-      exp.workspaceId,
-      exp.eventTypes,
-      exp.plannedXid.toString(),
-      bound.toString(),
-      g.hour,
-      g.event_type,
-      exp.maxEventsPerFile,
-    ],
+    [exp.workspaceId, exp.eventTypes, from.toString(), bound.toString(), g.hour, g.event_type, exp.maxEventsPerFile],
   );
   return rows.map((r) => ({ xid: BigInt(r.xid), id: r.id }));
 }
 
-/** The files of one group: one per slice between cuts. */
-function filesOf(exp: EventExport, bound: bigint, g: Group, cuts: RowKey[], keyOf: FileKeyOf): PlannedFile[] {
+/** The files of one group of [from, bound): one per slice between cuts. */
+export function filesOf(
+  exp: EventExport,
+  from: bigint,
+  bound: bigint,
+  g: Group,
+  cuts: RowKey[],
+  keyOf: FileKeyOf,
+): PlannedFile[] {
   const starts: (RowKey | null)[] = [null, ...cuts];
   return starts.map((first, i) => {
     const seq = g.next_seq + i;
@@ -100,7 +105,7 @@ function filesOf(exp: EventExport, bound: bigint, g: Group, cuts: RowKey[], keyO
       eventType: g.event_type,
       hour: g.hour,
       seq,
-      xidFrom: exp.plannedXid,
+      xidFrom: from,
       xidTo: bound,
       first,
       next: cuts[i] ?? null,
@@ -112,7 +117,7 @@ function filesOf(exp: EventExport, bound: bigint, g: Group, cuts: RowKey[], keyO
 
 export type FileKeyOf = (type: EventType, hour: Date, seq: number) => string;
 
-async function recordFiles(db: PoolClient, exportId: string, files: PlannedFile[]): Promise<void> {
+export async function recordFiles(db: PoolClient, exportId: string, files: PlannedFile[]): Promise<void> {
   if (files.length === 0) return;
   const col = <T>(f: (p: PlannedFile) => T) => files.map(f);
   await db.query(
@@ -162,7 +167,7 @@ export async function planFiles(pool: Pool, exportId: string, keyOf: FileKeyOf, 
     if (!due && waiting.events > 0) return { planned: 0, backlog: waiting };
     const files: PlannedFile[] = [];
     for (const g of due ? await groupsOf(db, exp, bound) : [])
-      files.push(...filesOf(exp, bound, g, await cutsOf(db, exp, bound, g), keyOf));
+      files.push(...filesOf(exp, exp.plannedXid, bound, g, await cutsOf(db, exp, exp.plannedXid, bound, g), keyOf));
     await recordFiles(db, exp.id, files);
     // Nothing waiting: the bound moves on alone, so that the next plan's range starts where transactions still run.
     await db.query(`UPDATE event_exports SET planned_xid = $2 WHERE id = $1`, [exp.id, bound.toString()]);

@@ -150,3 +150,28 @@ export async function closeHours(pool: Pool, exp: EventExport, store: ObjectStor
   }
   return rows.length;
 }
+
+/**
+ * Deletes the objects a re-plan made stale (./replan-hours.ts) of one kind: `success` before the hour's files are
+ * rewritten (a loader that waits for `_SUCCESS` does not read an hour being rewritten), `file` after.
+ */
+export async function deleteStale(
+  pool: Pool,
+  exp: EventExport,
+  store: ObjectStore,
+  kind: 'success' | 'file',
+): Promise<number> {
+  const { rows } = await pool.query<{ key: string }>(
+    `SELECT key FROM event_export_stale_keys WHERE export_id = $1 AND kind = $2 ORDER BY key`,
+    [exp.id, kind],
+  );
+  if (rows.length === 0) return 0;
+  const keys = rows.map((r) => r.key);
+  await store.delete(keys);
+  await pool.query(`DELETE FROM event_export_stale_keys WHERE export_id = $1 AND key = ANY($2::text[]) AND kind = $3`, [
+    exp.id,
+    keys,
+    kind,
+  ]);
+  return keys.length;
+}

@@ -305,6 +305,17 @@ CREATE TABLE email_templates (
   CONSTRAINT email_templates_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 
+CREATE TABLE event_erasures (
+  workspace_id uuid NOT NULL,
+  user_id text NOT NULL,
+  external_user_id text,
+  since timestamp with time zone NOT NULL,
+  until timestamp with time zone NOT NULL,
+  erased_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT event_erasures_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+CREATE INDEX event_erasures_workspace ON event_erasures USING btree (workspace_id, erased_at);
+
 CREATE TABLE event_export_files (
   export_id uuid NOT NULL,
   event_type text NOT NULL,
@@ -333,6 +344,15 @@ CREATE TABLE event_export_hours (
   success_at timestamp with time zone NOT NULL,
   CONSTRAINT event_export_hours_pkey PRIMARY KEY (export_id, event_type, hour),
   CONSTRAINT event_export_hours_export_id_fkey FOREIGN KEY (export_id) REFERENCES event_exports(id) ON DELETE CASCADE
+);
+
+CREATE TABLE event_export_stale_keys (
+  export_id uuid NOT NULL,
+  key text NOT NULL,
+  kind text NOT NULL,
+  CONSTRAINT event_export_stale_keys_pkey PRIMARY KEY (export_id, key),
+  CONSTRAINT event_export_stale_keys_export_id_fkey FOREIGN KEY (export_id) REFERENCES event_exports(id) ON DELETE CASCADE,
+  CONSTRAINT event_export_stale_keys_kind_check CHECK ((kind = ANY (ARRAY['success'::text, 'file'::text])))
 );
 
 CREATE TABLE event_exports (
@@ -373,6 +393,15 @@ CREATE TABLE event_log (
 ) PARTITION BY RANGE (accepted_at);
 CREATE INDEX event_log_profile ON ONLY event_log USING btree (profile_id) WHERE (profile_id IS NOT NULL);
 CREATE INDEX event_log_xid ON ONLY event_log USING brin (xid) WITH (pages_per_range='32');
+
+CREATE TABLE event_redeliveries (
+  export_id uuid NOT NULL,
+  event_type text NOT NULL,
+  hour timestamp with time zone NOT NULL,
+  requested_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT event_redeliveries_pkey PRIMARY KEY (export_id, event_type, hour),
+  CONSTRAINT event_redeliveries_export_id_fkey FOREIGN KEY (export_id) REFERENCES event_exports(id) ON DELETE CASCADE
+);
 
 CREATE TABLE export_member_changes (
   export_id uuid NOT NULL,

@@ -96,16 +96,32 @@ async function eraseCopies(
 
 /**
  * The person's events leave the log (a merged user's events were moved to the kept profile by the merge); the
- * deletion's own `users.Deleted` event stays, with identifiers only, for a warehouse to erase downstream.
+ * deletion's own `users.Deleted` event stays, with identifiers only, for a warehouse to erase downstream. Every hour
+ * of an event export whose files held them is asked to be re-delivered without them (event_redeliveries, migration
+ * 0350: the export's next pass does it, docs/events.md).
  */
 async function eraseLoggedEvents(client: PoolClient, workspaceId: string, profileIds: number[]): Promise<void> {
+  await client.query(
+    `INSERT INTO event_redeliveries (export_id, event_type, hour)
+     SELECT DISTINCT f.export_id, f.event_type, f.hour
+       FROM (SELECT DISTINCT type, date_trunc('hour', accepted_at, 'UTC') AS hour FROM event_log
+              WHERE workspace_id = $1 AND profile_id = ANY($2::bigint[])) p
+       JOIN event_export_files f ON f.event_type = p.type AND f.hour = p.hour
+       JOIN event_exports e ON e.id = f.export_id AND e.workspace_id = $1
+     ON CONFLICT DO NOTHING`,
+    [workspaceId, profileIds],
+  );
   await client.query(`DELETE FROM event_log WHERE workspace_id = $1 AND profile_id = ANY($2::bigint[])`, [
     workspaceId,
     profileIds,
   ]);
 }
 
-/** A `users.Deleted` event per erased profile, naming it by the identifiers it had (read before the row goes). */
+/**
+ * A `users.Deleted` event per erased profile, naming it by the identifiers it had (read before the row goes); and,
+ * where the workspace exports events, an `event_erasures` record of the hours before the log's first day that may hold
+ * their events in delivered files (`ces events erasure-report` lists them for the operator).
+ */
 async function logDeletions(client: PoolClient, workspaceId: string, profileIds: number[]): Promise<void> {
   const { rows } = await client.query<{ service_id: string; external_id: string | null }>(
     `SELECT service_id, external_id FROM profiles WHERE workspace_id = $1 AND id = ANY($2::bigint[]) ORDER BY id`,
@@ -123,5 +139,17 @@ async function logDeletions(client: PoolClient, workspaceId: string, profileIds:
       externalUserId: r.external_id,
       time: now,
     })),
+  );
+  await client.query(
+    `WITH log_start AS (
+       SELECT min(to_date(substr(c.relname, 11), 'YYYYMMDD'))::timestamp AT TIME ZONE 'UTC' AS at
+         FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent = 'event_log'::regclass AND c.relname ~ '^event_log_[0-9]{8}$')
+     INSERT INTO event_erasures (workspace_id, user_id, external_user_id, since, until)
+     SELECT p.workspace_id, p.service_id, p.external_id, p.created_at, s.at
+       FROM profiles p, log_start s
+      WHERE p.workspace_id = $1 AND p.id = ANY($2::bigint[]) AND p.created_at < s.at
+        AND EXISTS (SELECT 1 FROM event_exports e WHERE e.workspace_id = $1)`,
+    [workspaceId, profileIds],
   );
 }

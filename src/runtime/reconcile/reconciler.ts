@@ -3,6 +3,7 @@ import { withTransaction, type Pool } from '../../platform/db/pool.js';
 import { forgetExportBases } from '../../pipelines/exports/incremental.js';
 import { forgetExpiredKeys } from '../../platform/idempotency/keys.js';
 import { maintainEventLogDays } from '../../profiles/event-log.js';
+import { forgetOldErasures } from '../../pipelines/events/event-exports.js';
 import type { Logger } from '../../platform/logger.js';
 import type { Queues } from '../../platform/queues/index.js';
 import { redisKeyPrefix, type Redis } from '../../platform/redis.js';
@@ -131,7 +132,8 @@ export class Reconciler {
         'event log days',
         async () => {
           const days = await maintainEventLogDays(deps.pool, deps.config.EVENT_LOG_RETENTION_DAYS);
-          return days.made + days.dropped;
+          const erasures = await forgetOldErasures(deps.pool, deps.config.TOMBSTONE_RETENTION_DAYS);
+          return days.made + days.dropped + erasures;
         },
       ],
       [
