@@ -1,9 +1,9 @@
 import avro from 'avsc';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeEvents, FORMAT_EXTENSIONS } from '../../src/pipelines/events/formats/encoders.js';
+import { removeOrphanSpoolDirs } from '../../src/pipelines/exports/shard/spool.js';
 import {
   avroSchemaText,
   jsonSchemaText,
@@ -383,6 +384,17 @@ describe('encoding edges', () => {
         ).toHaveLength(1);
     },
   );
+
+  it("a Parquet spool file of a killed process is removed by a starting worker's spool cleanup; a live one's stays", async () => {
+    const parent = await mkdtemp(path.join(dir, 'spool-'));
+    const { pid: deadPid } = spawnSync(process.execPath, ['-e', '0']);
+    const dead = path.join(parent, `ces-export-${deadPid}-event-file-${'a'.repeat(8)}.parquet`);
+    const live = path.join(parent, `ces-export-${process.pid}-event-file-${'b'.repeat(8)}.parquet`);
+    await writeFile(dead, 'PAR1');
+    await writeFile(live, 'PAR1');
+    expect(await removeOrphanSpoolDirs(parent)).toBe(1);
+    expect(await readdir(parent)).toEqual([path.basename(live)]);
+  });
 
   it('a file rewritten by another process has the same bytes', async () => {
     const types = EVENT_TYPES.map((t) => t);

@@ -46,6 +46,8 @@ const deflate = promisify(deflateRaw);
 
 interface AvroWriter {
   type: avro.Type;
+  /** avsc's class of the record: built positionally, faster to make and to encode than an object filled by name. */
+  Record: new (...values: unknown[]) => object;
   fields: EventField[];
   header: Buffer;
   syncMarker: Buffer;
@@ -60,7 +62,9 @@ function writerFor(type: EventType): AvroWriter {
     const syncMarker = createHash('md5').update(`ces event stream ${type} version ${SCHEMA_VERSIONS[type]}`).digest();
     const meta = { 'avro.schema': Buffer.from(JSON.stringify(schema)), 'avro.codec': Buffer.from('deflate') };
     const header = HEADER.toBuffer({ magic: MAGIC, meta, sync: syncMarker });
-    w = { type: avro.Type.forSchema(schema as avro.Schema), fields: eventFields(type), header, syncMarker };
+    const avroType = avro.Type.forSchema(schema as avro.Schema) as avro.types.RecordType;
+    const Record = avroType.recordConstructor as unknown as AvroWriter['Record'];
+    w = { type: avroType, Record, fields: eventFields(type), header, syncMarker };
     writers.set(type, w);
   }
   return w;
@@ -72,17 +76,18 @@ function writerFor(type: EventType): AvroWriter {
  */
 const clampInt = (n: number): number => Math.min(INT_MAX, Math.max(INT_MIN, n));
 
-function avroRecord(type: EventType, fields: readonly EventField[], e: LoggedEvent): Record<string, unknown> {
+function avroRecord(type: EventType, w: AvroWriter, e: LoggedEvent): object {
   assertType(type, e);
-  const record: Record<string, unknown> = {};
-  for (const f of fields) {
+  const values = new Array<unknown>(w.fields.length);
+  for (let i = 0; i < w.fields.length; i++) {
+    const f = w.fields[i]!;
     const v = f.neverKnown ? null : fieldValue(type, f, e);
-    if (v === null) record[f.name] = null;
-    else if (f.kind === 'time') record[f.name] = clampInt(unixSeconds(v as Date));
-    else if (f.kind === 'json') record[f.name] = JSON.stringify(v);
-    else record[f.name] = v;
+    if (v === null) values[i] = null;
+    else if (f.kind === 'time') values[i] = clampInt(unixSeconds(v as Date));
+    else if (f.kind === 'json') values[i] = JSON.stringify(v);
+    else values[i] = v;
   }
-  return record;
+  return new w.Record(...values);
 }
 
 /**
@@ -100,7 +105,7 @@ class BlockWriter {
     this.out = [w.header];
   }
 
-  add(record: Record<string, unknown>): Promise<void> | void {
+  add(record: object): Promise<void> | void {
     const end = this.w.type.encode(record, this.buf, this.pos);
     if (end >= 0) {
       this.pos = end;
@@ -148,6 +153,6 @@ class BlockWriter {
 export async function encodeAvro(type: EventType, events: EventSource): Promise<Buffer> {
   const w = writerFor(type);
   const blocks = new BlockWriter(w);
-  await forEachEvent(events, (e) => blocks.add(avroRecord(type, w.fields, e)));
+  await forEachEvent(events, (e) => blocks.add(avroRecord(type, w, e)));
   return blocks.finish();
 }

@@ -19,7 +19,7 @@ import { forEachEvent, type EventSource } from './source.js';
  * Deterministic: DuckDB writes the same bytes for the same rows on one thread (the instance runs one) with the same
  * DuckDB version, whose name is in the footer (`created_by`); another DuckDB version may write other bytes.
  *
- * Memory: the table holds the file's rows until COPY (max_events_per_file of them, a few MB at 100,000 events), then
+ * Memory: the table holds the file's rows until COPY (max_events_per_file of them, tens of MB at 100,000 events), then
  * the file is read back into memory and its spool file removed.
  */
 
@@ -78,10 +78,13 @@ async function appendEvents(conn: DuckDBConnection, type: EventType, events: Eve
     `CREATE OR REPLACE TEMP TABLE ${TABLE} (${fields.map((f) => `${ident(f.name)} ${STAGING_TYPES[f.kind]}`).join(', ')})`,
   );
   const appender = await conn.createAppender(TABLE, 'main', 'temp');
+  // A row's values are all taken before any is appended: an event that fails leaves no half row behind it.
+  const row = new Array<FieldValue>(fields.length);
   try {
     await forEachEvent(events, (e) => {
       assertType(type, e);
-      for (const f of fields) append(appender, f, fieldValue(type, f, e));
+      for (let i = 0; i < fields.length; i++) row[i] = fieldValue(type, fields[i]!, e);
+      for (let i = 0; i < fields.length; i++) append(appender, fields[i]!, row[i]!);
       appender.endRow();
     });
     appender.flushSync();
@@ -92,7 +95,9 @@ async function appendEvents(conn: DuckDBConnection, type: EventType, events: Eve
 
 /** The events (all of `type`) as one Parquet file. */
 export async function encodeParquet(type: EventType, events: EventSource): Promise<Buffer> {
-  const file = path.join(tmpdir(), `ces-events-${process.pid}-${randomUUID()}.parquet`);
+  // Named as the export's spool (`ces-export-<pid>-...`), so that a starting worker removes the file of a process
+  // killed while writing it (removeOrphanSpoolDirs, src/pipelines/exports/shard/spool.ts).
+  const file = path.join(tmpdir(), `ces-export-${process.pid}-event-file-${randomUUID()}.parquet`);
   const conn = await (await duckdb()).connect();
   try {
     await appendEvents(conn, type, events);

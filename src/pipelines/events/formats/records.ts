@@ -18,18 +18,27 @@ export function assertType(type: EventType, e: LoggedEvent): void {
   if (e.type !== type) throw new Error(`event ${e.id} is a ${e.type}, not a ${type}`);
 }
 
-const VALID: Record<FieldKind, (v: FieldValue) => boolean> = {
-  string: (v) => typeof v === 'string',
-  time: (v) => v instanceof Date && !Number.isNaN(v.getTime()),
-  json: (v) => typeof v === 'object' && v !== null && !(v instanceof Date),
-  float: (v) => typeof v === 'number' && Number.isFinite(v),
-  long: (v) => Number.isSafeInteger(v),
-  boolean: (v) => typeof v === 'boolean',
-};
+// A switch rather than a table of closures: one call site per kind keeps this hot path monomorphic.
+function valid(kind: FieldKind, v: FieldValue): boolean {
+  switch (kind) {
+    case 'string':
+      return typeof v === 'string';
+    case 'time':
+      return v instanceof Date && !Number.isNaN(v.getTime());
+    case 'json':
+      return typeof v === 'object' && v !== null && !(v instanceof Date);
+    case 'float':
+      return typeof v === 'number' && Number.isFinite(v);
+    case 'long':
+      return Number.isSafeInteger(v);
+    case 'boolean':
+      return typeof v === 'boolean';
+  }
+}
 
 export function fieldValue(type: EventType, f: EventField, e: LoggedEvent): FieldValue {
   const v = f.value(e) ?? null;
-  if (v !== null && VALID[f.kind](v)) return v;
+  if (v !== null && valid(f.kind, v)) return v;
   if (!f.nullable) throw new Error(`event ${e.id} (${type}) has no value for its required ${f.name}`);
   return null;
 }
@@ -37,8 +46,19 @@ export function fieldValue(type: EventType, f: EventField, e: LoggedEvent): Fiel
 /** Unix seconds of a time (whole seconds, rounded down as Currents' int is). */
 export const unixSeconds = (d: Date): number => Math.floor(d.getTime() / 1000);
 
+let lastSecond = NaN;
+let lastIso = '';
+
 /**
  * RFC 3339 in UTC, whole seconds: the same instant as the Avro `time` (toISOString's fields are the floor of the
- * second, before 1970 too). Ingestion keeps years to 0000-9999, which toISOString writes with four digits.
+ * second, before 1970 too). Ingestion keeps years to 0000-9999, which toISOString writes with four digits. The last
+ * second's text is kept: the events of a file mostly come seconds apart, many in the same second.
  */
-export const isoSeconds = (d: Date): string => `${d.toISOString().slice(0, 19)}Z`;
+export function isoSeconds(d: Date): string {
+  const second = unixSeconds(d);
+  if (second !== lastSecond) {
+    lastSecond = second;
+    lastIso = `${d.toISOString().slice(0, 19)}Z`;
+  }
+  return lastIso;
+}
