@@ -19,7 +19,7 @@ import {
   type EventFormat,
 } from '../../src/pipelines/events/formats/schemas.js';
 import { EVENT_TYPES, type EventType, type LoggedEvent } from '../../src/profiles/event-log-types.js';
-import { FIXTURES, type Expected } from '../helpers/event-fixtures.js';
+import { asAvro, asNdjson, asParquet, FIXTURES } from '../helpers/event-fixtures.js';
 import { openWarehouse, type Warehouse } from '../helpers/warehouse-duckdb.js';
 
 /*
@@ -69,19 +69,6 @@ const PARQUET_TYPES: Record<string, string> = {
   in_control_group: 'BOOLEAN',
 };
 
-// What each format holds for a record of the Avro view (time in Unix seconds, properties as JSON text).
-const isoOf = (seconds: number) => new Date(seconds * 1000).toISOString().replace('.000Z', 'Z');
-const asAvro = (e: Expected): Expected => (typeof e.price === 'number' ? { ...e, price: Math.fround(e.price) } : e); // Currents' price is a 32-bit float.
-const asNdjson = (e: Expected): Record<string, unknown> => ({
-  ...e,
-  time: isoOf(e.time as number),
-  ...('properties' in e ? { properties: JSON.parse(e.properties as string) } : {}),
-});
-const asParquet = (e: Expected): Record<string, unknown> => ({
-  ...e,
-  time: new Date((e.time as number) * 1000),
-  ...('quantity' in e ? { quantity: e.quantity === null ? null : BigInt(e.quantity) } : {}),
-});
 /** A Parquet row as JSON, as a loader would print it: instants RFC 3339, int64 as numbers. */
 const parquetAsJson = (r: Record<string, unknown>) =>
   Object.fromEntries(

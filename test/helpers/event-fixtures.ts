@@ -325,6 +325,24 @@ function pick(o: Expected, keys: string[]): Expected {
   return Object.fromEntries(keys.map((k) => [k, o[k]!]));
 }
 
+// What each format holds for a record of the Avro view (time in Unix seconds, properties as JSON text).
+const isoOf = (seconds: number) => new Date(seconds * 1000).toISOString().replace('.000Z', 'Z');
+/** As avsc reads it: Currents' price is a 32-bit float. */
+export const asAvro = (e: Expected): Expected =>
+  typeof e.price === 'number' ? { ...e, price: Math.fround(e.price) } : e;
+/** As JSON.parse reads an NDJSON line: time in RFC 3339, properties an object. */
+export const asNdjson = (e: Expected): Record<string, unknown> => ({
+  ...e,
+  time: isoOf(e.time as number),
+  ...('properties' in e ? { properties: JSON.parse(e.properties as string) } : {}),
+});
+/** As DuckDB's read_parquet gives it: time an instant, quantity a BIGINT. */
+export const asParquet = (e: Expected): Record<string, unknown> => ({
+  ...e,
+  time: new Date((e.time as number) * 1000),
+  ...('quantity' in e ? { quantity: e.quantity === null ? null : BigInt(e.quantity) } : {}),
+});
+
 /** Each type's fixtures: one with every field the log fills, and ones with the nullable ones null. */
 export const FIXTURES: Record<EventType, Fixture[]> = {
   'users.behaviors.CustomEvent': customEvents(),

@@ -79,11 +79,13 @@ export async function cutsOf(
   g: Group,
 ): Promise<RowKey[]> {
   if (g.n <= exp.maxEventsPerFile) return [];
+  // Ordered by the row's numbers (s.xid), not by the text column of the same name that ORDER BY would take first:
+  // as text, 1000 sorts before 999, and cuts out of order make files that overlap.
   const { rows } = await db.query<{ xid: string; id: string }>(
-    `SELECT xid::text, id FROM (
+    `SELECT s.xid::text AS xid, s.id FROM (
        SELECT xid, id, row_number() OVER (ORDER BY xid, id) - 1 AS rn
          FROM event_log WHERE ${RANGE} AND accepted_at >= $5 AND accepted_at < $5 + interval '1 hour' AND type = $6) s
-      WHERE rn > 0 AND rn % $7 = 0 ORDER BY xid, id`,
+      WHERE rn > 0 AND rn % $7 = 0 ORDER BY s.xid, s.id`,
     [exp.workspaceId, exp.eventTypes, from.toString(), bound.toString(), g.hour, g.event_type, exp.maxEventsPerFile],
   );
   return rows.map((r) => ({ xid: BigInt(r.xid), id: r.id }));

@@ -19,7 +19,11 @@ export const EventExportPayload = z.union([
 
 const SWEEP_SCHEDULER_ID = 'event-export-sweep';
 
-/** While one waits, adding it again adds nothing; it frees its id when it ends. */
+/**
+ * While one waits, adding it again adds nothing; it frees its id when it ends, failed too: BullMQ ignores an add whose
+ * id a kept job holds, so a pass that spent its attempts (PostgreSQL away for longer than they take) and was kept
+ * failed would stop the export's deliveries until it was removed.
+ */
 export const flushJobId = (exportId: string) => `event-export-${exportId}`;
 
 export async function enqueueFlushes(queues: Queues, exportIds: string[]): Promise<void> {
@@ -32,7 +36,7 @@ export async function enqueueFlushes(queues: Queues, exportIds: string[]): Promi
         attempts: 5,
         backoff: { type: 'exponential', delay: 2000 },
         removeOnComplete: true,
-        removeOnFail: { age: 24 * 3600, count: 1000 },
+        removeOnFail: true,
       },
     })),
   );
