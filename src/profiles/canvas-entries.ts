@@ -1,4 +1,5 @@
 import type { Pool } from '../platform/db/pool.js';
+import { eventIdSql } from './event-log.js';
 
 /** What a canvas firing enters its audience with (src/features/canvases/fire.ts decides it). */
 export interface CanvasEntry {
@@ -17,7 +18,9 @@ export interface CanvasEntry {
 /**
  * Enters the audience into the canvas: each user's canvases_received gets (or updates) the canvas's entry, in the
  * export record's shape, with last_entered and last_received_message at the fire time. The step engine is not part
- * of this service, so steps_received keeps what it had (empty for a first entry).
+ * of this service, so steps_received keeps what it had (empty for a first entry). Each entry is logged
+ * (users.canvas.Entry, keyed by the dispatch and the profile) by the statement that makes it; a retried batch skips
+ * the users this firing already entered, and so logs none twice.
  */
 export async function enterUsers(
   pool: Pool,
@@ -64,7 +67,15 @@ export async function enterUsers(
       FROM batch b
       WHERE p.id = b.id
         AND NOT p.canvases_received @> jsonb_build_array(jsonb_build_object('api_canvas_id', ${canvas}::text, 'last_entered', ${at}::text))
-      RETURNING 1
+      RETURNING p.workspace_id, p.id, p.service_id, p.external_id
+    ),
+    logged AS (
+      INSERT INTO event_log (workspace_id, id, type, time, profile_id, user_id, external_user_id, data)
+      SELECT u.workspace_id, ${eventIdSql('u.workspace_id', `'canvas:' || ${dispatch}::text || ':' || u.id::text`)},
+             'users.canvas.Entry', ${at}::text::timestamptz, u.id, u.service_id, u.external_id,
+             jsonb_build_object('canvas_id', ${canvas}::text, 'canvas_name', ${name}::text, 'canvas_variation_id', NULL,
+                                'in_control_group', false)
+        FROM upd u
     ),
     counted AS (
       UPDATE canvas_dispatches SET users_entered = users_entered + (SELECT count(*) FROM upd) WHERE id = ${dispatch}::bigint

@@ -8,10 +8,18 @@ import type { PoolClient } from '../platform/db/pool.js';
  * "Recording changes").
  */
 
-/** `statement` with the profiles it writes logged in the same statement, answering `select` over them. */
-const loggedSql = (statement: string, select: string) => `WITH written AS (${statement}),
+/**
+ * `statement` with the profiles it writes logged in the same statement, answering `select` over them; `more`, further
+ * CTEs over `written` (a writer's own log of what changed, such as the event log's).
+ */
+const loggedSql = (statement: string, select: string, more?: string) => `WITH written AS (${statement}),
   logged AS (INSERT INTO profile_changes (workspace_id, xid, profile_id, random_bucket)
-             SELECT w.workspace_id, pg_current_xact_id(), w.id, w.random_bucket FROM written w)
+             SELECT w.workspace_id, pg_current_xact_id(), w.id, w.random_bucket FROM written w)${
+               more
+                 ? `,
+  ${more}`
+                 : ''
+             }
   ${select}`;
 
 /** The transaction-local setting that keeps the row trigger from logging a statement's rows a second time. */
@@ -46,12 +54,12 @@ export async function writeProfilesLogged<R extends QueryResultRow>(
  * writeProfilesLogged for statements produced one after another (a batch's UPDATE in chunks): the next statement is
  * built while the one before runs, and sent as soon as it has ended (a client runs one query at a time), so that
  * PostgreSQL rewrites one chunk while the caller builds the next. The trigger is quieted once around all of them (not
- * at all when the producer has nothing to write). Throws the first failure, of a statement or of the producer; the
- * producer builds nothing after it.
+ * at all when the producer has nothing to write). A statement's `more` is added to it as `loggedSql` says. Throws the
+ * first failure, of a statement or of the producer; the producer builds nothing after it.
  */
 export async function writeProfilesLoggedEach(
   client: PoolClient,
-  statements: AsyncIterable<{ statement: string; params: unknown[] }>,
+  statements: AsyncIterable<{ statement: string; params: unknown[]; more?: string }>,
   select = 'SELECT * FROM written',
 ): Promise<void> {
   const it = statements[Symbol.asyncIterator]();
@@ -66,7 +74,7 @@ export async function writeProfilesLoggedEach(
       building.catch(() => {});
       if (!quieted) await client.query(QUIET_TRIGGER);
       quieted = true;
-      await client.query(loggedSql(built.value.statement, select), built.value.params);
+      await client.query(loggedSql(built.value.statement, select, built.value.more), built.value.params);
     }
   } finally {
     // The chunk being built ends before the producer is closed; the transaction is the caller's.

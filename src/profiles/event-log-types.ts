@@ -16,6 +16,12 @@ export const EVENT_TYPES = [
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
+/**
+ * What set an email subscription state (GlobalStateChange's `state_change_source`): `api`, an attributes object of
+ * /users/track; `email_status`, POST /email/status; `cdi`, a Cloud Data Ingestion row; `bounce`, a hard bounce.
+ */
+export type StateChangeSource = 'api' | 'email_status' | 'cdi' | 'bounce';
+
 /** The fields each type carries beyond the common ones, as the log's `data` column holds them. */
 export interface EventData {
   'users.behaviors.CustomEvent': Record<string, never>;
@@ -25,8 +31,8 @@ export interface EventData {
     subscription_status: string;
     channel: 'email';
     email_address: string | null;
-    /** What set it: `api` (/users/track attributes), `email_status` (/email/status), `cdi`, `bounce`. */
-    state_change_source: string;
+    /** What set it (StateChangeSource). */
+    state_change_source: StateChangeSource;
   };
   'users.behaviors.Uninstall': Record<string, never>;
   'users.canvas.Entry': {

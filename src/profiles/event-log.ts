@@ -29,10 +29,16 @@ export interface EventEntry<T extends EventType = EventType> {
   data?: EventData[T];
 }
 
-// The id of a keyed event: a UUID made of the md5 of its workspace and key (stable, and unique as the key is).
+/**
+ * SQL of an event's id from SQL of its workspace id and key: a UUID made of the md5 of the two (stable, and unique as
+ * the key is), or a fresh one when the key is null. For writers that log in the statement that applies the change.
+ */
+export const eventIdSql = (workspaceId: string, key: string): string =>
+  `CASE WHEN ${key} IS NULL THEN gen_random_uuid() ELSE md5(${workspaceId}::text || ':' || ${key})::uuid END`;
+
 const INSERT_SQL = `
 INSERT INTO event_log (workspace_id, id, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data)
-SELECT e.ws, CASE WHEN e.key IS NULL THEN gen_random_uuid() ELSE md5(e.ws::text || ':' || e.key)::uuid END,
+SELECT e.ws, ${eventIdSql('e.ws', 'e.key')},
        e.type, e.time, e.profile_id, coalesce(e.user_id, p.service_id), coalesce(e.external_user_id, p.external_id),
        e.app_id, e.name, e.properties, coalesce(e.data, '{}')
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[], $7::text[], $8::text[],

@@ -2,7 +2,8 @@ import type { PoolClient } from '../platform/db/pool.js';
 import { writeProfilesLoggedEach } from './change-log.js';
 import { yieldToEventLoop } from '../platform/lib/event-loop.js';
 import { Identities, resolveIdentities, type CurrentRow, type Wanted } from './identities.js';
-import { logEvents, type EventEntry } from './event-log.js';
+import { eventIdSql, logEvents, type EventEntry } from './event-log.js';
+import type { StateChangeSource } from './event-log-types.js';
 import type { TrackAttributes, TrackObjects } from './tracked-types.js';
 
 /**
@@ -15,6 +16,8 @@ import type { TrackAttributes, TrackObjects } from './tracked-types.js';
 export interface WorkspaceObjects {
   workspaceId: string;
   objects: TrackObjects;
+  /** What the attributes come from, as a subscription state they change is logged: /users/track's (default) or CDI. */
+  source?: Extract<StateChangeSource, 'api' | 'cdi'>;
 }
 
 export interface ApplyResult {
@@ -37,6 +40,8 @@ interface ProfileChange {
   purchases?: Map<string, Counts>;
   revenue?: number;
   attributes?: TrackAttributes[];
+  /** Where the attributes come from (WorkspaceObjects.source). */
+  source?: StateChangeSource;
 }
 
 const YIELD_EVERY = 500;
@@ -165,14 +170,38 @@ function updateSql(shape: UpdateShape): string {
                                          WHERE t.value COLLATE "C" >= coalesce(p.attribute_times->>t.key, '') COLLATE "C"), '{}') END`);
   }
   sets.push('updated_at = now()');
+  const states = shape.standard.includes('email_subscribe');
   sql = `UPDATE profiles p SET
   ${sets.join(',\n  ')}
-FROM jsonb_to_recordset($1::jsonb) AS u(id bigint, seen xid8, ev jsonb, pu jsonb, rev float8, std jsonb, cset jsonb, cdel text[], times jsonb)
+FROM jsonb_to_recordset($1::jsonb) AS u(id bigint, seen xid8, ev jsonb, pu jsonb, rev float8, std jsonb, cset jsonb, cdel text[], times jsonb${states ? `, sk text, ss text)${STATE_JOIN}` : ')'}
 WHERE p.id = u.id
-RETURNING p.workspace_id, p.id, p.random_bucket`;
+RETURNING p.workspace_id, p.id, p.random_bucket${states ? STATE_RETURNING : ''}`;
   updateStatements.set(key, sql);
   return sql;
 }
+
+/**
+ * A chunk whose rows set email_subscribe also learns which profiles' state it changed, for the event log
+ * (users.behaviors.subscription.GlobalStateChange): the state each profile had just before this write, read from the
+ * row version the UPDATE rewrites. A plain join of profiles would read the statement's snapshot, which a batch of
+ * another partition may have overtaken (READ COMMITTED re-evaluates only the UPDATE's own row), so the rows setting a
+ * state ($2) are locked first, FOR UPDATE returning their latest version; the UPDATE then rewrites that same version.
+ * Chunks without email_subscribe keep the statement they had.
+ */
+const STATE_JOIN = `
+  LEFT JOIN (SELECT id, email_subscribe FROM profiles WHERE id = ANY($2::bigint[]) ORDER BY id FOR UPDATE) AS was ON was.id = u.id`;
+const STATE_RETURNING = `, p.service_id, p.external_id, p.email, p.email_subscribe, was.email_subscribe AS was_subscribe,
+  u.std ? 'email_subscribe' AS sets_subscribe, u.times->>'email_subscribe' AS subscribe_at, u.sk, u.ss`;
+
+/** The event log's rows of the state changes a chunk's UPDATE made (STATE_RETURNING), a CTE over `written`. */
+const LOG_STATE_CHANGES = `states AS (
+    INSERT INTO event_log (workspace_id, id, type, time, profile_id, user_id, external_user_id, data)
+    SELECT w.workspace_id, ${eventIdSql('w.workspace_id', 'w.sk')}, 'users.behaviors.subscription.GlobalStateChange',
+           w.subscribe_at::timestamptz, w.id, w.service_id, w.external_id,
+           jsonb_build_object('subscription_status', w.email_subscribe, 'channel', 'email', 'email_address', w.email,
+                              'state_change_source', w.ss)
+      FROM written w
+     WHERE w.sets_subscribe AND w.email_subscribe IS NOT NULL AND w.email_subscribe IS DISTINCT FROM w.was_subscribe)`;
 
 interface UpdateRow {
   id: number;
@@ -185,14 +214,31 @@ interface UpdateRow {
   cset?: Record<string, unknown>;
   cdel?: string[];
   times?: Record<string, string>;
+  /** Rows setting email_subscribe: the event log's key of the object whose state won, and where it came from. */
+  sk?: string;
+  ss?: StateChangeSource;
+}
+
+/** The object whose value of a standard field won (decideAttributes): the last, in time order, not older than stored. */
+function winnerOf(objects: TrackAttributes[], field: string, stored: Record<string, string>): TrackAttributes {
+  for (let i = objects.length - 1; i >= 0; i--) {
+    const o = objects[i]!;
+    if (field in o.standard && o.at >= (stored[field] ?? '')) return o;
+  }
+  throw new Error(`no object set ${field}`);
 }
 
 /**
  * Last-write-wins per attribute: a value is written when its object's time is at least the time of the value
  * stored (profiles.attribute_times); within the batch the later object wins, ties going to the later one sent.
- * Returns the email address the winning values tie to the user, if they tie a new one.
+ * Returns the email address the winning values tie to the user, if they tie a new one, with the object that tied it.
  */
-function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: UpdateRow): string | null {
+function decideAttributes(
+  objects: TrackAttributes[],
+  cur: CurrentRow,
+  row: UpdateRow,
+  source: StateChangeSource,
+): { email: string; by: TrackAttributes } | null {
   // Stable sort: equal times keep the order they were sent in. (Loops below over Object.keys, not Object.entries and
   // its array per entry: this runs once per profile of every batch, and was a tenth of a CDI sync's own time.)
   if (objects.length > 1) objects.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
@@ -233,9 +279,15 @@ function decideAttributes(objects: TrackAttributes[], cur: CurrentRow, row: Upda
     if (del) row.cdel = del;
   }
   row.times = times;
+  if ('email_subscribe' in std) {
+    const key = winnerOf(objects, 'email_subscribe', stored).logKey;
+    if (key !== undefined) row.sk = `${key}:email_subscribe`;
+    row.ss = source;
+  }
   // The object tied an address to this user: a state stored for the address applies, unless one was set too.
   const newEmail = typeof std.email === 'string' ? std.email.toLowerCase() : null;
-  return newEmail !== null && newEmail !== cur.email?.toLowerCase() && !('email_subscribe' in std) ? newEmail : null;
+  if (newEmail === null || newEmail === cur.email?.toLowerCase() || 'email_subscribe' in std) return null;
+  return { email: newEmail, by: winnerOf(objects, 'email', stored) };
 }
 
 /**
@@ -252,7 +304,7 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
 
   const changes = aggregateChanges(batches, targets, result);
   if (changes.size === 0) return result;
-  const tied: TiedEmails = { ids: [], emails: [] };
+  const tied: TiedEmails = { ids: [], emails: [], keys: [], times: [], sources: [] };
   await writeProfilesLoggedEach(client, chunkedUpdates(changes, current, tied), 'SELECT count(*) FROM written');
   if (tied.ids.length > 0) await applyTiedEmailStates(client, tied);
   await logEvents(client, loggedEvents(batches, targets));
@@ -328,7 +380,7 @@ function aggregateChanges(
     if (!c) changes.set(id, (c = {}));
     return c;
   };
-  for (const { objects } of batches) {
+  for (const { objects, source } of batches) {
     for (const e of objects.events) {
       const c = changeOfNext();
       if (!c) continue;
@@ -347,16 +399,23 @@ function aggregateChanges(
       const c = changeOfNext();
       if (!c) continue;
       (c.attributes ??= []).push(a);
+      c.source = source ?? 'api';
       result.attributes++;
     }
   }
   return changes;
 }
 
-/** Profiles whose attributes tied a new email address to them, and that address (lower case). */
+/**
+ * Profiles whose attributes tied a new email address to them, and that address (lower case); for the event log, the
+ * key of the object that tied it (null: none), its time, and where it came from.
+ */
 interface TiedEmails {
   ids: number[];
   emails: string[];
+  keys: (string | null)[];
+  times: string[];
+  sources: StateChangeSource[];
 }
 
 /**
@@ -376,17 +435,24 @@ async function* chunkedUpdates(
   changes: Map<number, ProfileChange>,
   current: Map<number, CurrentRow>,
   tied: TiedEmails,
-): AsyncGenerator<{ statement: string; params: unknown[] }> {
+): AsyncGenerator<{ statement: string; params: unknown[]; more?: string }> {
   const noShape = (): UpdateShape => ({ events: false, purchases: false, standard: [], custom: false, times: false });
   let rows: string[] = [];
   let shape = noShape();
   let standardSeen = new Set<string>();
+  // Profiles of the chunk whose rows set email_subscribe (STATE_JOIN's $2).
+  let stateIds: number[] = [];
   const chunk = () => {
     shape.standard = Object.keys(STANDARD_COLUMNS).filter((col) => standardSeen.has(col));
-    const statement = { statement: updateSql(shape), params: [`[${rows.join(',')}]`] };
+    const rowsJson = `[${rows.join(',')}]`;
+    const statement =
+      stateIds.length > 0
+        ? { statement: updateSql(shape), params: [rowsJson, stateIds], more: LOG_STATE_CHANGES }
+        : { statement: updateSql(shape), params: [rowsJson] };
     rows = [];
     shape = noShape();
     standardSeen = new Set<string>();
+    stateIds = [];
     return statement;
   };
   let sinceYield = 0;
@@ -406,14 +472,18 @@ async function* chunkedUpdates(
       row.pu = countsJson(c.purchases);
       row.rev = c.revenue;
     }
-    const tiedEmail = c.attributes ? decideAttributes(c.attributes, cur, row) : null;
+    const tiedEmail = c.attributes ? decideAttributes(c.attributes, cur, row, c.source ?? 'api') : null;
     if (tiedEmail !== null) {
       tied.ids.push(cur.id);
-      tied.emails.push(tiedEmail);
+      tied.emails.push(tiedEmail.email);
+      tied.keys.push(tiedEmail.by.logKey === undefined ? null : `${tiedEmail.by.logKey}:email_subscribe`);
+      tied.times.push(tiedEmail.by.at);
+      tied.sources.push(c.source ?? 'api');
     }
     // Attributes that all lost to newer stored values leave nothing to write.
     if (!(row.ev || row.pu || row.times)) continue;
     rows.push(JSON.stringify(row));
+    if (row.ss !== undefined) stateIds.push(cur.id);
     if (row.ev) shape.events = true;
     if (row.pu) shape.purchases = true;
     if (row.cset || row.cdel) shape.custom = true;
@@ -424,13 +494,28 @@ async function* chunkedUpdates(
   if (rows.length > 0) yield chunk();
 }
 
-/** A subscription state stored for an address applies to the user the address was just tied to. */
+/**
+ * A subscription state stored for an address applies to the user the address was just tied to; where that changes
+ * the user's state, the change is logged (users.behaviors.subscription.GlobalStateChange) in the same statement.
+ */
 async function applyTiedEmailStates(client: PoolClient, tied: TiedEmails): Promise<void> {
-  // Only where the address was written: a newer address from another partition's batch keeps its own state.
+  // Only where the address was written: a newer address from another partition's batch keeps its own state. A row
+  // already in that state is left alone (the condition is checked again on the version the UPDATE rewrites), so every
+  // row written is a change.
   await client.query(
-    `UPDATE profiles p SET email_subscribe = s.state
-       FROM unnest($1::bigint[], $2::text[]) AS t(id, email), email_subscriptions s
-      WHERE p.id = t.id AND lower(p.email) = t.email AND s.workspace_id = p.workspace_id AND s.email = t.email`,
-    [tied.ids, tied.emails],
+    `WITH changed AS (
+       UPDATE profiles p SET email_subscribe = s.state
+         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::text[]) AS t(id, email, key, at, source),
+              email_subscriptions s
+        WHERE p.id = t.id AND lower(p.email) = t.email AND s.workspace_id = p.workspace_id AND s.email = t.email
+          AND p.email_subscribe IS DISTINCT FROM s.state
+       RETURNING p.workspace_id, p.id, p.service_id, p.external_id, p.email, p.email_subscribe, t.key, t.at, t.source)
+     INSERT INTO event_log (workspace_id, id, type, time, profile_id, user_id, external_user_id, data)
+     SELECT c.workspace_id, ${eventIdSql('c.workspace_id', 'c.key')}, 'users.behaviors.subscription.GlobalStateChange',
+            c.at, c.id, c.service_id, c.external_id,
+            jsonb_build_object('subscription_status', c.email_subscribe, 'channel', 'email', 'email_address', c.email,
+                               'state_change_source', c.source)
+       FROM changed c`,
+    [tied.ids, tied.emails, tied.keys, tied.times, tied.sources],
   );
 }

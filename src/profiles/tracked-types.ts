@@ -15,8 +15,9 @@ interface Targeted {
   /** A missing profile may be created: only for external_id, and only without `_update_existing_only`. */
   create: boolean;
   /**
-   * Events and purchases: what makes the object the same across retries of its apply (its staged row and place, its
-   * import line), set by the pipeline that applies it and never staged; the event log derives the event's id from it
+   * What makes the object the same across retries of its apply (its staged row and place, its import line, its CDI
+   * run and row), set by the pipeline that applies it and never staged; the event log derives the id of the object's
+   * event (an event, a purchase, the subscription state change an attributes object makes) from it
    * (src/profiles/event-log.ts). Absent: a fresh id.
    */
   logKey?: string;

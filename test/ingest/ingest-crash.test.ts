@@ -26,7 +26,8 @@ async function batchInFlight() {
   const { rows } = await env.ctx.pool.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM pg_stat_activity
       WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()
-        AND (query LIKE '%jsonb_to_recordset($1::jsonb) AS u(id bigint, ev jsonb%' OR query LIKE '%DELETE FROM ingest_staging%'
+        AND (query LIKE '%jsonb_to_recordset($1::jsonb) AS u(id bigint, seen xid8, ev jsonb%' OR query LIKE '%DELETE FROM ingest_staging%'
+             OR query LIKE '%INSERT INTO event_log%'
              OR query LIKE '%SELECT ''e'' AS t, p.external_id AS k%')`,
   );
   return rows[0]!.n > 0;
@@ -108,5 +109,14 @@ describe('a worker killed mid-batch', () => {
     expect(actual.size).toBe(expected.size);
     for (const [key, e] of expected) expect(actual.get(key), key).toEqual(e);
     expect([...actual.values()].reduce((s, e) => s + e.count, 0)).toBe(REQUESTS * 75);
+
+    // The event log, written in the same transactions: one row per accepted event, none twice (the killed batch's
+    // rows went with it, and its objects kept their ids when applied again).
+    const log = await env.ctx.pool.query<{ n: number; ids: number }>(
+      `SELECT count(*)::int AS n, count(DISTINCT id)::int AS ids
+         FROM event_log WHERE workspace_id = $1 AND type = 'users.behaviors.CustomEvent'`,
+      [env.ws.workspaceId],
+    );
+    expect(log.rows[0]).toEqual({ n: REQUESTS * 75, ids: REQUESTS * 75 });
   });
 });

@@ -6,6 +6,7 @@ import { RecordTime, recordsBody, refuseUnknown, type RecordResult } from '../..
 import { lockWorkspaceProfiles } from '../../profiles/write/locks.js';
 import { idsByExternalId } from '../../profiles/lookup.js';
 import { markUninstalled } from '../../profiles/states.js';
+import { eventIdSql } from '../../profiles/event-log.js';
 
 /**
  * App uninstalls: events recorded through the internal API (POST /records/uninstalls, by user or anonymous) and
@@ -29,8 +30,10 @@ export type UninstallRecordInput = z.output<typeof UninstallRecord>;
 
 /**
  * Records app uninstalls (what the uninstall KPI counts). A record naming a user also moves that profile's
- * `uninstalled_at` forward, and an exact repeat for the same user (same app and time) is skipped; records without a
- * user are anonymous counts and always added. Unknown app ids or external ids refuse the whole batch.
+ * `uninstalled_at` forward and is logged (users.behaviors.Uninstall, keyed by its uninstall_events row) by the
+ * statement that records it, and an exact repeat for the same user (same app and time) is skipped; records without a
+ * user are anonymous counts, always added and not logged (an event of the log is about a person). Unknown app ids or
+ * external ids refuse the whole batch.
  */
 export async function recordUninstalls(
   pool: Pool,
@@ -80,7 +83,12 @@ export async function recordUninstalls(
                 SELECT 1 FROM uninstall_events e
                  WHERE e.app_id = w.app_id AND e.profile_id = w.profile_id AND e.occurred_at = w.occurred_at)
           ORDER BY w.n
-         RETURNING 1
+         RETURNING id, app_id, profile_id, occurred_at
+       ), logged AS (
+         INSERT INTO event_log (workspace_id, id, type, time, profile_id, user_id, external_user_id, app_id)
+         SELECT $1, ${eventIdSql('$1', `'uninstall:' || i.id::text`)}, 'users.behaviors.Uninstall', i.occurred_at,
+                i.profile_id, p.service_id, p.external_id, a.api_id
+           FROM ins i JOIN profiles p ON p.id = i.profile_id JOIN apps a ON a.id = i.app_id
        )
        SELECT count(*)::int AS n FROM ins`,
       params,

@@ -56,15 +56,26 @@ const rejectOf = (i: Item, reason: string): Reject => ({
 });
 
 /**
+ * A row's key in the event log (the id of the subscription state change it makes): its run and its place in the
+ * source, a table's order or a file's key and line, which a resumed run reads again the same.
+ */
+function logKeyOf(jobId: string, i: Item): string | undefined {
+  if (i.order !== undefined) return `cdi:${jobId}:${i.order}`;
+  if (i.at !== undefined) return `cdi:${jobId}:${String(i.at.file)}:${String(i.at.line)}`;
+  return undefined;
+}
+
+/**
  * Applies a batch's rows in order inside the caller's transaction: runs of attributes objects set-based (a row
  * PostgreSQL refuses is left out and refused, the rest applied), each delete at its place among them.
  */
 export async function applyItems(
   client: PoolClient,
-  workspaceId: string,
+  job: Pick<SyncJob, 'id' | 'workspaceId'>,
   items: Item[],
   metrics: Metrics,
 ): Promise<BatchOutcome> {
+  const { workspaceId } = job;
   const outcome: BatchOutcome = { synced: 0, rejects: [] };
   // Rows named by phone: resolved to their profile's service_id first (the most recently updated one with the number).
   const phones = items.filter((i) => i.item.kind === 'phone');
@@ -97,10 +108,16 @@ export async function applyItems(
       (list) => [
         {
           workspaceId,
+          source: 'cdi',
           objects: {
             events: [],
             purchases: [],
-            attributes: list.map((i) => (i.item as { attributes: TrackAttributes }).attributes),
+            attributes: list.map((i) => {
+              const attributes = (i.item as { attributes: TrackAttributes }).attributes;
+              const logKey = logKeyOf(job.id, i);
+              if (logKey !== undefined) attributes.logKey = logKey;
+              return attributes;
+            }),
           },
         },
       ],
@@ -166,7 +183,7 @@ async function commitItems(
       withTransaction(deps.pool, async (client) => {
         await tuneBatchTransaction(client);
         await lockWorkspaceProfiles(client, [job.workspaceId], lock);
-        const outcome = await applyItems(client, job.workspaceId, items, deps.metrics);
+        const outcome = await applyItems(client, job, items, deps.metrics);
         await progress(client);
         await recordOutcome(client, job, outcome, lastTimestamp);
       }),

@@ -105,10 +105,14 @@ interface StagedItem {
   objects: TrackObjects;
 }
 
-/** Each event and purchase keyed by its staged row and place: its id in the event log, whatever retries the batch. */
+/**
+ * Each event, purchase and attributes object keyed by its staged row and place: the id in the event log of the event
+ * (or of the subscription state change it makes), whatever retries the batch.
+ */
 function keyedForTheLog(stagedId: number, objects: TrackObjects): TrackObjects {
   objects.events.forEach((e, i) => (e.logKey = `track:${stagedId}:e${i}`));
   objects.purchases.forEach((p, i) => (p.logKey = `track:${stagedId}:p${i}`));
+  objects.attributes.forEach((a, i) => (a.logKey = `track:${stagedId}:a${i}`));
   return objects;
 }
 
