@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { allEventExports } from '../src/pipelines/events/event-exports.js';
+import { exportsDue } from '../src/pipelines/events/export-failures.js';
 import { flushEventExport } from '../src/pipelines/events/flush-export.js';
 import {
   enqueueFlushes,
@@ -11,20 +11,18 @@ import { defineJob } from '../src/platform/job-definition.js';
 
 /**
  * The event stream's delivery: a sweep queues a pass of every event export; a pass writes the files that are due
- * (src/pipelines/events/flush-export.ts). A destination that refuses a write fails the pass, which is retried with
- * backoff and taken up again by the next sweep; ingestion never waits for it.
+ * (src/pipelines/events/flush-export.ts). A pass its destination refuses is recorded, not failed: the sweep skips the
+ * export until its backoff ends (src/pipelines/events/export-failures.ts). A pass that fails otherwise (PostgreSQL
+ * away) is retried by BullMQ with backoff. Ingestion never waits for either: events wait in the log.
  */
 export const eventExportJob = defineJob({
   queue: EVENT_EXPORT_QUEUE,
   async process(job: Job, ctx) {
     const payload = EventExportPayload.parse(job.data);
     if ('sweep' in payload) {
-      const exports = await allEventExports(ctx.pool);
-      await enqueueFlushes(
-        ctx.queues,
-        exports.map((e) => e.id),
-      );
-      return { queued: exports.length };
+      const due = await exportsDue(ctx.pool);
+      await enqueueFlushes(ctx.queues, due);
+      return { queued: due.length };
     }
     return flushEventExport(ctx, payload.exportId);
   },

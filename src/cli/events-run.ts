@@ -1,4 +1,5 @@
 import { allEventExports, type EventExport } from '../pipelines/events/event-exports.js';
+import { exportFailure } from '../pipelines/events/export-failures.js';
 import { backfillEventExport } from '../pipelines/events/flush-export.js';
 import { EVENT_TYPES } from '../profiles/event-log-types.js';
 import type { Config } from '../platform/config.js';
@@ -93,10 +94,18 @@ export async function statusCommand(config: () => Config, opts: { workspace?: st
       );
       const r = rows[0]!;
       const lag = r.oldest ? `${Math.round((Date.now() - r.oldest.getTime()) / 1000)} s` : '0 s';
+      const failure = await exportFailure(pool, e.id);
       console.log(
         `${e.id}  ${e.name}  ${e.format}  last closed hour: ${r.closed?.toISOString() ?? 'none'}  last file: ` +
-          `${r.written?.toISOString() ?? 'none'}  lag: ${lag}  files waiting: ${r.unwritten}  hours to re-deliver: ${r.redeliveries}`,
+          `${r.written?.toISOString() ?? 'none'}  lag: ${lag}  files waiting: ${r.unwritten}  hours to re-deliver: ${r.redeliveries}` +
+          `  destination: ${failure ? 'FAILING' : 'ok'}`,
       );
+      if (failure)
+        console.log(
+          `  failing since ${failure.firstFailedAt.toISOString()}: ${failure.failures} refused pass(es), the last at ` +
+            `${failure.lastFailedAt.toISOString()}; next attempt at ${failure.nextAttemptAt.toISOString()}; ` +
+            `last error ${failure.code}: ${failure.error}`,
+        );
     }
   });
 }

@@ -26,7 +26,7 @@ export function registerEventsCommands(program: Command, config: () => Config): 
     .action(async (opts: BackfillOptions) => (await import('./events-run.js')).backfillCommand(config, opts));
   events
     .command('status')
-    .description("each event export's last closed hour, its lag and what waits")
+    .description("each event export's last closed hour, its lag, what waits and whether its destination refuses writes")
     .option('--workspace <name-or-id>', 'only this workspace')
     .action(async (opts: { workspace?: string }) => (await import('./events-run.js')).statusCommand(config, opts));
   events

@@ -248,6 +248,11 @@ export const ConfigSchema = z.object({
     .describe(
       "How often (1-300 s) the workers look at every event export for a file to close: a file closes at its export's `flush_seconds` or `max_events_per_file`, and is written within this long after.",
     ),
+  EVENT_EXPORT_RETRY_MAX_SECONDS: int(300)
+    .pipe(z.number().min(5).max(3600))
+    .describe(
+      'The longest wait (5-3600 s) between passes of an event export whose destination refuses writes: the wait starts at 5 s and doubles with each refused pass up to this. Changing the export in the workspace file ends the wait (docs/events.md, "Operating").',
+    ),
   INGEST_IMPORT_BATCH: int(200_000).describe(
     'Events a bulk import applies (and commits its position with) per transaction. Larger batches rewrite each profile fewer times (1M events over 100k users: 14.8k events/s at 20,000, 27.8k at 200,000) and hold more in memory.',
   ),

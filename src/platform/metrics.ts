@@ -105,6 +105,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly eventExportFailures = new Counter({
+    name: 'ces_event_export_failures_total',
+    help: 'Passes of an event export that its destination refused (a write, read or delete of its bucket failed), by export id',
+    labelNames: ['export'] as const,
+    registers: [this.registry],
+  });
+
+  readonly eventExportFailing = new Gauge({
+    name: 'ces_event_export_failing',
+    help: "1 while an event export's destination refuses writes (as this process's last pass of it found), else 0, by export id",
+    labelNames: ['export'] as const,
+    registers: [this.registry],
+  });
+
   readonly userDataCommands = new Counter({
     name: 'ces_user_data_commands_total',
     help: 'User-data commands applied (delete, merge, identify, alias_new, rename, remove), by outcome (applied, or why nothing changed)',

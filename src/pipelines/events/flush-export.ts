@@ -6,6 +6,7 @@ import type { Metrics } from '../../platform/metrics.js';
 import { storeFor, workspaceStorage, type WorkspaceStore } from '../../platform/storage/stores.js';
 import { eventExport, type EventExport } from './event-exports.js';
 import { EventKeys } from './event-keys.js';
+import { clearFailure, DestinationRefused, oldestUnwritten, recordFailure, refusalsNamed } from './export-failures.js';
 import { SCHEMA_VERSIONS } from './formats/schemas.js';
 import { planFiles } from './plan-files.js';
 import { replanHours, takeRedeliveries, type ExportHour } from './replan-hours.js';
@@ -15,11 +16,12 @@ import { closeHours, deleteStale, writePlannedFiles, type WriteOutcome } from '.
  * One pass over an event export: the files a crashed pass planned and did not write, then what is due now (planned,
  * then written), then the hours that closed. Passes come from the event-export queue's sweep (every
  * EVENT_EXPORT_SWEEP_SECONDS); one runs at a time per export (a session advisory lock: another worker that gets the
- * same export meanwhile skips it).
+ * same export meanwhile skips it). A pass its destination refuses is recorded (./export-failures.ts) rather than failed:
+ * the sweep waits out its backoff, and one warning a minute is logged, not one per attempt.
  */
 
 export interface EventExportDeps {
-  config: Pick<Config, 'LOCAL_STORE_DIR' | 'EVENTS_INSTANCE' | 'EVENTS_ENVIRONMENT'>;
+  config: Pick<Config, 'LOCAL_STORE_DIR' | 'EVENTS_INSTANCE' | 'EVENTS_ENVIRONMENT' | 'EVENT_EXPORT_RETRY_MAX_SECONDS'>;
   pool: Pool;
   metrics: Metrics;
   log: Logger;
@@ -31,12 +33,18 @@ export interface FlushOutcome {
   files: number;
   events: number;
   hoursClosed: number;
+  /** Set when the destination refused the pass: its error code. */
+  refused?: string;
 }
 
-/** The export's store: its own bucket, else the workspace's export destination, else its part of the local store. */
+/**
+ * The export's store: its own bucket, else the workspace's export destination, else its part of the local store. Its
+ * calls fail with DestinationRefused, which names the bucket and never its credentials.
+ */
 async function openStore(deps: EventExportDeps, exp: EventExport): Promise<WorkspaceStore> {
   const { destination, namespace } = await workspaceStorage(deps.pool, exp.workspaceId);
-  return storeFor(deps.config, exp.destination ?? destination, namespace);
+  const ws = storeFor(deps.config, exp.destination ?? destination, namespace);
+  return { ...ws, store: refusalsNamed(ws.store, exp.destination ?? destination) };
 }
 
 export async function flushEventExport(
@@ -44,8 +52,58 @@ export async function flushEventExport(
   exportId: string,
   now = new Date(),
 ): Promise<FlushOutcome> {
-  const outcome = await withExportLock(deps.pool, exportId, false, () => flushLocked(deps, exportId, now));
+  const outcome = await withExportLock(deps.pool, exportId, false, async () => {
+    try {
+      const pass = await flushLocked(deps, exportId, now);
+      await destinationAccepted(deps, exportId);
+      return pass;
+    } catch (err) {
+      if (!(err instanceof DestinationRefused)) throw err;
+      await destinationRefused(deps, exportId, err);
+      return { ran: true, files: 0, events: 0, hoursClosed: 0, refused: err.code };
+    }
+  });
   return outcome ?? { ran: false, files: 0, events: 0, hoursClosed: 0 };
+}
+
+/** A refused pass: recorded with its backoff, counted, the lag kept current, and a warning at most once a minute. */
+async function destinationRefused(deps: EventExportDeps, exportId: string, refusal: DestinationRefused): Promise<void> {
+  const failure = await recordFailure(deps.pool, exportId, refusal, deps.config.EVENT_EXPORT_RETRY_MAX_SECONDS);
+  const exp = await eventExport(deps.pool, exportId);
+  if (!failure || !exp) return;
+  deps.metrics.eventExportFailures.inc({ export: exportId });
+  deps.metrics.eventExportFailing.set({ export: exportId }, 1);
+  const oldest = await oldestUnwritten(deps.pool, exp);
+  deps.metrics.eventExportLag.set(
+    { export: exportId },
+    oldest ? Math.max(0, (Date.now() - oldest.getTime()) / 1000) : 0,
+  );
+  if (!failure.warn) return;
+  deps.log.warn(
+    {
+      workspaceId: exp.workspaceId,
+      eventExportId: exp.id,
+      provider: refusal.provider,
+      bucket: refusal.bucket,
+      errorCode: refusal.code,
+      error: refusal.message,
+      failures: failure.failures,
+      failingSince: failure.firstFailedAt.toISOString(),
+      nextAttemptAt: failure.nextAttemptAt.toISOString(),
+    },
+    'event export destination refuses writes; retrying with backoff (logged at most once a minute)',
+  );
+}
+
+/** A pass that went through: a failure the export had is over. */
+async function destinationAccepted(deps: EventExportDeps, exportId: string): Promise<void> {
+  deps.metrics.eventExportFailing.set({ export: exportId }, 0);
+  const ended = await clearFailure(deps.pool, exportId);
+  if (ended)
+    deps.log.info(
+      { eventExportId: exportId, failures: ended.failures, failingSince: ended.firstFailedAt.toISOString() },
+      'event export destination accepts writes again',
+    );
 }
 
 export interface BackfillOutcome extends FlushOutcome {
@@ -73,6 +131,7 @@ export async function backfillEventExport(
       success: keys.success.bind(keys),
     });
     const pass = await flushLocked(deps, exportId, new Date());
+    await destinationAccepted(deps, exportId);
     return { ...pass, hours: replanned.hours, staleKeys: replanned.staleKeys };
   });
   return outcome!;

@@ -316,6 +316,19 @@ CREATE TABLE event_erasures (
 );
 CREATE INDEX event_erasures_workspace ON event_erasures USING btree (workspace_id, erased_at);
 
+CREATE TABLE event_export_failures (
+  export_id uuid NOT NULL,
+  first_failed_at timestamp with time zone NOT NULL,
+  last_failed_at timestamp with time zone NOT NULL,
+  failures integer NOT NULL,
+  last_error_code text NOT NULL,
+  last_error text NOT NULL,
+  next_attempt_at timestamp with time zone NOT NULL,
+  warned_at timestamp with time zone,
+  CONSTRAINT event_export_failures_pkey PRIMARY KEY (export_id),
+  CONSTRAINT event_export_failures_export_id_fkey FOREIGN KEY (export_id) REFERENCES event_exports(id) ON DELETE CASCADE
+);
+
 CREATE TABLE event_export_files (
   export_id uuid NOT NULL,
   event_type text NOT NULL,
