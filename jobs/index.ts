@@ -11,6 +11,7 @@ import { trackIngestJob } from './track-ingest.js';
 import { bulkImportJob } from './bulk-import.js';
 import { cdiSyncJob } from './cdi-sync.js';
 import { eventExportJob } from './event-export.js';
+import { workspaceStatsJob } from './workspace-stats.js';
 
 /** Every queue processor, one file each. `ces worker` runs them all (or those named by --queues). */
 export const jobs: JobDefinition[] = [
@@ -26,4 +27,5 @@ export const jobs: JobDefinition[] = [
   canvasScheduleJob,
   cdiSyncJob,
   eventExportJob,
+  workspaceStatsJob,
 ];

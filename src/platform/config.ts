@@ -136,6 +136,9 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE: int(1_000).describe(
     'Preference center list and detail requests per workspace per minute.',
   ),
+  RATE_LIMIT_CUSTOM_DATA_LISTS_PER_HOUR: int(1_000).describe(
+    'Requests per workspace per hour shared by the lists of custom data: GET /custom_attributes (and, as the public API shares it, /events, /events/list and /purchases/product_list).',
+  ),
 
   LOCAL_STORE_DIR: z
     .string()
@@ -252,6 +255,11 @@ export const ConfigSchema = z.object({
     .pipe(z.number().min(5).max(3600))
     .describe(
       'The longest wait (5-3600 s) between passes of an event export whose destination refuses writes: the wait starts at 5 s and doubles with each refused pass up to this. Changing the export in the workspace file ends the wait (docs/events.md, "Operating").',
+    ),
+  WORKSPACE_STATS_INTERVAL_SECONDS: int(3_600)
+    .pipe(z.number().min(60).max(86_400))
+    .describe(
+      "How often (60-86400 s) the workers count every workspace's segments (each day's last count is that day's size in /segments/data_series) and list the custom attribute names its profiles hold (GET /custom_attributes). Each pass reads each workspace's profiles: a longer interval costs less and answers later.",
     ),
   INGEST_IMPORT_BATCH: int(200_000).describe(
     'Events a bulk import applies (and commits its position with) per transaction. Larger batches rewrite each profile fewer times (1M events over 100k users: 14.8k events/s at 20,000, 27.8k at 200,000) and hold more in memory.',

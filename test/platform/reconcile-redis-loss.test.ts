@@ -8,9 +8,11 @@ import { exportShardJob } from '../../jobs/export-shard.js';
 import { scheduledExportJob } from '../../jobs/scheduled-export.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
 import { trackIngestJob } from '../../jobs/track-ingest.js';
+import { workspaceStatsJob } from '../../jobs/workspace-stats.js';
 import { CANVAS_SCHEDULE_QUEUE, fireJobId } from '../../src/platform/queues/canvas-schedule.js';
 import { SCHEDULED_EXPORT_QUEUE } from '../../src/platform/queues/scheduled-export.js';
 import { TRACK_INGEST_QUEUE } from '../../src/platform/queues/track-ingest.js';
+import { WORKSPACE_STATS_QUEUE } from '../../src/platform/queues/workspace-stats.js';
 import { startReconciler, type Reconciler } from '../../src/runtime/reconcile/reconciler.js';
 import { LocalStore, localWorkspaceDir } from '../../src/platform/storage/local-store.js';
 import type { RunningWorkers } from '../../src/runtime/workers.js';
@@ -286,11 +288,16 @@ describe('schedules after Redis lost them', () => {
         [canvas, JSON.stringify({ time: fireAt.toISOString() })],
       )
     ).rows[0]!;
-    const workers = [env.startWorkers([scheduledExportJob, canvasScheduleJob, trackIngestJob])];
+    const workers = [env.startWorkers([scheduledExportJob, canvasScheduleJob, trackIngestJob, workspaceStatsJob])];
     const reconcilers: Reconciler[] = [];
     const schedulers = async () => {
       const keys: string[] = [];
-      for (const q of [SCHEDULED_EXPORT_QUEUE, CANVAS_SCHEDULE_QUEUE, TRACK_INGEST_QUEUE] as const) {
+      for (const q of [
+        SCHEDULED_EXPORT_QUEUE,
+        CANVAS_SCHEDULE_QUEUE,
+        TRACK_INGEST_QUEUE,
+        WORKSPACE_STATS_QUEUE,
+      ] as const) {
         keys.push(...(await env.ctx.queues.get(q).getJobSchedulers(0, -1)).map((s) => String(s.key)));
       }
       return keys.sort();
@@ -303,6 +310,7 @@ describe('schedules after Redis lost them', () => {
         `export-schedule-${scheduled}`,
         'scheduled-exports-sync',
         'track-ingest-sweep',
+        'workspace-stats-sweep',
       ].sort();
       await waitFor(async () => JSON.stringify(await schedulers()) === JSON.stringify(expected), 20_000);
       await waitFor(async () => (await fireJob()) === 'delayed', 20_000);

@@ -416,6 +416,43 @@ describe('invalid workspace files', () => {
     expectFileError(() => parseWorkspaceFile('company: {name: x}\ncompany: {name: y}\n'), /unique|duplicate/i);
   });
 
+  it("refuses a segment's team that the workspace does not declare", () => {
+    expectFileError(
+      () =>
+        parseWorkspaceFile(
+          base + `    teams: [{ name: Growth }]\n    segments:\n      - { id: s1, name: A, teams: [Growth, Sales] }\n`,
+        ),
+      /^workspaces\[0\]\.segments\[0\]\.teams\[1\]: team "Sales" is not among this workspace's teams$/,
+    );
+  });
+
+  it("stores a segment's description and teams, which GET /segments/details answers", async () => {
+    const text =
+      `company: { name: Described Co }\nworkspaces:\n  - name: W\n    teams: [{ name: Growth }]\n` +
+      `    api_keys: [{ name: k, secret: ces_key_described_000000000000000000, permissions: [segments.details] }]\n` +
+      `    segments:\n      - { id: s1, name: A, description: "Our best customers", teams: [Growth] }\n`;
+    await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(text));
+    const res = await env.app.inject({
+      method: 'GET',
+      url: '/segments/details?segment_id=s1',
+      headers: bearer('ces_key_described_000000000000000000'),
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({
+      text_description: 'Our best customers',
+      teams: ['Growth'],
+      description: 'All users.',
+    });
+    // Dropping them from the file clears them.
+    await applyWorkspaceFile(
+      env.ctx.pool,
+      parseWorkspaceFile(text.replace(', description: "Our best customers", teams: [Growth]', '')),
+    );
+    const stored = `SELECT s.description, s.teams FROM segments s JOIN workspaces w ON w.id = s.workspace_id
+                      JOIN companies c ON c.id = w.company_id WHERE c.name = 'Described Co'`;
+    expect(await q(stored)).toEqual([{ description: null, teams: [] }]);
+  });
+
   it('refuses references to nothing at apply time, naming the path, and writes nothing', async () => {
     const file = parseWorkspaceFile(
       `company: { name: Dangling Co }\nworkspaces:\n  - name: W\n    apps: [{ name: A, platform: ios }]\n` +

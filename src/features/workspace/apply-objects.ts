@@ -98,6 +98,8 @@ function segmentRow(s: WorkspaceDecl['segments'][number], workspaceId: string): 
     archived: s.archived,
     filter: s.filter,
     created_at: s.created_at,
+    description: s.description,
+    teams: s.teams,
   };
 }
 

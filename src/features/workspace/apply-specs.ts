@@ -89,7 +89,15 @@ export const SPECS = {
   segments: {
     table: 'segments',
     key: { workspace_id: 'uuid', api_id: 'text' },
-    set: { name: 'text', tags: 'text[]', analytics_tracking_enabled: 'boolean', archived: 'boolean', filter: 'jsonb' },
+    set: {
+      name: 'text',
+      tags: 'text[]',
+      analytics_tracking_enabled: 'boolean',
+      archived: 'boolean',
+      filter: 'jsonb',
+      description: 'text',
+      teams: 'text[]',
+    },
     optional: { created_at: 'timestamptz' },
     insertDefaults: { created_at: 'now()' },
     touch: 'updated_at',

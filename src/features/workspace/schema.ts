@@ -137,6 +137,10 @@ export const SegmentSchema = z.strictObject({
   archived: z.boolean().default(false),
   filter: SegmentFilterSchema.default({ all: [] }),
   created_at: IsoTime.optional(),
+  /** What the segment is for, in words: `text_description` of GET /segments/details. */
+  description: z.string().max(10_000).optional(),
+  /** Names of teams of this workspace (its `teams` list): `teams` of GET /segments/details. */
+  teams: z.array(Name).max(100).default([]),
 });
 
 export const CatalogSchema = z.strictObject({
@@ -580,6 +584,17 @@ function checkWorkspaceNames(w: ParsedFile['workspaces'][number], wi: number, ct
   reportDuplicateField(ctx, w.preference_centers, 'id', at('preference_centers'), 'preference center id');
   reportDuplicateField(ctx, w.scheduled_exports, 'name', at('scheduled_exports'), 'scheduled export name');
   reportDuplicateField(ctx, w.event_exports, 'name', at('event_exports'), 'event export name');
+  const teams = new Set(w.teams.map((t) => t.name));
+  w.segments.forEach((s, si) =>
+    s.teams.forEach((team, ti) => {
+      if (!teams.has(team))
+        ctx.addIssue({
+          code: 'custom',
+          path: [...at('segments'), si, 'teams', ti],
+          message: `team ${JSON.stringify(team)} is not among this workspace's teams`,
+        });
+    }),
+  );
   w.catalogs.forEach((c, ci) =>
     reportDuplicateField(ctx, c.fields, 'name', ['workspaces', wi, 'catalogs', ci, 'fields'], 'field name'),
   );

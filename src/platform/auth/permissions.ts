@@ -46,6 +46,10 @@ export const PERMISSIONS = [
   'cdi.integration_list',
   'cdi.integration_sync',
   'cdi.integration_job_status',
+  // Segment details and sizes, custom attributes (docs/read-endpoints.md).
+  'segments.details',
+  'segments.data_series',
+  'custom_attributes.get',
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];

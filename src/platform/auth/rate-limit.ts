@@ -75,6 +75,13 @@ export const RATE_LIMITS = {
     windowSeconds: 60,
     limit: (c) => c.RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE,
   },
+  /** Shared by the custom data lists: /custom_attributes (the public API adds /events, /events/list, /purchases/product_list). */
+  customDataLists: {
+    bucket: 'custom-data-lists',
+    scope: 'workspace',
+    windowSeconds: 3600,
+    limit: (c) => c.RATE_LIMIT_CUSTOM_DATA_LISTS_PER_HOUR,
+  },
 } satisfies Record<string, RateLimitRule>;
 
 export interface RateLimitResult {

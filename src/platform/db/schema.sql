@@ -237,6 +237,16 @@ CREATE TABLE content_blocks (
   CONSTRAINT content_blocks_workspace_id_name_key UNIQUE (workspace_id, name)
 );
 
+CREATE TABLE custom_attribute_names (
+  workspace_id uuid NOT NULL,
+  name text NOT NULL,
+  data_type text NOT NULL,
+  first_seen_on date NOT NULL,
+  last_seen_on date NOT NULL,
+  CONSTRAINT custom_attribute_names_pkey PRIMARY KEY (workspace_id, name),
+  CONSTRAINT custom_attribute_names_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+
 CREATE TABLE dashboard_user_audit (
   id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
   company_id uuid NOT NULL,
@@ -942,6 +952,19 @@ CREATE TABLE scim_tokens (
   CONSTRAINT scim_tokens_token_hash_key UNIQUE (token_hash)
 );
 
+CREATE TABLE segment_sizes (
+  workspace_id uuid NOT NULL,
+  segment_id uuid NOT NULL,
+  day date NOT NULL,
+  size bigint NOT NULL,
+  taken_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT segment_sizes_pkey PRIMARY KEY (segment_id, day),
+  CONSTRAINT segment_sizes_segment_id_fkey FOREIGN KEY (segment_id) REFERENCES segments(id) ON DELETE CASCADE,
+  CONSTRAINT segment_sizes_size_check CHECK ((size >= 0)),
+  CONSTRAINT segment_sizes_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+CREATE INDEX segment_sizes_workspace ON segment_sizes USING btree (workspace_id, day);
+
 CREATE TABLE segments (
   id uuid DEFAULT gen_random_uuid() NOT NULL,
   workspace_id uuid NOT NULL,
@@ -953,6 +976,8 @@ CREATE TABLE segments (
   archived boolean DEFAULT false NOT NULL,
   created_at timestamp with time zone DEFAULT now() NOT NULL,
   updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  description text,
+  teams text[] DEFAULT '{}'::text[] NOT NULL,
   CONSTRAINT segments_pkey PRIMARY KEY (id),
   CONSTRAINT segments_workspace_id_api_id_key UNIQUE (workspace_id, api_id),
   CONSTRAINT segments_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE

@@ -14,6 +14,7 @@ import { bullPrefix, DEFAULT_JOB_OPTIONS } from './options.js';
 import { SCHEDULED_EXPORT_QUEUE, ScheduledExportPayload } from './scheduled-export.js';
 import { SEGMENT_EXPORT_QUEUE, SegmentExportPayload } from './segment-export.js';
 import { TRACK_INGEST_QUEUE, TrackIngestPayload } from './track-ingest.js';
+import { WORKSPACE_STATS_QUEUE, WorkspaceStatsPayload } from './workspace-stats.js';
 
 /**
  * The queues of the service, one module each under src/platform/queues/: its name, the zod schema of its payload, its
@@ -34,6 +35,7 @@ export const QUEUE_PAYLOADS = {
   [CANVAS_SCHEDULE_QUEUE]: CanvasSchedulePayload,
   [CDI_SYNC_QUEUE]: CdiSyncPayload,
   [EVENT_EXPORT_QUEUE]: EventExportPayload,
+  [WORKSPACE_STATS_QUEUE]: WorkspaceStatsPayload,
 } satisfies Record<string, z.ZodType>;
 
 export type QueueName = keyof typeof QUEUE_PAYLOADS;

@@ -12,6 +12,7 @@ import { CANVAS_SCHEDULE_QUEUE } from '../../platform/queues/canvas-schedule.js'
 import { EXPORT_SHARD_QUEUE } from '../../platform/queues/export-shard.js';
 import { SCHEDULED_EXPORT_QUEUE } from '../../platform/queues/scheduled-export.js';
 import { EVENT_EXPORT_QUEUE } from '../../platform/queues/event-export.js';
+import { WORKSPACE_STATS_QUEUE } from '../../platform/queues/workspace-stats.js';
 import { lockNames } from '../../platform/db/advisory-locks.js';
 import { exportShards } from '../../pipelines/exports/shard/shard-ranges.js';
 import type { Logger } from '../../platform/logger.js';
@@ -233,8 +234,16 @@ export const REPAIRS: Repair[] = [
   {
     kind: 'schedules',
     // The event exports' sweep among the repeatables: their files are planned in PostgreSQL, so the sweep's next pass
-    // writes whatever a lost job had planned.
-    queues: [SCHEDULED_EXPORT_QUEUE, CANVAS_SCHEDULE_QUEUE, CDI_SYNC_QUEUE, TRACK_INGEST_QUEUE, EVENT_EXPORT_QUEUE],
+    // writes whatever a lost job had planned; and the workspaces' statistics sweep, whose next pass counts again what a
+    // lost one would have.
+    queues: [
+      SCHEDULED_EXPORT_QUEUE,
+      CANVAS_SCHEDULE_QUEUE,
+      CDI_SYNC_QUEUE,
+      TRACK_INGEST_QUEUE,
+      EVENT_EXPORT_QUEUE,
+      WORKSPACE_STATS_QUEUE,
+    ],
     run: repairSchedules,
   },
   { kind: 'exports', queues: [SEGMENT_EXPORT_QUEUE, EXPORT_SHARD_QUEUE], run: repairExports },
