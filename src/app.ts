@@ -13,6 +13,7 @@ import { registerResponseHooks, type ResponseObserver } from './platform/http/re
 import { registerRouteCatalog } from './platform/http/route-catalog.js';
 import './platform/http/route-config.js';
 import { registerOperations } from './platform/http/operations.js';
+import { readFailingExports } from './pipelines/events/export-failures.js';
 import { routes } from './routes/index.js';
 
 /**
@@ -57,6 +58,7 @@ export async function buildApp(ctx: AppContext, options: BuildAppOptions = {}): 
   registerHostileInput(app);
   await registerOpenApi(app);
   await registerOperations(app);
+  ctx.metrics.onRender('event-export-failing', () => readFailingExports(ctx.pool, ctx.metrics));
   for (const plugin of routes) await app.register(plugin);
   return app;
 }

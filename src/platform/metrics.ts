@@ -114,7 +114,7 @@ export class Metrics {
 
   readonly eventExportFailing = new Gauge({
     name: 'ces_event_export_failing',
-    help: "1 while an event export's destination refuses writes (as this process's last pass of it found), else 0, by export id",
+    help: "1 while an event export's destination refuses writes, else 0, by export id (read from PostgreSQL when /metrics is served)",
     labelNames: ['export'] as const,
     registers: [this.registry],
   });
@@ -126,12 +126,29 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Values read when /metrics is served (as queue depths are), by name: see `onRender`. */
+  private readonly renderHooks = new Map<string, () => Promise<void>>();
+
   constructor(withDefaults = true) {
     if (withDefaults) collectDefaultMetrics({ register: this.registry, prefix: 'ces_' });
   }
 
+  /**
+   * Sets metrics read from elsewhere (PostgreSQL) each time `render` runs: every process then reports the same values,
+   * where a value set by whichever worker ran last would be stale in the others. A hook that fails or takes over 2 s
+   * leaves the last values.
+   */
+  onRender(name: string, hook: () => Promise<void>): void {
+    this.renderHooks.set(name, hook);
+  }
+
   /** The exposition text: this process's metrics, summed with its peers' (as prom-client's cluster mode does). */
   async render(): Promise<string> {
+    await Promise.all(
+      [...this.renderHooks.values()].map((hook) =>
+        Promise.race([hook().catch(() => {}), new Promise<void>((r) => setTimeout(r, 2000).unref())]),
+      ),
+    );
     if (this.peers.length === 0) return this.registry.metrics();
     const snapshots = await Promise.all([this.registry.getMetricsAsJSON(), ...this.peers.map((peer) => peer())]);
     return AggregatorRegistry.aggregate(snapshots.filter((s) => s.length > 0)).metrics();

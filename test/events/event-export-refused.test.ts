@@ -5,6 +5,7 @@ import { eventExportJob } from '../../jobs/event-export.js';
 import { trackIngestJob } from '../../jobs/track-ingest.js';
 import { applyWorkspaceFile } from '../../src/features/workspace/apply.js';
 import { parseWorkspaceFile } from '../../src/features/workspace/parse.js';
+import { refusalMessage } from '../../src/pipelines/events/export-failures.js';
 import { cliEnvOf, runCli, waitFor } from '../helpers/cli.js';
 import { captureLogs, createTestEnv, type TestEnv } from '../helpers/context.js';
 import { allDelivered, expectExactlyOnce, isEventFile, readEventFile } from '../helpers/event-delivery.js';
@@ -58,7 +59,7 @@ workspaces:
 beforeAll(async () => {
   [env, s3] = await Promise.all([
     createTestEnv(
-      { EVENT_EXPORT_SWEEP_SECONDS: '1', EVENT_EXPORT_RETRY_MAX_SECONDS: '5', LOG_LEVEL: 'info' },
+      { EVENT_EXPORT_SWEEP_SECONDS: '1', EVENT_EXPORT_RETRY_MAX_SECONDS: '20', LOG_LEVEL: 'info' },
       { logDestination: logs.destination },
     ),
     startS3rver('lake'),
@@ -137,6 +138,7 @@ interface FailureRow {
   last_error: string;
   first_failed_at: Date;
   last_failed_at: Date;
+  next_attempt_at: Date;
 }
 
 async function failure(exportId: string): Promise<FailureRow | undefined> {
@@ -186,7 +188,8 @@ describe('an event export whose destination refuses writes', () => {
   it('keeps ingestion going, reports and warns once while refused, then delivers every event once', async () => {
     await track(7, 1);
     await waitFor(() => appliedUpTo(1), 60_000);
-    // Passes are refused and retried (backoff capped at 5 s here): three refusals of each, well within a minute.
+    // Passes are refused and retried after 5 s, then 10 s (the backoff is capped at 20 s here): three refusals of
+    // each, well within a minute, over sweeps every second.
     await waitFor(async () => ((await failure(BAD_CREDENTIALS))?.failures ?? 0) >= 3, 60_000, 200);
     await waitFor(async () => ((await failure(NO_BUCKET))?.failures ?? 0) >= 3, 60_000, 200);
 
@@ -205,6 +208,9 @@ describe('an event export whose destination refuses writes', () => {
       const warned = linesOf(REFUSED, exportId);
       const minutes = (f.last_failed_at.getTime() - f.first_failed_at.getTime()) / 60_000;
       expect(f.failures).toBeGreaterThanOrEqual(3);
+      // The next attempt waits 5 s doubled with each refusal, at most EVENT_EXPORT_RETRY_MAX_SECONDS.
+      const wait = (f.next_attempt_at.getTime() - f.last_failed_at.getTime()) / 1000;
+      expect(wait).toBe(Math.min(5 * 2 ** (f.failures - 1), 20));
       expect(warned.length).toBeGreaterThanOrEqual(1);
       expect(warned.length).toBeLessThanOrEqual(Math.floor(minutes) + 1);
       expect(warned.length).toBeLessThan(f.failures);
@@ -233,7 +239,8 @@ describe('an event export whose destination refuses writes', () => {
       expect(text).not.toContain(WRONG_KEY_ID);
     }
 
-    // Fixed: the right credentials (tried at once: the export changed), the bucket created (tried after its backoff).
+    // Fixed: the right credentials (tried at once: the export changed), the bucket created (tried at its next attempt,
+    // at most 20 s later).
     await applyWorkspaceFile(env.ctx.pool, parseWorkspaceFile(workspaceFile(s3.destination.credentials)));
     await s3Client.send(new CreateBucketCommand({ Bucket: LATER_BUCKET }));
     await track(4, 3);
@@ -256,4 +263,26 @@ describe('an event export whose destination refuses writes', () => {
     expect(fixedStatus).toMatch(new RegExp(`${NO_BUCKET} .*destination: ok`));
     expect(fixedStatus).not.toContain('FAILING');
   }, 240_000);
+
+  // s3rver's messages never repeat a credential; a store's may (a signature error quoting what it signed, a key file's
+  // parse error): what is stored and logged is the message with every credential string of the destination removed.
+  it("removes the destination's credentials from the error it stores and logs", () => {
+    const secret = `s3-secret-${tag}`;
+    const privateKey = `-----BEGIN PRIVATE KEY-----${tag}-----END PRIVATE KEY-----`;
+    const s3Message = refusalMessage(new Error(`string to sign with ${secret} and AKIAABCDEFGHIJKLMNOP refused`), {
+      ...s3.destination,
+      prefix: '',
+      credentials: { accessKeyId: 'AKIAABCDEFGHIJKLMNOP', secretAccessKey: secret },
+    });
+    expect(s3Message).toBe('string to sign with [redacted] and [redacted] refused');
+    const gcsMessage = refusalMessage(new Error(`cannot parse ${privateKey}\n of sa@p.iam`), {
+      provider: 'gcs',
+      bucket: 'b',
+      projectId: 'p',
+      prefix: '',
+      credentials: { client_email: 'sa@p.iam', private_key: privateKey },
+    });
+    expect(gcsMessage).toBe('cannot parse [redacted] of [redacted]');
+    expect(refusalMessage(new Error('x'.repeat(2000)), null)).toHaveLength(500);
+  });
 });

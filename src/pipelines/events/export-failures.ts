@@ -1,4 +1,5 @@
 import type { Pool } from '../../platform/db/pool.js';
+import type { Metrics } from '../../platform/metrics.js';
 import { redactLine } from '../../platform/logger.js';
 import type { Destination } from '../../platform/storage/destination.js';
 import { ObjectNotFoundError, type ObjectStore } from '../../platform/storage/object-store.js';
@@ -144,6 +145,19 @@ export async function exportsDue(pool: Pool): Promise<string[]> {
       ORDER BY e.id`,
   );
   return rows.map((r) => r.id);
+}
+
+/**
+ * `ces_event_export_failing`, read from PostgreSQL when /metrics is served: 1 for each export with a refusal on
+ * record, 0 for the others, whichever worker ran their passes.
+ */
+export async function readFailingExports(pool: Pool, metrics: Pick<Metrics, 'eventExportFailing'>): Promise<void> {
+  const { rows } = await pool.query<{ id: string; failing: boolean }>(
+    `SELECT e.id, f.export_id IS NOT NULL AS failing
+       FROM event_exports e LEFT JOIN event_export_failures f ON f.export_id = e.id`,
+  );
+  metrics.eventExportFailing.reset();
+  for (const r of rows) metrics.eventExportFailing.set({ export: r.id }, r.failing ? 1 : 0);
 }
 
 export interface ExportFailure {

@@ -72,7 +72,6 @@ async function destinationRefused(deps: EventExportDeps, exportId: string, refus
   const exp = await eventExport(deps.pool, exportId);
   if (!failure || !exp) return;
   deps.metrics.eventExportFailures.inc({ export: exportId });
-  deps.metrics.eventExportFailing.set({ export: exportId }, 1);
   const oldest = await oldestUnwritten(deps.pool, exp);
   deps.metrics.eventExportLag.set(
     { export: exportId },
@@ -97,7 +96,6 @@ async function destinationRefused(deps: EventExportDeps, exportId: string, refus
 
 /** A pass that went through: a failure the export had is over. */
 async function destinationAccepted(deps: EventExportDeps, exportId: string): Promise<void> {
-  deps.metrics.eventExportFailing.set({ export: exportId }, 0);
   const ended = await clearFailure(deps.pool, exportId);
   if (ended)
     deps.log.info(
