@@ -19,6 +19,7 @@ import canvasListRoutes from './canvas-list.js';
 import feedRoutes from './feed.js';
 import kpiRoutes from './kpi.js';
 import deliverabilityRoutes from './deliverability.js';
+import suppressionRoutes from './suppressions.js';
 import recordsRoutes from './records.js';
 import cdiRoutes from './cdi.js';
 
@@ -40,6 +41,7 @@ export const routes: FastifyPluginAsync[] = [
   feedRoutes,
   kpiRoutes,
   deliverabilityRoutes,
+  suppressionRoutes,
   recordsRoutes,
   cdiRoutes,
   scimRoutes,

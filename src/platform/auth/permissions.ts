@@ -42,6 +42,12 @@ export const PERMISSIONS = [
   'users.external_ids.rename',
   'users.external_ids.remove',
   'email.unsubscribe',
+  // The suppression lists' writes (docs/read-endpoints.md), and the spam list's read (beyond the original).
+  'email.blacklist',
+  'email.bounce.remove',
+  'email.spam.remove',
+  'email.spam',
+  'sms.invalid_phone_numbers.remove',
   // Cloud Data Ingestion (docs/cdi.md).
   'cdi.integration_list',
   'cdi.integration_sync',

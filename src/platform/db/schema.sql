@@ -276,6 +276,17 @@ CREATE INDEX dashboard_users_external_id ON dashboard_users USING btree (company
 CREATE INDEX dashboard_users_list ON dashboard_users USING btree (company_id, created_at, id);
 CREATE UNIQUE INDEX dashboard_users_user_name ON dashboard_users USING btree (company_id, lower(user_name));
 
+CREATE TABLE email_spam (
+  id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+  workspace_id uuid NOT NULL,
+  email text NOT NULL,
+  reported_at timestamp with time zone NOT NULL,
+  CONSTRAINT email_spam_pkey PRIMARY KEY (id),
+  CONSTRAINT email_spam_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+CREATE INDEX email_spam_email ON email_spam USING btree (workspace_id, lower(email), reported_at DESC, id DESC);
+CREATE INDEX email_spam_list ON email_spam USING btree (workspace_id, reported_at DESC, id DESC);
+
 CREATE TABLE email_subscriptions (
   workspace_id uuid NOT NULL,
   email text NOT NULL,
