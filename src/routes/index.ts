@@ -12,6 +12,7 @@ import scimGroupRoutes from './scim-groups.js';
 import scimSearchRoutes from './scim-search.js';
 import catalogsRoutes from './catalogs.js';
 import emailTemplatesRoutes from './email-templates.js';
+import contentBlockRoutes from './content-blocks.js';
 import liveActivitiesRoutes from './live-activities.js';
 import canvasSchedulesRoutes from './canvas-schedules.js';
 import preferenceCenterRoutes from './preference-centers.js';
@@ -34,6 +35,7 @@ export const routes: FastifyPluginAsync[] = [
   importsRoutes,
   catalogsRoutes,
   emailTemplatesRoutes,
+  contentBlockRoutes,
   liveActivitiesRoutes,
   canvasSchedulesRoutes,
   preferenceCenterRoutes,

@@ -48,6 +48,11 @@ export const PERMISSIONS = [
   'email.spam.remove',
   'email.spam',
   'sms.invalid_phone_numbers.remove',
+  // Content blocks (docs/templates-live-activities-canvases.md).
+  'content_blocks.create',
+  'content_blocks.update',
+  'content_blocks.info',
+  'content_blocks.list',
   // Cloud Data Ingestion (docs/cdi.md).
   'cdi.integration_list',
   'cdi.integration_sync',

@@ -232,10 +232,15 @@ CREATE TABLE content_blocks (
   content text DEFAULT ''::text NOT NULL,
   created_at timestamp with time zone DEFAULT now() NOT NULL,
   updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  description text,
+  state text DEFAULT 'active'::text NOT NULL,
+  tags text[] DEFAULT '{}'::text[] NOT NULL,
   CONSTRAINT content_blocks_pkey PRIMARY KEY (id),
+  CONSTRAINT content_blocks_state_check CHECK ((state = ANY (ARRAY['active'::text, 'draft'::text]))),
   CONSTRAINT content_blocks_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE,
   CONSTRAINT content_blocks_workspace_id_name_key UNIQUE (workspace_id, name)
 );
+CREATE INDEX content_blocks_list ON content_blocks USING btree (workspace_id, updated_at, id);
 
 CREATE TABLE dashboard_user_audit (
   id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
