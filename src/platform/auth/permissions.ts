@@ -48,6 +48,8 @@ export const PERMISSIONS = [
   'email.spam.remove',
   'email.spam',
   'sms.invalid_phone_numbers.remove',
+  // Synchronous track (docs/ingestion.md).
+  'users.track.sync',
   // Content blocks (docs/templates-live-activities-canvases.md).
   'content_blocks.create',
   'content_blocks.update',

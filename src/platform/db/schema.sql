@@ -632,6 +632,7 @@ CREATE TABLE ingest_dead_letters (
 );
 CREATE INDEX ingest_dead_letters_import ON ingest_dead_letters USING btree (import_id, line) WHERE (import_id IS NOT NULL);
 CREATE INDEX ingest_dead_letters_names ON ingest_dead_letters USING gin (names) WITH (fastupdate=off);
+CREATE INDEX ingest_dead_letters_staged ON ingest_dead_letters USING btree (staged_id) WHERE (staged_id IS NOT NULL);
 CREATE INDEX ingest_dead_letters_unnamed ON ingest_dead_letters USING btree (workspace_id) WHERE (names IS NULL);
 CREATE INDEX ingest_dead_letters_workspace ON ingest_dead_letters USING btree (workspace_id, id);
 CREATE TRIGGER ingest_dead_letters_forget_names BEFORE UPDATE OF payload ON ingest_dead_letters FOR EACH ROW EXECUTE FUNCTION ingest_dead_letters_forget_names();
