@@ -127,6 +127,9 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_TRACK_PER_MINUTE: int(250_000).describe(
     '/users/track requests per workspace per minute (not in the spec).',
   ),
+  RATE_LIMIT_TRACK_SYNC_PER_MINUTE: int(500).describe(
+    '/users/track/sync requests per workspace per minute (the public API applies 500).',
+  ),
   RATE_LIMIT_CATALOG_ASYNC_PER_MINUTE: int(16_000).describe(
     'Asynchronous catalog item requests per workspace per minute, shared.',
   ),

@@ -18,9 +18,10 @@ export type EventType = (typeof EVENT_TYPES)[number];
 
 /**
  * What set an email subscription state (GlobalStateChange's `state_change_source`): `api`, an attributes object of
- * /users/track; `email_status`, POST /email/status; `cdi`, a Cloud Data Ingestion row; `bounce`, a hard bounce.
+ * /users/track; `email_status`, POST /email/status; `cdi`, a Cloud Data Ingestion row; `bounce`, a hard bounce;
+ * `blocklist`, POST /email/blocklist (or /email/blacklist).
  */
-export type StateChangeSource = 'api' | 'email_status' | 'cdi' | 'bounce';
+export type StateChangeSource = 'api' | 'email_status' | 'cdi' | 'bounce' | 'blocklist';
 
 /** The fields each type carries beyond the common ones, as the log's `data` column holds them. */
 export interface EventData {

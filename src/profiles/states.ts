@@ -57,13 +57,15 @@ export async function setEmailSubscribe(
 
 /**
  * Unsubscribes the profiles of bounced (lower-cased) addresses as of each address's latest bounce time, unless a later
- * subscription change is stored; a repeat of a bounce already applied writes nothing.
+ * subscription change is stored; a repeat of a bounce already applied writes nothing. `source` says what bounced them:
+ * a bounce reported by the sender, or a blocklist call, which marks the addresses hard bounced.
  */
 export async function unsubscribeBounced(
   client: PoolClient,
   workspaceId: string,
   emails: string[],
   times: Date[],
+  source: Extract<StateChangeSource, 'bounce' | 'blocklist'> = 'bounce',
 ): Promise<void> {
   // attribute_times holds last-write times as 'YYYY-MM-DDTHH:MM:SS.mmmZ' strings, which compare correctly as text.
   await client.query(
@@ -80,7 +82,7 @@ export async function unsubscribeBounced(
           -- A repeat of a bounce already applied writes nothing (a workspace file applied again changes no row).
           AND NOT (p.email_subscribe = 'unsubscribed' AND p.attribute_times->>'email_subscribe' = l.iso)
        RETURNING p.workspace_id, p.id, p.service_id, p.external_id, p.email, p.email_subscribe, was.email_subscribe AS was, l.at`,
-      'bounce',
+      source,
     ),
     [workspaceId, emails, times],
   );

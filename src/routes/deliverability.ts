@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
@@ -8,6 +8,7 @@ import {
   MAX_FILTER_VALUES,
 } from '../platform/lib/list-page.js';
 import { listHardBounces } from '../features/subscriptions/hard-bounces.js';
+import { listSpam } from '../features/subscriptions/spam.js';
 import { listUnsubscribes } from '../features/subscriptions/unsubscribes.js';
 import { E164, listInvalidPhoneNumbers } from '../features/subscriptions/invalid-phone-numbers.js';
 import { apiKeyOf } from '../platform/http/principals.js';
@@ -85,6 +86,11 @@ export const UnsubscribesQuery = z
   })
   .superRefine(checkRange);
 
+export const SpamResponse = z.object({
+  emails: z.array(z.object({ email: z.string(), reported_at: z.string() })),
+  message: z.string(),
+});
+
 export const InvalidPhoneNumbersResponse = z.object({
   sms: z.array(z.object({ phone: z.string(), invalid_detected_at: z.string(), reason: z.string() })),
   message: z.string(),
@@ -97,6 +103,70 @@ export const HardBouncesResponse = z.object({
 const paging =
   `Newest first, ties in insertion order. start_date and end_date (YYYY-MM-DD) are midnight UTC; the range is [start_date, end_date). ` +
   `limit defaults to ${DELIVERABILITY_DEFAULT_LIMIT} (at most ${DELIVERABILITY_MAX_LIMIT}); raise offset until fewer than limit entries return.`;
+
+/** GET /email/spam: the spam list, beyond the original. */
+function spamRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  app.get(
+    '/email/spam',
+    {
+      config: { permission: 'email.spam', rateLimit: RATE_LIMITS.default },
+      schema: {
+        summary: 'Addresses on the spam list',
+        description:
+          `${paging} Filter with email (case-insensitive). Beyond the original, which edits its spam list (POST /email/spam/remove) ` +
+          'but has no call that reads it.',
+        tags: ['deliverability'],
+        querystring: HardBouncesQuery,
+        response: { 200: SpamResponse },
+      },
+    },
+    async (req) => {
+      const q = req.query;
+      const emails = await listSpam(app.ctx.pool, apiKeyOf(req).workspaceId, {
+        start: q.start_date,
+        end: q.end_date,
+        limit: q.limit,
+        offset: q.offset,
+        email: q.email,
+      });
+      return { emails, message: 'success' };
+    },
+  );
+}
+
+/** GET /email/unsubscribes */
+function unsubscribesRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  app.get(
+    '/email/unsubscribes',
+    {
+      config: { permission: 'email.unsubscribe', rateLimit: RATE_LIMITS.default },
+      schema: {
+        summary: 'Unsubscribed email addresses',
+        description:
+          `${paging.replace('Newest first, ties in insertion order.', 'Newest first (sort_direction=asc: oldest first), ties by address.')} ` +
+          'Each address once, at its latest unsubscription, whether unsubscribed per address (POST /email/status) or on a profile ' +
+          '(email_subscribe in an attributes object). Filter with email (case-insensitive).',
+        tags: ['deliverability'],
+        querystring: UnsubscribesQuery,
+        response: { 200: HardBouncesResponse },
+      },
+    },
+    async (req) => {
+      const q = req.query;
+      const emails = await listUnsubscribes(app.ctx.pool, apiKeyOf(req).workspaceId, {
+        start: q.start_date,
+        end: q.end_date,
+        limit: q.limit,
+        offset: q.offset,
+        email: q.email,
+        ascending: q.sort_direction === 'asc',
+      });
+      return { emails, message: 'success' };
+    },
+  );
+}
 
 const deliverabilityRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
@@ -149,34 +219,8 @@ const deliverabilityRoutes: FastifyPluginAsync = async (base) => {
       return { emails, message: 'success' };
     },
   );
-  app.get(
-    '/email/unsubscribes',
-    {
-      config: { permission: 'email.unsubscribe', rateLimit: RATE_LIMITS.default },
-      schema: {
-        summary: 'Unsubscribed email addresses',
-        description:
-          `${paging.replace('Newest first, ties in insertion order.', 'Newest first (sort_direction=asc: oldest first), ties by address.')} ` +
-          'Each address once, at its latest unsubscription, whether unsubscribed per address (POST /email/status) or on a profile ' +
-          '(email_subscribe in an attributes object). Filter with email (case-insensitive).',
-        tags: ['deliverability'],
-        querystring: UnsubscribesQuery,
-        response: { 200: HardBouncesResponse },
-      },
-    },
-    async (req) => {
-      const q = req.query;
-      const emails = await listUnsubscribes(app.ctx.pool, apiKeyOf(req).workspaceId, {
-        start: q.start_date,
-        end: q.end_date,
-        limit: q.limit,
-        offset: q.offset,
-        email: q.email,
-        ascending: q.sort_direction === 'asc',
-      });
-      return { emails, message: 'success' };
-    },
-  );
+  spamRoute(base);
+  unsubscribesRoute(base);
 };
 
 export default deliverabilityRoutes;

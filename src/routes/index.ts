@@ -12,6 +12,7 @@ import scimGroupRoutes from './scim-groups.js';
 import scimSearchRoutes from './scim-search.js';
 import catalogsRoutes from './catalogs.js';
 import emailTemplatesRoutes from './email-templates.js';
+import contentBlockRoutes from './content-blocks.js';
 import liveActivitiesRoutes from './live-activities.js';
 import canvasSchedulesRoutes from './canvas-schedules.js';
 import preferenceCenterRoutes from './preference-centers.js';
@@ -19,6 +20,7 @@ import canvasListRoutes from './canvas-list.js';
 import feedRoutes from './feed.js';
 import kpiRoutes from './kpi.js';
 import deliverabilityRoutes from './deliverability.js';
+import suppressionRoutes from './suppressions.js';
 import recordsRoutes from './records.js';
 import cdiRoutes from './cdi.js';
 import customAttributesRoutes from './custom-attributes.js';
@@ -34,6 +36,7 @@ export const routes: FastifyPluginAsync[] = [
   importsRoutes,
   catalogsRoutes,
   emailTemplatesRoutes,
+  contentBlockRoutes,
   liveActivitiesRoutes,
   canvasSchedulesRoutes,
   preferenceCenterRoutes,
@@ -41,6 +44,7 @@ export const routes: FastifyPluginAsync[] = [
   feedRoutes,
   kpiRoutes,
   deliverabilityRoutes,
+  suppressionRoutes,
   recordsRoutes,
   cdiRoutes,
   customAttributesRoutes,

@@ -9,6 +9,7 @@ import {
   InvalidPhoneNumberRecords,
   recordInvalidPhoneNumbers,
 } from '../features/subscriptions/invalid-phone-numbers.js';
+import { SpamRecords, recordSpam } from '../features/subscriptions/spam.js';
 import { UninstallRecords, recordUninstalls } from '../features/uninstalls/uninstalls.js';
 
 export const RecordsResponse = z.object({
@@ -23,7 +24,7 @@ const internal = {
 };
 const batch = `A batch of at most ${MAX_RECORDS_PER_REQUEST} records, written together or not at all. Beyond the spec: for tests, demos and feeds from a sending provider.`;
 
-/** The internal write path behind the uninstall KPI and the deliverability lists. */
+/** The internal write path behind the uninstall KPI and the deliverability lists (the spam list included). */
 const recordsRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
@@ -74,6 +75,23 @@ const recordsRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req, reply) => {
       const result = await recordInvalidPhoneNumbers(app.ctx.pool, apiKeyOf(req).workspaceId, req.body.records);
+      return reply.code(201).send({ ...result, message: 'success' });
+    },
+  );
+  app.post(
+    '/internal/records/spam',
+    {
+      config: internal.config,
+      schema: {
+        summary: 'Record spam reports',
+        description: `${batch} Each record: email, optional time (default now). The address joins the spam list (GET /email/spam); its subscription state is not changed.`,
+        tags: internal.tags,
+        body: SpamRecords,
+        response: { 201: RecordsResponse },
+      },
+    },
+    async (req, reply) => {
+      const result = await recordSpam(app.ctx.pool, apiKeyOf(req).workspaceId, req.body.records);
       return reply.code(201).send({ ...result, message: 'success' });
     },
   );

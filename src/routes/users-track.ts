@@ -5,6 +5,7 @@ import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
 import { documentedBody } from '../platform/http/schemas.js';
 import { apiKeyOf } from '../platform/http/principals.js';
 import { acceptTrack } from '../pipelines/ingest/accept/track.js';
+import { trackSync } from '../pipelines/ingest/accept/track-sync.js';
 import {
   MAX_NESTED_PROPERTIES_BYTES,
   MAX_OBJECTS_PER_ARRAY,
@@ -28,6 +29,23 @@ export const TrackResponse = z.object({
     .optional(),
 });
 
+const Aggregate = { first: z.string(), last: z.string(), count: z.number().int() };
+export const TrackSyncResponse = z.object({
+  users: z.array(
+    z.object({
+      // The object's identifier, as it was sent.
+      external_id: z.unknown().optional(),
+      service_id: z.unknown().optional(),
+      email: z.unknown().optional(),
+      user_alias: z.unknown().optional(),
+      custom_attributes: z.record(z.string(), z.unknown()).optional(),
+      custom_events: z.array(z.object({ name: z.string(), ...Aggregate })).optional(),
+      purchase_events: z.array(z.object({ product_id: z.string(), ...Aggregate })).optional(),
+    }),
+  ),
+  message: z.literal('success'),
+});
+
 const usersTrackRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
   app.post(
@@ -49,6 +67,27 @@ const usersTrackRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req, reply) => {
       const answer = await acceptTrack(app.ctx, apiKeyOf(req).workspaceId, req.body, req.idempotency);
+      return reply.code(201).send(answer);
+    },
+  );
+  app.post(
+    '/users/track/sync',
+    {
+      config: { permission: 'users.track.sync', rateLimit: RATE_LIMITS.trackSync, idempotent: true },
+      schema: {
+        summary: 'Record one attributes, event or purchase object and apply it before answering',
+        description:
+          'One object in all (a one-element attributes, events or purchases array), validated as /users/track validates it, ' +
+          'applied to the profile before the answer, after every object accepted before it. The answer names the user as the ' +
+          'object did and what it now holds of what the request named: custom_attributes, custom_events or purchase_events. ' +
+          '`users` is empty when no profile matched (`_update_existing_only`, an unknown alias or address).',
+        tags: ['users'],
+        body: documentedBody(TrackBodyShape, 'one attributes, events or purchases object, in its array'),
+        response: { 201: TrackSyncResponse },
+      },
+    },
+    async (req, reply) => {
+      const answer = await trackSync(app.ctx, apiKeyOf(req).workspaceId, req.body, req.idempotency);
       return reply.code(201).send(answer);
     },
   );

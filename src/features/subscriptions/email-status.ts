@@ -14,20 +14,28 @@ const EmailAddress = z
   .max(255, 'an email address may be at most 255 characters')
   .regex(/^[^\s@]+@[^\s@]+$/, 'email must be an email address');
 
+/** `email` of the email endpoints that take addresses: one address, or an array of 1 to 50. */
+export const EmailAddresses = z.union(
+  [
+    EmailAddress,
+    z
+      .array(EmailAddress)
+      .min(1, 'email must name at least one address')
+      .max(MAX_EMAILS_PER_REQUEST, `email may list at most ${MAX_EMAILS_PER_REQUEST} addresses`),
+  ],
+  {
+    error: `email is required: a string or an array of at most ${MAX_EMAILS_PER_REQUEST} strings`,
+  },
+);
+
+/** The addresses of an `email` value, lower-cased (addresses are stored so), each once. */
+export const addressesOf = (email: string | string[]): string[] => [
+  ...new Set((Array.isArray(email) ? email : [email]).map((e) => e.toLowerCase())),
+];
+
 /** The body of POST /email/status. */
 export const EmailStatusBody = z.object({
-  email: z.union(
-    [
-      EmailAddress,
-      z
-        .array(EmailAddress)
-        .min(1, 'email must name at least one address')
-        .max(MAX_EMAILS_PER_REQUEST, `email may list at most ${MAX_EMAILS_PER_REQUEST} addresses`),
-    ],
-    {
-      error: `email is required: a string or an array of at most ${MAX_EMAILS_PER_REQUEST} strings`,
-    },
-  ),
+  email: EmailAddresses,
   subscription_state: z.enum(SUBSCRIPTION_STATES, {
     error: 'subscription_state is required: one of opted_in, unsubscribed, subscribed',
   }),

@@ -35,13 +35,15 @@ export async function recordHardBounces(
  * the bounce time `unsubscribed_at`): the address's stored subscription state (also for addresses no profile
  * carries yet) and every profile with that address become `unsubscribed`, unless a later subscription change
  * exists. Addresses are stored lower-cased; an exact repeat (same address and time) is skipped. Runs in the
- * caller's transaction (the workspace file's apply writes its records in its own).
+ * caller's transaction (the workspace file's apply writes its records in its own). `source` is what the event log says
+ * set the state: a bounce, or POST /email/blocklist, which marks addresses hard bounced.
  */
 export async function recordHardBouncesIn(
   client: PoolClient,
   workspaceId: string,
   records: HardBounceRecordInput[],
   now = new Date(),
+  source: 'bounce' | 'blocklist' = 'bounce',
 ): Promise<RecordResult> {
   const emails = records.map((r) => r.email.toLowerCase());
   const times = records.map((r) => r.time ?? now);
@@ -71,7 +73,7 @@ export async function recordHardBouncesIn(
         AND NOT (email_subscriptions.state = 'unsubscribed' AND email_subscriptions.updated_at = EXCLUDED.updated_at)`,
     [workspaceId, emails, times],
   );
-  await unsubscribeBounced(client, workspaceId, emails, times);
+  await unsubscribeBounced(client, workspaceId, emails, times, source);
   const recorded = inserted.rows[0]!.n;
   return { recorded, duplicates: records.length - recorded };
 }

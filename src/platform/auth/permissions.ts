@@ -42,6 +42,19 @@ export const PERMISSIONS = [
   'users.external_ids.rename',
   'users.external_ids.remove',
   'email.unsubscribe',
+  // The suppression lists' writes (docs/read-endpoints.md), and the spam list's read (beyond the original).
+  'email.blacklist',
+  'email.bounce.remove',
+  'email.spam.remove',
+  'email.spam',
+  'sms.invalid_phone_numbers.remove',
+  // Synchronous track (docs/ingestion.md).
+  'users.track.sync',
+  // Content blocks (docs/templates-live-activities-canvases.md).
+  'content_blocks.create',
+  'content_blocks.update',
+  'content_blocks.info',
+  'content_blocks.list',
   // Cloud Data Ingestion (docs/cdi.md).
   'cdi.integration_list',
   'cdi.integration_sync',

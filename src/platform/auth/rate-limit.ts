@@ -57,6 +57,12 @@ export const RATE_LIMITS = {
     perRoute: true,
   },
   track: { bucket: 'track', scope: 'workspace', windowSeconds: 60, limit: (c) => c.RATE_LIMIT_TRACK_PER_MINUTE },
+  trackSync: {
+    bucket: 'track-sync',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_TRACK_SYNC_PER_MINUTE,
+  },
   catalogAsync: {
     bucket: 'catalog-async',
     scope: 'workspace',

@@ -232,10 +232,15 @@ CREATE TABLE content_blocks (
   content text DEFAULT ''::text NOT NULL,
   created_at timestamp with time zone DEFAULT now() NOT NULL,
   updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  description text,
+  state text DEFAULT 'active'::text NOT NULL,
+  tags text[] DEFAULT '{}'::text[] NOT NULL,
   CONSTRAINT content_blocks_pkey PRIMARY KEY (id),
+  CONSTRAINT content_blocks_state_check CHECK ((state = ANY (ARRAY['active'::text, 'draft'::text]))),
   CONSTRAINT content_blocks_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE,
   CONSTRAINT content_blocks_workspace_id_name_key UNIQUE (workspace_id, name)
 );
+CREATE INDEX content_blocks_list ON content_blocks USING btree (workspace_id, updated_at, id);
 
 CREATE TABLE custom_attribute_names (
   workspace_id uuid NOT NULL,
@@ -285,6 +290,17 @@ CREATE TABLE dashboard_users (
 CREATE INDEX dashboard_users_external_id ON dashboard_users USING btree (company_id, external_id) WHERE (external_id IS NOT NULL);
 CREATE INDEX dashboard_users_list ON dashboard_users USING btree (company_id, created_at, id);
 CREATE UNIQUE INDEX dashboard_users_user_name ON dashboard_users USING btree (company_id, lower(user_name));
+
+CREATE TABLE email_spam (
+  id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+  workspace_id uuid NOT NULL,
+  email text NOT NULL,
+  reported_at timestamp with time zone NOT NULL,
+  CONSTRAINT email_spam_pkey PRIMARY KEY (id),
+  CONSTRAINT email_spam_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+CREATE INDEX email_spam_email ON email_spam USING btree (workspace_id, lower(email), reported_at DESC, id DESC);
+CREATE INDEX email_spam_list ON email_spam USING btree (workspace_id, reported_at DESC, id DESC);
 
 CREATE TABLE email_subscriptions (
   workspace_id uuid NOT NULL,
@@ -639,6 +655,7 @@ CREATE TABLE ingest_dead_letters (
 );
 CREATE INDEX ingest_dead_letters_import ON ingest_dead_letters USING btree (import_id, line) WHERE (import_id IS NOT NULL);
 CREATE INDEX ingest_dead_letters_names ON ingest_dead_letters USING gin (names) WITH (fastupdate=off);
+CREATE INDEX ingest_dead_letters_staged ON ingest_dead_letters USING btree (staged_id) WHERE (staged_id IS NOT NULL);
 CREATE INDEX ingest_dead_letters_unnamed ON ingest_dead_letters USING btree (workspace_id) WHERE (names IS NULL);
 CREATE INDEX ingest_dead_letters_workspace ON ingest_dead_letters USING btree (workspace_id, id);
 CREATE TRIGGER ingest_dead_letters_forget_names BEFORE UPDATE OF payload ON ingest_dead_letters FOR EACH ROW EXECUTE FUNCTION ingest_dead_letters_forget_names();

@@ -101,6 +101,18 @@ export async function answerKey(db: Db, claim: Claim, status: number, body: unkn
   );
 }
 
+/**
+ * Replaces the answer of a key answered by its work's transaction with the final one, for a request whose answer is
+ * known only after its work (POST /users/track/sync: staged with the key answered, then applied, then read back).
+ */
+export async function replaceAnswer(db: Db, claim: Claim, status: number, body: unknown): Promise<void> {
+  await db.query(
+    `UPDATE idempotency_keys SET status_code = $4, response = $5
+      WHERE workspace_id = $1 AND key = $2 AND request_hash = $3`,
+    [claim.workspaceId, claim.key, claim.requestHash, status, JSON.stringify(body)],
+  );
+}
+
 /** Lets go of a claim whose request did nothing (refused, or failed before its work committed). */
 export async function releaseKey(pool: Pool, claim: Claim): Promise<void> {
   await pool.query(
