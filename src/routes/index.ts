@@ -18,6 +18,7 @@ import preferenceCenterRoutes from './preference-centers.js';
 import canvasListRoutes from './canvas-list.js';
 import feedRoutes from './feed.js';
 import kpiRoutes from './kpi.js';
+import analyticsRoutes from './analytics.js';
 import deliverabilityRoutes from './deliverability.js';
 import recordsRoutes from './records.js';
 import cdiRoutes from './cdi.js';
@@ -39,6 +40,7 @@ export const routes: FastifyPluginAsync[] = [
   canvasListRoutes,
   feedRoutes,
   kpiRoutes,
+  analyticsRoutes,
   deliverabilityRoutes,
   recordsRoutes,
   cdiRoutes,

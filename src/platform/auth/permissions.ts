@@ -42,6 +42,16 @@ export const PERMISSIONS = [
   'users.external_ids.rename',
   'users.external_ids.remove',
   'email.unsubscribe',
+  // Analytics: what happened, when (docs/analytics.md).
+  'events.list',
+  'events.get',
+  'events.data_series',
+  'purchases.product_list',
+  'purchases.quantity_series',
+  'purchases.revenue_series',
+  'kpi.new_users.data_series',
+  'kpi.dau.data_series',
+  'kpi.mau.data_series',
   // Cloud Data Ingestion (docs/cdi.md).
   'cdi.integration_list',
   'cdi.integration_sync',
