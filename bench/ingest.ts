@@ -600,7 +600,9 @@ async function main() {
     // apart).
     pids.worker = server.worker?.pid ?? childPidRunning(server.child.pid!, 'worker');
     log(
-      `ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request; ${PARTITIONS} ingestion partition(s)`,
+      `ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request; ${PARTITIONS} ingestion partition(s)` +
+        // bench/analytics.ts prices the analytics rollups by alternating runs with them skipped (benchmarks only).
+        (process.env.CES_BENCH_ONLY_SKIP_ANALYTICS_ROLLUPS === '1' ? '; analytics rollups SKIPPED' : ''),
     );
     // The server settings that move these figures most (WAL volume and flushes, buffer cache), to read them by.
     const settings = await pool.query<{ name: string; value: string }>(

@@ -57,14 +57,21 @@ async function rollupSeries<K extends string>(
 ): Promise<Point<K>[]> {
   const { first, last } = bucketBounds(range);
   const table = range.unit === 'day' ? source.daily : source.hourly;
-  const bucket = range.unit === 'day' ? `c.day = (b.at AT TIME ZONE 'UTC')::date` : 'c.hour = b.at';
-  const key = source.keyColumn ? `AND c.${source.keyColumn} = $5` : '';
+  // The rollup rows are read by their key's index over the range alone (at most `length` of them), then placed on
+  // the buckets: a join condition on the bucket let the planner read the key's every row and hash them.
+  const [column, at] = range.unit === 'day' ? ['day', `(b.at AT TIME ZONE 'UTC')::date`] : ['hour', 'b.at'];
+  const bounds =
+    range.unit === 'day'
+      ? `(($2::timestamptz AT TIME ZONE 'UTC')::date) AND (($3::timestamptz AT TIME ZONE 'UTC')::date)`
+      : '$2::timestamptz AND $3::timestamptz';
+  const key = source.keyColumn ? `AND ${source.keyColumn} = $5` : '';
   const params: unknown[] = [workspaceId, first, last, range.appId ?? ''];
   if (source.keyColumn) params.push(source.key);
   const { rows } = await pool.query<Point<K>>(
-    `SELECT ${TIME_TEXT[range.unit]} AS time, coalesce(c.${source.value}, 0)::float8 AS "${as}"
+    `SELECT ${TIME_TEXT[range.unit]} AS time, coalesce(c.v, 0)::float8 AS "${as}"
        FROM generate_series($2::timestamptz, $3::timestamptz, interval '1 ${range.unit}') AS b(at)
-       LEFT JOIN ${table} c ON c.workspace_id = $1 AND c.app_id = $4 ${key} AND ${bucket}
+       LEFT JOIN (SELECT ${column} AS at, ${source.value} AS v FROM ${table}
+                   WHERE workspace_id = $1 AND app_id = $4 ${key} AND ${column} BETWEEN ${bounds}) c ON c.at = ${at}
       ORDER BY b.at`,
     params,
   );
