@@ -284,6 +284,10 @@ async function ingestRun(skipRollups: boolean): Promise<number> {
     env: {
       ...process.env,
       BENCH_PHASES: 'throughput',
+      // Its own port, directory and Redis prefix: another helper's bench:ingest may share this machine's Redis.
+      BENCH_PORT: process.env.BENCH_INGEST_PORT ?? '3919',
+      BENCH_DIR: '/tmp/ces-bench-analytics-ingest',
+      BENCH_REDIS_PREFIX: 'ces-bench-analytics-ingest',
       ...(skipRollups ? { CES_BENCH_ONLY_SKIP_ANALYTICS_ROLLUPS: '1' } : { CES_BENCH_ONLY_SKIP_ANALYTICS_ROLLUPS: '' }),
     },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -53,7 +53,9 @@ const HOUR = `date_trunc('hour', c.time, 'UTC')`;
  * The person's new active days (a stamp inserted, not there before), each with the nearest earlier active day `prev`
  * and later one `next`. The batch's new stamps are taken as if added one by one in day order: `prev` is the latest of
  * the stored days and the batch's earlier new ones; `next` comes from the stored days only (the statement's snapshot
- * does not show its own inserts, which is what that order needs). Then each new day's deltas (migration 0380).
+ * does not show its own inserts, which is what that order needs). Then each new day's deltas (migration 0380); the
+ * MAU days a new day adds are grouped by their range first (most people's is [d, d + 29]), so that a batch expands
+ * each distinct range once, not 30 rows per person.
  */
 const ACTIVITY = `acts AS (
   SELECT DISTINCT c.ws, c.profile_id, a.app, ${DAY} AS day
@@ -74,14 +76,16 @@ bounds AS (
          (SELECT min(t.day) FROM active_user_days t
            WHERE t.profile_id = f.profile_id AND t.app_id = f.app_id AND t.day > f.day) AS next
     FROM fresh f JOIN acts a ON a.profile_id = f.profile_id AND a.app = f.app_id AND a.day = f.day),
+intervals AS (
+  SELECT ws, app_id, GREATEST(day, prev + 30) AS lo, LEAST(day + 29, next - 1) AS hi, count(*) AS n
+    FROM bounds GROUP BY 1, 2, 3, 4),
 deltas AS (
-  SELECT ws, app_id, day, 1 AS dau, CASE WHEN prev IS NULL THEN 1 ELSE 0 END AS new_users, 0 AS mau FROM bounds
+  SELECT ws, app_id, day, count(*) AS dau, count(*) FILTER (WHERE prev IS NULL) AS new_users, 0 AS mau
+    FROM bounds GROUP BY 1, 2, 3
   UNION ALL
-  SELECT ws, app_id, next, 0, -1, 0 FROM bounds WHERE prev IS NULL AND next IS NOT NULL
+  SELECT ws, app_id, next, 0, -count(*), 0 FROM bounds WHERE prev IS NULL AND next IS NOT NULL GROUP BY 1, 2, 3
   UNION ALL
-  SELECT b.ws, b.app_id, b.day + g.i, 0, 0, 1
-    FROM bounds b,
-         generate_series(GREATEST(0, coalesce(b.prev + 30 - b.day, 0)), LEAST(29, coalesce(b.next - 1 - b.day, 29))) AS g(i)),
+  SELECT i.ws, i.app_id, i.lo + g.i, 0, 0, i.n FROM intervals i, generate_series(0, i.hi - i.lo) AS g(i)),
 kpi AS (
   INSERT INTO user_kpi_daily AS t (workspace_id, app_id, day, dau, new_users, mau)
   SELECT ws, app_id, day, sum(dau), sum(new_users), sum(mau) FROM deltas GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
