@@ -122,11 +122,16 @@ describe('GET /purchases/product_list', () => {
 describe('GET /events/data_series with segment_id', () => {
   it("counts only the segment's members, from the event log", async () => {
     const hour = (d: Date) => `${d.toISOString().slice(0, 13)}:00:00Z`;
-    const all = await get('/events/data_series?event=seen&length=1');
-    expect(all.body.data).toEqual([{ time: now.toISOString().slice(0, 10), count: 3 }]);
-    const anns = await get('/events/data_series?event=seen&length=1&segment_id=anns');
+    // Two days (yesterday and today), as `hourAgo` is yesterday in the first hour of a UTC day.
+    const day = (d: Date) => d.toISOString().slice(0, 10);
+    const yesterday = day(new Date(now.getTime() - 86_400_000));
+    const days = (counts: Date[]) =>
+      [yesterday, day(now)].map((time) => ({ time, count: counts.filter((d) => day(d) === time).length }));
+    const all = await get('/events/data_series?event=seen&length=2');
+    expect(all.body.data).toEqual(days([now, hourAgo, now]));
+    const anns = await get('/events/data_series?event=seen&length=2&segment_id=anns');
     expect(anns.status).toBe(200);
-    expect(anns.body.data).toEqual([{ time: now.toISOString().slice(0, 10), count: 2 }]);
+    expect(anns.body.data).toEqual(days([now, hourAgo]));
     const hourly = await get('/events/data_series?event=seen&length=2&unit=hour&segment_id=anns');
     expect(hourly.body.data).toEqual([
       { time: hour(hourAgo), count: 1 },

@@ -67,14 +67,16 @@ async function rollupSeries<K extends string>(
   const key = source.keyColumn ? `AND ${source.keyColumn} = $5` : '';
   const params: unknown[] = [workspaceId, first, last, range.appId ?? ''];
   if (source.keyColumn) params.push(source.key);
-  const { rows } = await pool.query<Point<K>>(
-    `SELECT ${TIME_TEXT[range.unit]} AS time, coalesce(c.v, 0)::float8 AS "${as}"
+  // A named (prepared) statement per shape: each connection plans it once; planning cost more than running it.
+  const { rows } = await pool.query<Point<K>>({
+    name: `analytics-series:${table}:${source.keyColumn ?? ''}:${source.value}:${as}`,
+    text: `SELECT ${TIME_TEXT[range.unit]} AS time, coalesce(c.v, 0)::float8 AS "${as}"
        FROM generate_series($2::timestamptz, $3::timestamptz, interval '1 ${range.unit}') AS b(at)
        LEFT JOIN (SELECT ${column} AS at, ${source.value} AS v FROM ${table}
                    WHERE workspace_id = $1 AND app_id = $4 ${key} AND ${column} BETWEEN ${bounds}) c ON c.at = ${at}
       ORDER BY b.at`,
-    params,
-  );
+    values: params,
+  });
   return rows;
 }
 
