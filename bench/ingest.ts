@@ -60,6 +60,8 @@ const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PORT = Number(process.env.BENCH_PORT ?? 3917);
 const WORK_DIR = process.env.BENCH_DIR ?? '/tmp/ces-bench-ingest';
+/** The service's Redis key prefix (deleted after the run): another one lets two runs share a Redis. */
+const REDIS_PREFIX = process.env.BENCH_REDIS_PREFIX ?? 'ces-bench-ingest';
 const WARM_UP_MS = 2000;
 const CEILING_ROWS = Number(process.env.BENCH_CEILING_ROWS ?? 50_000);
 const API_KEY = 'ces_key_bench-ingest-0000000000000000000000000';
@@ -252,7 +254,7 @@ function startServer(command = COMMAND): ChildProcess {
       DATABASE_URL,
       DATABASE_SCHEMA: SCHEMA,
       REDIS_URL,
-      REDIS_PREFIX: 'ces-bench-ingest',
+      REDIS_PREFIX,
       PORT: String(PORT),
       HOST: '127.0.0.1',
       LOG_LEVEL: 'warn',
@@ -600,7 +602,9 @@ async function main() {
     // apart).
     pids.worker = server.worker?.pid ?? childPidRunning(server.child.pid!, 'worker');
     log(
-      `ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request; ${PARTITIONS} ingestion partition(s)`,
+      `ces ${COMMAND} is up on :${PORT}; phases: ${PHASES.join(', ')}; ${USERS_PER_REQUEST} user(s) per request; ${PARTITIONS} ingestion partition(s)` +
+        // bench/analytics.ts prices the analytics rollups by alternating runs with them skipped (benchmarks only).
+        (process.env.CES_BENCH_ONLY_SKIP_ANALYTICS_ROLLUPS === '1' ? '; analytics rollups SKIPPED' : ''),
     );
     // The server settings that move these figures most (WAL volume and flushes, buffer cache), to read them by.
     const settings = await pool.query<{ name: string; value: string }>(
@@ -651,7 +655,7 @@ async function main() {
     const redis = createRedis({ REDIS_URL }, 'producer', { enableOfflineQueue: true });
     let cursor = '0';
     do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', 'ces-bench-ingest:*', 'COUNT', 1000);
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${REDIS_PREFIX}:*`, 'COUNT', 1000);
       cursor = next;
       if (keys.length > 0) await redis.unlink(...keys);
     } while (cursor !== '0');

@@ -114,6 +114,9 @@ export const ConfigSchema = z.object({
     '/users/alias/new, /users/alias/update, /users/delete, /users/identify and /users/merge requests per workspace per minute, shared (as the public API shares them).',
   ),
   RATE_LIMIT_EXPORT_IDS_PER_MINUTE: int(2_500).describe('/users/export/ids requests per workspace per minute.'),
+  RATE_LIMIT_EXPORT_LISTS_PER_HOUR: int(1_000).describe(
+    'GET /events/list, /events and /purchases/product_list requests per workspace per hour, shared.',
+  ),
   RATE_LIMIT_CDI_LIST_PER_MINUTE: int(50).describe('GET /cdi/integrations requests per workspace per minute.'),
   RATE_LIMIT_CDI_SYNC_PER_MINUTE: int(20).describe(
     'POST /cdi/integrations/{id}/sync requests per workspace per minute.',

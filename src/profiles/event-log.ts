@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from '../platform/db/pool.js';
 import type { EventData, EventType } from './event-log-types.js';
+import { ROLLUP_CTES, ROLLUP_RETURNING, ROLLUPS_SKIPPED_FOR_BENCH } from './analytics-rollups.js';
 
 /**
  * Writing the event log (migration 0320, docs/events.md): each writer of profiles logs what it applied in the same
@@ -36,7 +37,7 @@ export interface EventEntry<T extends EventType = EventType> {
 export const eventIdSql = (workspaceId: string, key: string): string =>
   `CASE WHEN ${key} IS NULL THEN gen_random_uuid() ELSE md5(${workspaceId}::text || ':' || ${key})::uuid END`;
 
-const INSERT_SQL = `
+const INSERT_LOG = `
 INSERT INTO event_log (workspace_id, id, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data)
 SELECT e.ws, ${eventIdSql('e.ws', 'e.key')},
        e.type, e.time, e.profile_id, coalesce(e.user_id, p.service_id), coalesce(e.external_user_id, p.external_id),
@@ -46,7 +47,15 @@ SELECT e.ws, ${eventIdSql('e.ws', 'e.key')},
        AS e(ws, key, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data)
   LEFT JOIN profiles p ON p.id = e.profile_id`;
 
-/** Logs the entries in the caller's transaction (the one that applies them to the profiles). */
+/** The log's rows and, in the same statement, the analytics rollups of its events and purchases (migration 0380). */
+const INSERT_SQL = ROLLUPS_SKIPPED_FOR_BENCH
+  ? INSERT_LOG
+  : `WITH logged AS (${INSERT_LOG}\n  ${ROLLUP_RETURNING}),\n${ROLLUP_CTES}\nSELECT 1`;
+
+/**
+ * Logs the entries in the caller's transaction (the one that applies them to the profiles), and counts their events and
+ * purchases in the analytics rollups (src/profiles/analytics-rollups.ts).
+ */
 export async function logEvents(client: PoolClient, entries: EventEntry[]): Promise<void> {
   if (entries.length === 0) return;
   const cols: unknown[][] = Array.from({ length: 11 }, () => new Array(entries.length));

@@ -19,6 +19,7 @@ import preferenceCenterRoutes from './preference-centers.js';
 import canvasListRoutes from './canvas-list.js';
 import feedRoutes from './feed.js';
 import kpiRoutes from './kpi.js';
+import analyticsRoutes from './analytics.js';
 import deliverabilityRoutes from './deliverability.js';
 import suppressionRoutes from './suppressions.js';
 import recordsRoutes from './records.js';
@@ -43,6 +44,7 @@ export const routes: FastifyPluginAsync[] = [
   canvasListRoutes,
   feedRoutes,
   kpiRoutes,
+  analyticsRoutes,
   deliverabilityRoutes,
   suppressionRoutes,
   recordsRoutes,

@@ -152,6 +152,13 @@ describe('POST /users/delete, then pg_dump', () => {
       ]),
     );
 
+    // Their active day (the signed_up event's) is stamped, and counted in the day's active users.
+    const stamps = `SELECT count(*)::int AS n FROM active_user_days d JOIN profiles p ON p.id = d.profile_id
+                     WHERE p.external_id = $1`;
+    const dau = `SELECT dau::int FROM user_kpi_daily WHERE workspace_id = $1 AND app_id = '' AND day = '2026-01-01'`;
+    expect((await env.ctx.pool.query(stamps, [`${EXTERNAL_ID}-v2`])).rows).toEqual([{ n: 1 }]);
+    expect((await env.ctx.pool.query(dau, [env.ws.workspaceId])).rows).toEqual([{ dau: 1 }]);
+
     await post('/users/delete', { external_ids: [EXTERNAL_ID] });
     await waitFor(async () => (await staged()) === 0, 20_000);
 
@@ -168,6 +175,9 @@ describe('POST /users/delete, then pg_dump', () => {
       [`${EXTERNAL_ID}%`],
     );
     expect(logged.rows).toEqual([{ type: 'users.Deleted', name: null, properties: null }]);
+    // No activity stamp of theirs is left (no profile holds one: the neighbour sent no event); the count stays.
+    expect((await env.ctx.pool.query(`SELECT count(*)::int AS n FROM active_user_days`)).rows).toEqual([{ n: 0 }]);
+    expect((await env.ctx.pool.query(dau, [env.ws.workspaceId])).rows).toEqual([{ dau: 1 }]);
     expect(await dumpMentions('Erin')).toEqual({});
     expect(await dumpMentions('+15550001234')).toEqual({});
     expect(await dumpMentions(PUSH_TOKEN)).toEqual({});

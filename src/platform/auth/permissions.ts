@@ -55,6 +55,16 @@ export const PERMISSIONS = [
   'content_blocks.update',
   'content_blocks.info',
   'content_blocks.list',
+  // Analytics: what happened, when (docs/analytics.md).
+  'events.list',
+  'events.get',
+  'events.data_series',
+  'purchases.product_list',
+  'purchases.quantity_series',
+  'purchases.revenue_series',
+  'kpi.new_users.data_series',
+  'kpi.dau.data_series',
+  'kpi.mau.data_series',
   // Cloud Data Ingestion (docs/cdi.md).
   'cdi.integration_list',
   'cdi.integration_sync',

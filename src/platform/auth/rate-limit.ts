@@ -75,6 +75,13 @@ export const RATE_LIMITS = {
     windowSeconds: 60,
     limit: (c) => c.RATE_LIMIT_CATALOG_SYNC_PER_MINUTE,
   },
+  /** Braze's lists of what was recorded: /events/list, /events and /purchases/product_list share 1,000 an hour. */
+  exportLists: {
+    bucket: 'export-lists',
+    scope: 'workspace',
+    windowSeconds: 3600,
+    limit: (c) => c.RATE_LIMIT_EXPORT_LISTS_PER_HOUR,
+  },
   preferenceCenter: {
     bucket: 'preference-center',
     scope: 'workspace',

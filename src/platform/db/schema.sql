@@ -1,6 +1,14 @@
 -- The schema as src/platform/db/migrations/ leave it, for reading: the migrations are what runs. Rewritten by
 -- `npm run schema:snapshot`; test/platform/schema-snapshot.test.ts fails when it differs from what they build.
 
+CREATE TABLE active_user_days (
+  profile_id bigint NOT NULL,
+  app_id text NOT NULL,
+  day date NOT NULL,
+  CONSTRAINT active_user_days_pkey PRIMARY KEY (profile_id, app_id, day),
+  CONSTRAINT active_user_days_profile_id_fkey FOREIGN KEY (profile_id) REFERENCES profiles(id) ON DELETE CASCADE
+);
+
 CREATE TABLE api_keys (
   id uuid DEFAULT gen_random_uuid() NOT NULL,
   workspace_id uuid NOT NULL,
@@ -331,6 +339,27 @@ CREATE TABLE email_templates (
   CONSTRAINT email_templates_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 
+-- Custom events a UTC day, per name and app ('' = all apps) (docs/analytics.md)
+CREATE TABLE event_counts_daily (
+  workspace_id uuid NOT NULL,
+  name text NOT NULL,
+  app_id text NOT NULL,
+  day date NOT NULL,
+  count bigint NOT NULL,
+  CONSTRAINT event_counts_daily_pkey PRIMARY KEY (workspace_id, name, app_id, day),
+  CONSTRAINT event_counts_daily_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+
+CREATE TABLE event_counts_hourly (
+  workspace_id uuid NOT NULL,
+  name text NOT NULL,
+  app_id text NOT NULL,
+  hour timestamp with time zone NOT NULL,
+  count bigint NOT NULL,
+  CONSTRAINT event_counts_hourly_pkey PRIMARY KEY (workspace_id, name, app_id, hour),
+  CONSTRAINT event_counts_hourly_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+
 CREATE TABLE event_erasures (
   workspace_id uuid NOT NULL,
   user_id text NOT NULL,
@@ -432,6 +461,18 @@ CREATE TABLE event_log (
 ) PARTITION BY RANGE (accepted_at);
 CREATE INDEX event_log_profile ON ONLY event_log USING btree (profile_id) WHERE (profile_id IS NOT NULL);
 CREATE INDEX event_log_xid ON ONLY event_log USING brin (xid) WITH (pages_per_range='32');
+
+CREATE TABLE event_names (
+  workspace_id uuid NOT NULL,
+  name text NOT NULL,
+  description text,
+  included_in_analytics_report boolean DEFAULT false NOT NULL,
+  status text DEFAULT 'Active'::text NOT NULL,
+  tag_names text[] DEFAULT '{}'::text[] NOT NULL,
+  first_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT event_names_pkey PRIMARY KEY (workspace_id, name),
+  CONSTRAINT event_names_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
 
 CREATE TABLE event_redeliveries (
   export_id uuid NOT NULL,
@@ -764,6 +805,14 @@ CREATE TABLE preference_centers (
   CONSTRAINT preference_centers_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 
+CREATE TABLE product_names (
+  workspace_id uuid NOT NULL,
+  product text NOT NULL,
+  first_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT product_names_pkey PRIMARY KEY (workspace_id, product),
+  CONSTRAINT product_names_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+
 CREATE TABLE profile_aliases (
   workspace_id uuid NOT NULL,
   alias_label text NOT NULL,
@@ -876,6 +925,28 @@ CREATE INDEX profiles_unsubscribed ON profiles USING btree (workspace_id) WHERE 
 CREATE TRIGGER profiles_keep_tombstones AFTER DELETE ON profiles REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION profiles_keep_tombstones();
 CREATE TRIGGER profiles_log_change AFTER INSERT OR UPDATE ON profiles FOR EACH ROW WHEN ((current_setting('ces.profile_changes'::text, true) IS DISTINCT FROM 'logged'::text)) EXECUTE FUNCTION profiles_log_change();
 CREATE TRIGGER profiles_stamp_change BEFORE INSERT OR UPDATE ON profiles FOR EACH ROW EXECUTE FUNCTION profiles_stamp_change();
+
+CREATE TABLE purchase_counts_daily (
+  workspace_id uuid NOT NULL,
+  product text NOT NULL,
+  app_id text NOT NULL,
+  day date NOT NULL,
+  quantity bigint NOT NULL,
+  revenue numeric NOT NULL,
+  CONSTRAINT purchase_counts_daily_pkey PRIMARY KEY (workspace_id, product, app_id, day),
+  CONSTRAINT purchase_counts_daily_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+
+CREATE TABLE purchase_counts_hourly (
+  workspace_id uuid NOT NULL,
+  product text NOT NULL,
+  app_id text NOT NULL,
+  hour timestamp with time zone NOT NULL,
+  quantity bigint NOT NULL,
+  revenue numeric NOT NULL,
+  CONSTRAINT purchase_counts_hourly_pkey PRIMARY KEY (workspace_id, product, app_id, hour),
+  CONSTRAINT purchase_counts_hourly_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
 
 CREATE TABLE reconciler_state (
   id boolean DEFAULT true NOT NULL,
@@ -1032,6 +1103,17 @@ CREATE TABLE uninstall_events (
 CREATE INDEX uninstall_events_app ON uninstall_events USING btree (app_id, occurred_at);
 CREATE INDEX uninstall_events_profile ON uninstall_events USING btree (profile_id) WHERE (profile_id IS NOT NULL);
 CREATE INDEX uninstall_events_series ON uninstall_events USING btree (workspace_id, occurred_at);
+
+CREATE TABLE user_kpi_daily (
+  workspace_id uuid NOT NULL,
+  app_id text NOT NULL,
+  day date NOT NULL,
+  dau bigint DEFAULT 0 NOT NULL,
+  new_users bigint DEFAULT 0 NOT NULL,
+  mau bigint DEFAULT 0 NOT NULL,
+  CONSTRAINT user_kpi_daily_pkey PRIMARY KEY (workspace_id, app_id, day),
+  CONSTRAINT user_kpi_daily_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
 
 CREATE TABLE workspaces (
   id uuid DEFAULT gen_random_uuid() NOT NULL,
