@@ -69,6 +69,12 @@ export const RATE_LIMITS = {
     windowSeconds: 60,
     limit: (c) => c.RATE_LIMIT_CATALOG_SYNC_PER_MINUTE,
   },
+  catalogFieldsSelections: {
+    bucket: 'catalog-fields-selections',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_CATALOG_FIELDS_SELECTIONS_PER_MINUTE,
+  },
   preferenceCenter: {
     bucket: 'preference-center',
     scope: 'workspace',
