@@ -39,14 +39,27 @@ async function applyChange(
   }
 }
 
+/** True when the change's record says it was applied; the record's row stays locked until the transaction ends. */
+async function alreadyApplied(client: PoolClient, version: number): Promise<boolean> {
+  const { rows } = await client.query<{ applied: boolean }>(
+    `SELECT applied_at IS NOT NULL AS applied FROM catalog_batches WHERE version = $1 FOR UPDATE`,
+    [version],
+  );
+  return rows[0]?.applied ?? false;
+}
+
 /**
  * Applies a queued change in one transaction and marks it applied there, so that it is applied exactly once: a job
- * run again after a crash either finds its transaction rolled back (and applies it whole) or committed (item rows at
- * its version, fields and selections already there: nothing changes). A catalog deleted since the request was
- * accepted takes its items with it, so the change is dropped.
+ * run again after a crash either finds its transaction rolled back (and applies it whole) or committed (its record
+ * says applied: nothing is done; two runs at once wait on the record's lock). A catalog deleted since the request
+ * was accepted takes its items with it, so the change is dropped.
  */
 export async function applyBatch(pool: Pool, payload: CatalogBatchPayload, log: Logger): Promise<{ written: number }> {
   return withTransaction(pool, async (client) => {
+    if (await alreadyApplied(client, payload.version)) {
+      log.info({ version: payload.version, op: payload.op }, 'catalog batch already applied');
+      return { written: 0 };
+    }
     // A field change rewrites the definition: it locks the catalog for itself (taking a shared lock first and then an
     // exclusive one would deadlock two field changes); item writes share it.
     const lock = payload.op === 'add_fields' || payload.op === 'delete_field' ? 'FOR UPDATE' : 'FOR SHARE';

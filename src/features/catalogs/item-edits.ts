@@ -4,10 +4,13 @@ import type { CatalogFieldType } from './fields.js';
 import type { ValidItem } from './validate.js';
 
 /**
- * Edits and creates of items, as the batch job and the single edit apply them. Like every item write, each carries
- * the version taken when it was accepted and touches only rows below it: a write applied again after a crash (its
- * transaction committed, its job not marked done) finds its rows at its own version and changes nothing, so an
- * `$add` is never added twice.
+ * Edits and creates of items, as the batch job and the single edit apply them.
+ *
+ * An edit is applied to the item as it is when the edit runs, whatever the version of its last write: edits are
+ * changes, not states, and one that skipped items written by a later-accepted request would lose its `$add` when
+ * workers run batches out of order (a batch retried after a crash runs after those queued behind it). It is applied
+ * once because its batch is marked applied in the same transaction (apply-batch.ts); the item's version only moves
+ * up, so that an older queued replace still cannot overwrite a newer write.
  */
 
 /** The fields of an item that its catalog still has (a field deleted after the write was accepted is dropped). */
@@ -43,9 +46,10 @@ export async function editItems(
 ): Promise<string[]> {
   const { rows } = await db.query<{ item_id: string; data: Record<string, unknown> }>(
     `SELECT item_id, data FROM catalog_items
-      WHERE catalog_id = $1 AND item_id = ANY($2::text[]) AND NOT deleted AND version < $3
+      WHERE catalog_id = $1 AND item_id = ANY($2::text[]) AND NOT deleted
+      ORDER BY item_id
       FOR UPDATE`,
-    [catalogId, edits.map((e) => e.id), version],
+    [catalogId, edits.map((e) => e.id)],
   );
   const current = new Map(rows.map((r) => [r.item_id, r.data]));
   const changed = edits
@@ -53,9 +57,9 @@ export async function editItems(
     .map((e) => ({ id: e.id, data: editedData(current.get(e.id)!, e, fields) }));
   if (changed.length === 0) return [];
   const updated = await db.query<{ item_id: string }>(
-    `UPDATE catalog_items AS ci SET data = u.data, version = $2, updated_at = now()
+    `UPDATE catalog_items AS ci SET data = u.data, version = GREATEST(ci.version, $2), updated_at = now()
        FROM jsonb_to_recordset($3::jsonb) AS u(id text, data jsonb)
-      WHERE ci.catalog_id = $1 AND ci.item_id = u.id AND ci.version < $2
+      WHERE ci.catalog_id = $1 AND ci.item_id = u.id
       RETURNING ci.item_id`,
     [catalogId, version, JSON.stringify(changed)],
   );
