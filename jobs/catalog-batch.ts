@@ -1,10 +1,12 @@
 import { CatalogBatchPayload, CATALOG_BATCH_QUEUE } from '../src/platform/queues/catalog-batch.js';
-import { applyBatch } from '../src/features/catalogs/items.js';
+import { applyBatch } from '../src/features/catalogs/apply-batch.js';
 import { defineJob } from '../src/platform/job-definition.js';
 
 /**
- * Applies a batch replace or delete that the API validated and queued: every item of the request in one
- * transaction. Idempotent (rows only move to higher versions), so a retry after a crash is harmless.
+ * Applies an asynchronous catalog change that the API validated, recorded and queued (items created, replaced, edited
+ * or deleted; fields added or deleted; selections created or deleted), each in one transaction that also marks it
+ * applied. Applied exactly once: item rows only move to higher versions, and field and selection changes skip what is
+ * already done, so a retry after a crash changes nothing twice.
  */
 export const catalogBatchJob = defineJob({
   queue: CATALOG_BATCH_QUEUE,

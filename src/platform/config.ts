@@ -137,7 +137,10 @@ export const ConfigSchema = z.object({
     'Asynchronous catalog item requests per workspace per minute, shared.',
   ),
   RATE_LIMIT_CATALOG_SYNC_PER_MINUTE: int(50).describe(
-    'Synchronous catalog item requests per workspace per minute, shared.',
+    'Synchronous catalog requests (catalogs listed, created, deleted; single items) per workspace per minute, shared.',
+  ),
+  RATE_LIMIT_CATALOG_FIELDS_SELECTIONS_PER_MINUTE: int(50).describe(
+    'Asynchronous catalog field and selection requests per workspace per minute, shared.',
   ),
   RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE: int(1_000).describe(
     'Preference center list and detail requests per workspace per minute.',

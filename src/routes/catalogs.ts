@@ -5,9 +5,12 @@ import { z } from 'zod';
 import { MAX_VALUE_NESTING } from '../platform/lib/storable.js';
 import { RATE_LIMITS } from '../platform/auth/rate-limit.js';
 import {
+  acceptBatchCreate,
   acceptBatchDelete,
   acceptBatchReplace,
+  acceptBatchUpdate,
   createItem,
+  editItem,
   deleteItem,
   ITEMS_PAGE_SIZE,
   listItems,
@@ -15,8 +18,10 @@ import {
   replaceItem,
 } from '../features/catalogs/items.js';
 import {
+  BatchEditBody,
   BatchItemsBody,
   DeleteItemsBody,
+  SingleEditBody,
   ItemId,
   MAX_BATCH_ITEMS,
   MAX_ID_LENGTH,
@@ -56,13 +61,94 @@ const accepted = async (req: FastifyRequest, db: PoolClient) =>
 
 const catalogsRoutes: FastifyPluginAsync = async (base) => {
   replaceItemsRoute(base);
+  createItemsRoute(base);
+  editItemsRoute(base);
   deleteItemsRoute(base);
   listItemsRoute(base);
   replaceItemRoute(base);
   createItemRoute(base);
   getItemRoute(base);
   deleteItemRoute(base);
+  editItemRoute(base);
 };
+
+const arrayOperatorsNote =
+  'On a field of type array, `{"$add": [...], "$remove": [...]}` in place of a value removes, then appends, those strings.';
+
+/** POST /catalogs/:catalog_name/items: a batch of creates, applied by a worker. */
+function createItemsRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  app.post(
+    '/catalogs/:catalog_name/items',
+    {
+      config: { permission: 'catalogs.add_items', ...async },
+      schema: {
+        summary: 'Create catalog items (asynchronous)',
+        description: `Validates the whole request, queues it, and answers 202; a worker then creates every item that does not exist, in one transaction (an item that exists is left as it is). Up to ${MAX_BATCH_ITEMS} items, each with an id. ${limitsNote}`,
+        tags: ['catalogs'],
+        params: CatalogParams,
+        body: documentedBody(BatchItemsBody),
+        response: { 202: MessageResponse },
+      },
+    },
+    async (req, reply) => {
+      const deps = { pool: app.ctx.pool, queues: app.ctx.queues, log: req.log };
+      await acceptBatchCreate(deps, apiKeyOf(req).workspaceId, req.params.catalog_name, req.body, (db) =>
+        accepted(req, db),
+      );
+      return reply.code(202).send({ message: 'success' });
+    },
+  );
+}
+
+/** PATCH /catalogs/:catalog_name/items: a batch of edits, applied by a worker. */
+function editItemsRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  app.patch(
+    '/catalogs/:catalog_name/items',
+    {
+      config: { permission: 'catalogs.update_items', ...async },
+      schema: {
+        summary: 'Edit catalog items (asynchronous)',
+        description: `Validates the whole request, queues it, and answers 202; a worker then edits every item that exists, in one transaction: the fields sent are set, the others kept; ids that name no item are ignored. ${arrayOperatorsNote} Up to ${MAX_BATCH_ITEMS} items. ${limitsNote}`,
+        tags: ['catalogs'],
+        params: CatalogParams,
+        body: documentedBody(BatchEditBody),
+        response: { 202: MessageResponse },
+      },
+    },
+    async (req, reply) => {
+      const deps = { pool: app.ctx.pool, queues: app.ctx.queues, log: req.log };
+      await acceptBatchUpdate(deps, apiKeyOf(req).workspaceId, req.params.catalog_name, req.body, (db) =>
+        accepted(req, db),
+      );
+      return reply.code(202).send({ message: 'success' });
+    },
+  );
+}
+
+/** PATCH /catalogs/:catalog_name/items/:item_id */
+function editItemRoute(base: FastifyInstance): void {
+  const app = base.withTypeProvider<ZodTypeProvider>();
+  app.patch(
+    '/catalogs/:catalog_name/items/:item_id',
+    {
+      config: { permission: 'catalogs.update_item', ...sync },
+      schema: {
+        summary: 'Edit one catalog item',
+        description: `Synchronous. items holds exactly one item object without an id: the fields sent are set, the others kept. ${arrayOperatorsNote} An item that does not exist is item-not-found. ${limitsNote}`,
+        tags: ['catalogs'],
+        params: ItemParams,
+        body: documentedBody(SingleEditBody),
+        response: { 200: MessageResponse },
+      },
+    },
+    async (req) => {
+      await editItem(app.ctx.pool, apiKeyOf(req).workspaceId, req.params.catalog_name, req.params.item_id, req.body);
+      return { message: 'success' };
+    },
+  );
+}
 
 /** PUT /catalogs/:catalog_name/items: a batch of creates and replaces, applied by a worker. */
 function replaceItemsRoute(base: FastifyInstance): void {

@@ -11,6 +11,7 @@ import scimDiscoveryRoutes from './scim-discovery.js';
 import scimGroupRoutes from './scim-groups.js';
 import scimSearchRoutes from './scim-search.js';
 import catalogsRoutes from './catalogs.js';
+import catalogLifecycleRoutes from './catalog-lifecycle.js';
 import emailTemplatesRoutes from './email-templates.js';
 import contentBlockRoutes from './content-blocks.js';
 import liveActivitiesRoutes from './live-activities.js';
@@ -36,6 +37,7 @@ export const routes: FastifyPluginAsync[] = [
   emailStatusRoutes,
   importsRoutes,
   catalogsRoutes,
+  catalogLifecycleRoutes,
   emailTemplatesRoutes,
   contentBlockRoutes,
   liveActivitiesRoutes,

@@ -215,7 +215,7 @@ describe('PUT /catalogs/{name}/items: accepted batches', () => {
     // Someone replaces r1 later; then the old job's payload is applied again.
     expect((await put('retry', { items: [item('r1', { Name: 'newer' })] })).status).toBe(202);
     await runQueuedJobs();
-    const { applyBatch } = await import('../../src/features/catalogs/items.js');
+    const { applyBatch } = await import('../../src/features/catalogs/apply-batch.js');
     const { CatalogBatchPayload } = await import('../../src/platform/queues/catalog-batch.js');
     const again = await applyBatch(env.ctx.pool, CatalogBatchPayload.parse(job!.data), env.ctx.log);
     expect(again.written).toBe(0);

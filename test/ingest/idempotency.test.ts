@@ -227,3 +227,20 @@ describe('Idempotency-Key on /users/import', () => {
     expect(await imports()).toBe(1);
   });
 });
+
+describe('Idempotency-Key on the catalog lifecycle routes', () => {
+  it('records one change for repeats of the lifecycle routes: POST and PATCH items, fields, selections', async () => {
+    const before = await batches();
+    const requests: Array<[Method, string, unknown]> = [
+      ['POST', '/catalogs/menu/items', { items: [{ id: 'tea', Name: 'Tea' }] }],
+      ['PATCH', '/catalogs/menu/items', { items: [{ id: 'tea', Name: 'Green tea' }] }],
+      ['POST', '/catalogs/menu/fields', { fields: [{ name: 'Price', type: 'number' }] }],
+      ['POST', '/catalogs/menu/selections', { selection: { name: 'all' } }],
+    ];
+    for (const [i, [method, url, body]] of requests.entries()) {
+      expect(await call(method, url, body, `life-${i}`)).toMatchObject({ status: 202, body: { message: 'success' } });
+      expect(await call(method, url, body, `life-${i}`)).toMatchObject({ status: 202, replayed: 'true' });
+    }
+    expect(await batches()).toBe(before + requests.length);
+  });
+});

@@ -1,5 +1,9 @@
-import type { Pool, PoolClient } from '../../platform/db/pool.js';
-import { CatalogBatchPayload } from '../../platform/queues/catalog-batch.js';
+import { withTransaction, type Pool, type PoolClient } from '../../platform/db/pool.js';
+import type { Logger } from '../../platform/logger.js';
+import { CatalogBatchPayload, enqueueCatalogBatch } from '../../platform/queues/catalog-batch.js';
+import type { Queues } from '../../platform/queues/index.js';
+import { queueRecorded } from '../../platform/queues/queue-recorded.js';
+import { guarded } from './errors.js';
 
 /**
  * Asynchronous catalog batches are work of record: a batch is written to `catalog_batches` before the 202 that
@@ -28,4 +32,34 @@ export async function waitingBatches(pool: Pool, before: Date, limit = 1000): Pr
 export async function forgetAppliedBatches(pool: Pool, age = '7 days'): Promise<number> {
   const { rowCount } = await pool.query(`DELETE FROM catalog_batches WHERE applied_at < now() - $1::interval`, [age]);
   return rowCount ?? 0;
+}
+
+/** What accepting a change needs: the record, the queue, and a log for a change recorded but not queued. */
+export interface AcceptBatchDeps {
+  pool: Pool;
+  queues: Queues;
+  log: Pick<Logger, 'warn'>;
+}
+
+/** Runs in the transaction that records a change (an Idempotency-Key answers there). */
+export type OnBatchRecorded = (db: PoolClient) => Promise<void>;
+
+/**
+ * Records a validated change (and the caller's answer) in one transaction, then queues it. Resolves once recorded, so
+ * a 202 means it will be applied even if Redis is away (the reconciler queues it then).
+ */
+export async function acceptChange(
+  deps: AcceptBatchDeps,
+  payload: CatalogBatchPayload,
+  onRecorded?: OnBatchRecorded,
+): Promise<void> {
+  await guarded(() =>
+    withTransaction(deps.pool, async (client) => {
+      await recordBatch(client, payload);
+      await onRecorded?.(client);
+    }),
+  );
+  await queueRecorded(deps.log, 'catalog batch', { version: payload.version, op: payload.op }, () =>
+    enqueueCatalogBatch(deps.queues, payload),
+  );
 }

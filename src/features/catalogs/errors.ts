@@ -19,7 +19,40 @@ export type CatalogErrorId =
   | 'item-already-exists'
   | 'filtered-set-field-too-long'
   | 'arbitrary-error'
-  | 'item-not-found';
+  | 'item-not-found'
+  // Catalog management (POST /catalogs).
+  | 'catalog-array-invalid'
+  | 'too-many-catalog-atoms'
+  | 'invalid-catalog-name'
+  | 'catalog-name-too-large'
+  | 'catalog-name-already-exists'
+  | 'description-too-long'
+  | 'id-not-first-column'
+  | 'too-many-fields'
+  | 'invalid-field-names'
+  | 'invalid-field-types'
+  | 'field-names-too-large'
+  | 'field-names-not-unique'
+  // Fields.
+  | 'request-includes-too-many-fields'
+  | 'catalog-exceeds-fields-limit'
+  | 'invalid-field-name'
+  | 'field-referenced-by-selection'
+  // Selections.
+  | 'invalid-selection'
+  | 'too-many-filters'
+  | 'selection-name-already-exists'
+  | 'selection-has-invalid-filter'
+  | 'selection-invalid-results-limit'
+  | 'invalid-sorting'
+  | 'invalid-sort-field'
+  | 'invalid-sort-order'
+  | 'selection-contains-too-many-arrays'
+  // Ours, where the public API names no id (docs/catalogs.md).
+  | 'invalid-request';
+
+/** The ids that make a refusal a 404: what the path names does not exist. */
+const NOT_FOUND_IDS: CatalogErrorId[] = ['catalog-not-found', 'item-not-found'];
 
 /** A refused request lists at most this many entries; the rest are dropped (in request order). */
 export const MAX_ERROR_ENTRIES = 500;
@@ -50,9 +83,9 @@ export class CatalogErrors {
     return this.entries.length === 0;
   }
 
-  /** 404 when the catalog (or item) is unknown, 400 for everything else. */
+  /** 404 when the catalog (or item, field, selection) is unknown, 400 for everything else. */
   toAppError(): AppError {
-    const missing = this.has('catalog-not-found') || this.has('item-not-found');
+    const missing = NOT_FOUND_IDS.some((id) => this.has(id));
     return new AppError(missing ? 'not_found' : 'bad_request', 'Invalid Request', { catalogErrors: this.entries });
   }
 
@@ -93,4 +126,21 @@ export function arbitraryError(cause: unknown, code: 'internal' | 'unavailable' 
       },
     ],
   });
+}
+
+/** A refusal about something the path names that does not exist (an unknown field or selection): a 404. */
+export function pathNotFound(id: CatalogErrorId, message: string, parameter: string, value: string): AppError {
+  return new AppError('not_found', 'Invalid Request', {
+    catalogErrors: [{ id, message, parameters: [parameter], parameter_values: [value] }],
+  });
+}
+
+/** Our own refusals pass through; anything else is the spec's arbitrary-error (logged with its cause by the handler). */
+export async function guarded<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    throw arbitraryError(err);
+  }
 }

@@ -47,6 +47,27 @@ export const SingleItemBody = z.object({
     .describe('Exactly one item object, without id: the id is the one in the path'),
 });
 
+export const BatchEditBody = z.object({
+  items: z
+    .array(
+      ItemFields.and(z.object({ id: ItemId })).describe(
+        `${fieldsDescription}; on a field of type array, {"$add": [strings], "$remove": [strings]} may replace the value`,
+      ),
+    )
+    .min(1)
+    .max(MAX_BATCH_ITEMS)
+    .describe(`1 to ${MAX_BATCH_ITEMS} edits, each with the unique id of an item; fields not sent are kept`),
+});
+
+export const SingleEditBody = z.object({
+  items: z
+    .array(ItemFieldsWithoutId)
+    .length(1)
+    .describe(
+      'Exactly one item object, without id: the fields to set, or array operators ({"$add": [...], "$remove": [...]})',
+    ),
+});
+
 /** Keys other than `id` are ignored by a delete. */
 export const DeleteItemsBody = z.object({
   items: z

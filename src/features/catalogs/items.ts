@@ -1,11 +1,7 @@
-import { withTransaction, type Pool, type PoolClient } from '../../platform/db/pool.js';
-import { AppError, badRequest } from '../../platform/errors.js';
-import type { Logger } from '../../platform/logger.js';
-import { enqueueCatalogBatch, type CatalogBatchPayload } from '../../platform/queues/catalog-batch.js';
-import type { Queues } from '../../platform/queues/index.js';
-import { queueRecorded } from '../../platform/queues/queue-recorded.js';
-import { recordBatch } from './batches.js';
-import { arbitraryError, catalogNotFound, CatalogErrors, itemNotFound } from './errors.js';
+import { withTransaction, type Pool } from '../../platform/db/pool.js';
+import { badRequest } from '../../platform/errors.js';
+import { acceptChange, type AcceptBatchDeps, type OnBatchRecorded } from './batches.js';
+import { catalogNotFound, CatalogErrors, guarded, itemNotFound } from './errors.js';
 import type { CatalogDefinition } from './fields.js';
 import {
   deleteItems,
@@ -18,27 +14,12 @@ import {
   upsertItems,
   type CatalogItem,
 } from './store.js';
+import { editItems } from './item-edits.js';
 import { isPlausibleId, validateBatchDelete, validateBatchReplace, validateSingle } from './validate.js';
+import { validateBatchEdit, validateSingleEdit } from './validate-edit.js';
 
 /** Items per page of the list endpoint (as the public API pages them). */
 export const ITEMS_PAGE_SIZE = 50;
-
-/** What accepting a batch needs: the record, the queue, and a log for a batch recorded but not queued. */
-export interface AcceptBatchDeps {
-  pool: Pool;
-  queues: Queues;
-  log: Pick<Logger, 'warn'>;
-}
-
-/** Our own refusals pass through; anything else is the spec's arbitrary-error (logged with its cause by the handler). */
-async function guarded<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof AppError) throw err;
-    throw arbitraryError(err);
-  }
-}
 
 async function requireCatalog(pool: Pool, workspaceId: string, name: string): Promise<CatalogDefinition> {
   const catalog = await findCatalog(pool, workspaceId, name);
@@ -61,7 +42,7 @@ export async function acceptBatchReplace(
   const { pool } = deps;
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const items = validateBatchReplace(body, catalog, catalogName);
-  await accept(
+  await acceptChange(
     deps,
     { op: 'replace', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), items },
     onRecorded,
@@ -79,30 +60,10 @@ export async function acceptBatchDelete(
   const { pool } = deps;
   const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
   const ids = validateBatchDelete(body, catalog, catalogName);
-  await accept(
+  await acceptChange(
     deps,
     { op: 'delete', workspaceId, catalogId: catalog!.id, version: await guarded(() => nextVersion(pool)), ids },
     onRecorded,
-  );
-}
-
-/** Runs in the transaction that records a batch (an Idempotency-Key answers there). */
-export type OnBatchRecorded = (db: PoolClient) => Promise<void>;
-
-/** Records the batch (and the caller's answer) in one transaction, then queues it. */
-async function accept(
-  deps: AcceptBatchDeps,
-  payload: CatalogBatchPayload,
-  onRecorded?: OnBatchRecorded,
-): Promise<void> {
-  await guarded(() =>
-    withTransaction(deps.pool, async (client) => {
-      await recordBatch(client, payload);
-      await onRecorded?.(client);
-    }),
-  );
-  await queueRecorded(deps.log, 'catalog batch', { version: payload.version }, () =>
-    enqueueCatalogBatch(deps.queues, payload),
   );
 }
 
@@ -195,39 +156,50 @@ export async function listItems(
   });
 }
 
-/**
- * Applies a queued batch in one transaction. Safe to run twice: rows only move to higher versions. A catalog deleted
- * since the request was accepted takes its items with it, so the batch is dropped.
- */
-export async function applyBatch(pool: Pool, payload: CatalogBatchPayload, log: Logger): Promise<{ written: number }> {
-  return withTransaction(pool, async (client) => {
-    const { rowCount } = await client.query(`SELECT 1 FROM catalogs WHERE id = $1 AND workspace_id = $2 FOR SHARE`, [
-      payload.catalogId,
-      payload.workspaceId,
-    ]);
-    if (!rowCount) {
-      log.warn(
-        { catalogId: payload.catalogId, version: payload.version },
-        'catalog gone before its batch ran: batch dropped',
-      );
-      await client.query('UPDATE catalog_batches SET applied_at = now() WHERE version = $1 AND applied_at IS NULL', [
-        payload.version,
-      ]);
-      return { written: 0 };
-    }
-    const written =
-      payload.op === 'replace'
-        ? await upsertItems(client, payload.catalogId, payload.version, payload.items)
-        : await deleteItems(client, payload.catalogId, payload.version, payload.ids);
-    // Applied, in the same transaction: the reconciler never queues it again.
-    await client.query('UPDATE catalog_batches SET applied_at = now() WHERE version = $1 AND applied_at IS NULL', [
-      payload.version,
-    ]);
-    const total = payload.op === 'replace' ? payload.items.length : payload.ids.length;
-    log.info(
-      { catalogId: payload.catalogId, op: payload.op, version: payload.version, items: total, written: written.length },
-      'catalog batch applied',
-    );
-    return { written: written.length };
-  });
+/** Batch create (POST): the contract of batch replace; items that already exist are left as they are. */
+export async function acceptBatchCreate(
+  deps: AcceptBatchDeps,
+  workspaceId: string,
+  catalogName: string,
+  body: unknown,
+  onRecorded?: OnBatchRecorded,
+): Promise<void> {
+  const { pool } = deps;
+  const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
+  const items = validateBatchReplace(body, catalog, catalogName);
+  const version = await guarded(() => nextVersion(pool));
+  await acceptChange(deps, { op: 'create', workspaceId, catalogId: catalog!.id, version, items }, onRecorded);
+}
+
+/** Batch edit (PATCH): fields sent are set, `$add`/`$remove` edit array fields; ids that name no item are ignored. */
+export async function acceptBatchUpdate(
+  deps: AcceptBatchDeps,
+  workspaceId: string,
+  catalogName: string,
+  body: unknown,
+  onRecorded?: OnBatchRecorded,
+): Promise<void> {
+  const { pool } = deps;
+  const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
+  const edits = validateBatchEdit(body, catalog, catalogName);
+  const version = await guarded(() => nextVersion(pool));
+  await acceptChange(deps, { op: 'update', workspaceId, catalogId: catalog!.id, version, edits }, onRecorded);
+}
+
+/** Single edit (PATCH .../items/{id}): applied at once; item-not-found when there is no such item. */
+export async function editItem(
+  pool: Pool,
+  workspaceId: string,
+  catalogName: string,
+  itemId: string,
+  body: unknown,
+): Promise<void> {
+  const catalog = await guarded(() => findCatalog(pool, workspaceId, catalogName));
+  const edit = validateSingleEdit(body, itemId, catalog, catalogName);
+  await guarded(() =>
+    withTransaction(pool, async (client) => {
+      if (!(await itemExists(client, catalog!.id, itemId))) throw itemNotFound(itemId);
+      await editItems(client, catalog!.id, await nextVersion(client), [edit], catalog!.fields);
+    }),
+  );
 }

@@ -22,9 +22,9 @@ export interface ValidItem {
   data: Record<string, unknown>;
 }
 
-type ItemObject = Record<string, unknown>;
+export type ItemObject = Record<string, unknown>;
 
-const isObject = (v: unknown): v is ItemObject => v !== null && typeof v === 'object' && !Array.isArray(v);
+export const isObject = (v: unknown): v is ItemObject => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** Characters as people count them: a surrogate pair is one. */
 export function charCount(s: string): number {
@@ -81,14 +81,14 @@ function inspectValue(value: unknown): ValueReport {
 }
 
 /** Where the `items` array of a body is, or why there is none (the envelope schema's first complaint). */
-function readItems(body: unknown, errors: CatalogErrors): unknown[] | undefined {
+export function readItems(body: unknown, errors: CatalogErrors): unknown[] | undefined {
   const parsed = ItemsEnvelope.safeParse(body);
   if (parsed.success) return parsed.data.items;
   errors.add('item-array-invalid', parsed.error.issues[0]!.message);
   return undefined;
 }
 
-function checkCount(items: unknown[], max: number, errors: CatalogErrors): void {
+export function checkCount(items: unknown[], max: number, errors: CatalogErrors): void {
   if (items.length > max) {
     errors.add(
       'request-includes-too-many-items',
@@ -101,7 +101,7 @@ function checkCount(items: unknown[], max: number, errors: CatalogErrors): void 
   }
 }
 
-interface IdCheck {
+export interface IdCheck {
   /** The id when it is a string that passed every id rule. */
   valid?: string;
   at: ItemLocator;
@@ -121,7 +121,7 @@ function checkBodyId(item: ItemObject, index: number, errors: CatalogErrors): Id
   return checkIdText(id, index, errors, 'id');
 }
 
-function checkIdText(id: string, index: number, errors: CatalogErrors, param: 'id' | 'item_id'): IdCheck {
+export function checkIdText(id: string, index: number, errors: CatalogErrors, param: 'id' | 'item_id'): IdCheck {
   const length = charCount(id);
   const tooLarge = length > MAX_ID_LENGTH;
   // An over-long id is not echoed back: the entry names the item by position instead.
@@ -161,7 +161,7 @@ interface FieldFindings {
  * The field checks shared by every write: keys, nesting, field names, conversion and size. Returns the converted
  * data when the item passed them all. `id` keys are left to the caller.
  */
-function checkFields(
+export function checkFields(
   item: ItemObject,
   catalog: CatalogDefinition | undefined,
   at: ItemLocator,
@@ -273,14 +273,14 @@ function checkUnique(ids: string[], errors: CatalogErrors): void {
   }
 }
 
-function startErrors(catalog: CatalogDefinition | undefined, catalogName: string): CatalogErrors {
+export function startErrors(catalog: CatalogDefinition | undefined, catalogName: string): CatalogErrors {
   const errors = new CatalogErrors();
   if (!catalog) errors.add('catalog-not-found', 'Could not find catalog', ['catalog_name'], [catalogName]);
   return errors;
 }
 
 /** Calls `fn` with every element that is an object; reports each other element as item-array-invalid. */
-function forEachItemObject(
+export function forEachItemObject(
   items: unknown[],
   errors: CatalogErrors,
   fn: (item: ItemObject, index: number) => void,
@@ -300,7 +300,7 @@ function forEachItemObject(
 }
 
 /** The id rules of a batch body: each item checked as it comes, then missing and repeated ids reported once. */
-function batchIds(errors: CatalogErrors) {
+export function batchIds(errors: CatalogErrors) {
   let missing = 0;
   const ids: string[] = [];
   return {

@@ -44,14 +44,7 @@ export async function applyObjects(run: ApplyRun): Promise<void> {
     SPECS.segments,
     perWorkspace((w) => w.segments, segmentRow),
   );
-  counts.catalogs = await upsert(
-    client,
-    SPECS.catalogs,
-    perWorkspace(
-      (w) => w.catalogs,
-      (c, id) => ({ workspace_id: id, name: c.name, description: c.description, fields: c.fields }),
-    ),
-  );
+  counts.catalogs = await upsert(client, SPECS.catalogs, await catalogRows(run));
   counts.canvases = await upsert(
     client,
     SPECS.canvases,
@@ -86,6 +79,26 @@ function tagRows(workspaces: DeclaredWorkspace[]): Row[] {
     ]);
     return [...all].map((name) => ({ workspace_id: w.id, name }));
   });
+}
+
+/**
+ * The file's catalogs, each with the fields it names (in its order, with its types) followed by the fields the
+ * catalog has that the file does not name: those the API added. Applying the file never removes what the API added;
+ * a field the file names comes back if the API deleted it (docs/catalogs.md).
+ */
+async function catalogRows({ client, workspaces }: ApplyRun): Promise<Row[]> {
+  const { rows } = await client.query<{ workspace_id: string; name: string; fields: Array<{ name: string }> }>(
+    `SELECT workspace_id, name, fields FROM catalogs WHERE workspace_id = ANY($1::uuid[])`,
+    [workspaces.map((w) => w.id)],
+  );
+  const stored = new Map(rows.map((r) => [`${r.workspace_id}/${r.name}`, r.fields]));
+  return workspaces.flatMap((w) =>
+    w.decl.catalogs.map((c) => {
+      const named = new Set(c.fields.map((f) => f.name));
+      const added = (stored.get(`${w.id}/${c.name}`) ?? []).filter((f) => !named.has(f.name) && f.name !== 'id');
+      return { workspace_id: w.id, name: c.name, description: c.description, fields: [...c.fields, ...added] };
+    }),
+  );
 }
 
 function segmentRow(s: WorkspaceDecl['segments'][number], workspaceId: string): Row {

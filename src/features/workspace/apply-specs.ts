@@ -105,7 +105,9 @@ export const SPECS = {
   catalogs: {
     table: 'catalogs',
     key: { workspace_id: 'uuid', name: 'text' },
-    set: { description: 'text', fields: 'jsonb' },
+    // A description the file leaves out keeps the one the API gave.
+    set: { fields: 'jsonb' },
+    optional: { description: 'text' },
     touch: 'updated_at',
   },
   canvases: {

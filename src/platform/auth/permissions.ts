@@ -32,6 +32,17 @@ export const PERMISSIONS = [
   'catalogs.create_item',
   'catalogs.delete_item',
   'catalogs.delete_items',
+  // The catalog lifecycle (docs/catalogs.md), as the public API names them.
+  'catalogs.get',
+  'catalogs.create',
+  'catalogs.delete',
+  'catalogs.add_items',
+  'catalogs.update_items',
+  'catalogs.update_item',
+  'catalogs.create_fields',
+  'catalogs.delete_fields',
+  'catalogs.create_selection',
+  'catalogs.delete_selection',
   'messages.live_activity.register',
   'internal.records.write',
   // The user-data endpoints (docs/user-data.md).

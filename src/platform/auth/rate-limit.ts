@@ -82,6 +82,12 @@ export const RATE_LIMITS = {
     windowSeconds: 3600,
     limit: (c) => c.RATE_LIMIT_EXPORT_LISTS_PER_HOUR,
   },
+  catalogFieldsSelections: {
+    bucket: 'catalog-fields-selections',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_CATALOG_FIELDS_SELECTIONS_PER_MINUTE,
+  },
   preferenceCenter: {
     bucket: 'preference-center',
     scope: 'workspace',

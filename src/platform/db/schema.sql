@@ -110,7 +110,7 @@ CREATE TABLE catalog_batches (
   created_at timestamp with time zone DEFAULT now() NOT NULL,
   applied_at timestamp with time zone,
   CONSTRAINT catalog_batches_pkey PRIMARY KEY (version),
-  CONSTRAINT catalog_batches_op_check CHECK ((op = ANY (ARRAY['replace'::text, 'delete'::text]))),
+  CONSTRAINT catalog_batches_op_check CHECK ((op = ANY (ARRAY['replace'::text, 'delete'::text, 'create'::text, 'update'::text, 'add_fields'::text, 'delete_field'::text, 'create_selection'::text, 'delete_selection'::text]))),
   CONSTRAINT catalog_batches_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 CREATE INDEX catalog_batches_waiting ON catalog_batches USING btree (created_at) WHERE (applied_at IS NULL);
@@ -125,6 +125,15 @@ CREATE TABLE catalog_items (
   deleted boolean DEFAULT false NOT NULL,
   CONSTRAINT catalog_items_pkey PRIMARY KEY (catalog_id, item_id),
   CONSTRAINT catalog_items_catalog_id_fkey FOREIGN KEY (catalog_id) REFERENCES catalogs(id) ON DELETE CASCADE
+);
+
+CREATE TABLE catalog_selections (
+  catalog_id uuid NOT NULL,
+  name text NOT NULL,
+  definition jsonb NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT catalog_selections_pkey PRIMARY KEY (catalog_id, name),
+  CONSTRAINT catalog_selections_catalog_id_fkey FOREIGN KEY (catalog_id) REFERENCES catalogs(id) ON DELETE CASCADE
 );
 
 CREATE TABLE catalogs (
