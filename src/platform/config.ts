@@ -114,9 +114,6 @@ export const ConfigSchema = z.object({
     '/users/alias/new, /users/alias/update, /users/delete, /users/identify and /users/merge requests per workspace per minute, shared (as the public API shares them).',
   ),
   RATE_LIMIT_EXPORT_IDS_PER_MINUTE: int(2_500).describe('/users/export/ids requests per workspace per minute.'),
-  RATE_LIMIT_EXPORT_LISTS_PER_HOUR: int(1_000).describe(
-    'GET /events/list, /events and /purchases/product_list requests per workspace per hour, shared.',
-  ),
   RATE_LIMIT_CDI_LIST_PER_MINUTE: int(50).describe('GET /cdi/integrations requests per workspace per minute.'),
   RATE_LIMIT_CDI_SYNC_PER_MINUTE: int(20).describe(
     'POST /cdi/integrations/{id}/sync requests per workspace per minute.',
@@ -146,7 +143,7 @@ export const ConfigSchema = z.object({
     'Preference center list and detail requests per workspace per minute.',
   ),
   RATE_LIMIT_CUSTOM_DATA_LISTS_PER_HOUR: int(1_000).describe(
-    'Requests per workspace per hour shared by the lists of custom data: GET /custom_attributes (and, as the public API shares it, /events, /events/list and /purchases/product_list).',
+    'Requests per workspace per hour shared by the lists of custom data, as the public API shares them: GET /custom_attributes, /events, /events/list and /purchases/product_list.',
   ),
 
   LOCAL_STORE_DIR: z

@@ -59,7 +59,7 @@ function listRoutes(app: FastifyInstance): void {
   typed.get(
     '/events/list',
     {
-      config: { permission: 'events.list', rateLimit: RATE_LIMITS.exportLists },
+      config: { permission: 'events.list', rateLimit: RATE_LIMITS.customDataLists },
       schema: {
         summary: 'Custom event names',
         description: `The names of the custom events recorded, ${NAMES_PAGE_SIZE} a page, alphabetical.`,
@@ -76,7 +76,7 @@ function listRoutes(app: FastifyInstance): void {
   typed.get(
     '/events',
     {
-      config: { permission: 'events.get', rateLimit: RATE_LIMITS.exportLists },
+      config: { permission: 'events.get', rateLimit: RATE_LIMITS.customDataLists },
       schema: {
         summary: 'Custom events',
         description: `The custom events recorded, ${EVENTS_PAGE_SIZE} a page, alphabetical. When more follow, a relative \`Link: </events?cursor=...>; rel="next"\` header names the next page.`,
@@ -96,7 +96,7 @@ function listRoutes(app: FastifyInstance): void {
   typed.get(
     '/purchases/product_list',
     {
-      config: { permission: 'purchases.product_list', rateLimit: RATE_LIMITS.exportLists },
+      config: { permission: 'purchases.product_list', rateLimit: RATE_LIMITS.customDataLists },
       schema: {
         summary: 'Product ids',
         description: `The product ids of the purchases recorded, ${NAMES_PAGE_SIZE} a page, alphabetical.`,

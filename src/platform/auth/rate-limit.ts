@@ -75,13 +75,6 @@ export const RATE_LIMITS = {
     windowSeconds: 60,
     limit: (c) => c.RATE_LIMIT_CATALOG_SYNC_PER_MINUTE,
   },
-  /** Braze's lists of what was recorded: /events/list, /events and /purchases/product_list share 1,000 an hour. */
-  exportLists: {
-    bucket: 'export-lists',
-    scope: 'workspace',
-    windowSeconds: 3600,
-    limit: (c) => c.RATE_LIMIT_EXPORT_LISTS_PER_HOUR,
-  },
   catalogFieldsSelections: {
     bucket: 'catalog-fields-selections',
     scope: 'workspace',
@@ -94,7 +87,7 @@ export const RATE_LIMITS = {
     windowSeconds: 60,
     limit: (c) => c.RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE,
   },
-  /** Shared by the custom data lists: /custom_attributes (the public API adds /events, /events/list, /purchases/product_list). */
+  /** One budget for the lists of custom data, as the public API shares it: /custom_attributes, /events, /events/list, /purchases/product_list. */
   customDataLists: {
     bucket: 'custom-data-lists',
     scope: 'workspace',
