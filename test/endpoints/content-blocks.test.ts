@@ -2,6 +2,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { useTestEnv } from '../helpers/context.js';
 import { bodyOrRaw, callApi, statusAndBody } from '../helpers/http.js';
 import { liquidIsWellFormed } from '../../src/features/templates/liquid.js';
+import { applyWorkspaceFile } from '../../src/features/workspace/apply.js';
+import { parseWorkspaceFile } from '../../src/features/workspace/parse.js';
 
 /** POST /content_blocks/create and /update, GET /content_blocks/info and /list, and the templates that include them. */
 
@@ -332,6 +334,36 @@ describe('credentials and permissions', () => {
       }
     }
     expect(await blocks()).toEqual(before);
+  });
+});
+
+describe('blocks of the workspace file', () => {
+  it("are the API's blocks too, and applying the file again keeps what the API set besides their content", async () => {
+    const file = (content: string) =>
+      parseWorkspaceFile(
+        `company: { name: Blocks Co }\nworkspaces:\n  - name: W\n` +
+          `    api_keys:\n      - { name: k, permissions: [content_blocks.list, content_blocks.update, content_blocks.create] }\n` +
+          `    content_blocks:\n      - { name: header, content: "${content}" }\n`,
+      );
+    const first = await applyWorkspaceFile(env.ctx.pool, file('v1'));
+    const key = first.generatedSecrets.find((g) => g.name === 'k')!.secret;
+    const listed = (await get('/content_blocks/list', key)).body.content_blocks;
+    expect(listed).toHaveLength(1);
+    expect(listed[0]).toMatchObject({ name: 'header', liquid_tag: '{{content_blocks.${header}}}' });
+    const id = listed[0].content_block_id;
+    expect(
+      (await post('/content_blocks/update', { content_block_id: id, content: 'v2', description: 'd' }, key)).status,
+    ).toBe(200);
+    expect((await post('/content_blocks/create', { name: 'api_made', content: 'x' }, key)).status).toBe(201);
+    await applyWorkspaceFile(env.ctx.pool, file('v1'));
+    const { rows } = await env.ctx.pool.query(
+      `SELECT b.name, b.content, b.description, b.state FROM content_blocks b JOIN workspaces w ON w.id = b.workspace_id
+        WHERE w.name = 'W' ORDER BY b.name`,
+    );
+    expect(rows).toEqual([
+      { name: 'api_made', content: 'x', description: null, state: 'active' },
+      { name: 'header', content: 'v1', description: 'd', state: 'active' },
+    ]);
   });
 });
 

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { trackIngestJob } from '../../jobs/track-ingest.js';
+import { stageObjects } from '../../src/pipelines/ingest/accept/staging-writer.js';
+import { claimKey, requestHash, type ClaimedKey } from '../../src/platform/idempotency/keys.js';
+import { validateTrackBody } from '../../src/profiles/validation/validate.js';
 import { useTestEnv } from '../helpers/context.js';
 import { bodyOrRaw, callApi } from '../helpers/http.js';
 
@@ -207,6 +210,35 @@ describe('ordering and retries', () => {
       },
     );
     expect(other.status).toBe(422);
+  });
+});
+
+describe('a crash between staging and the answer', () => {
+  it('a retry with the key replays the placeholder and the object is applied once', async () => {
+    const body = { events: [{ external_id: 'crashed', name: 'paid', time: '2024-04-01T00:00:00Z' }] };
+    // What a process that died after its staging commit left: the key claimed and answered with the placeholder by
+    // the staging insert, the object staged, nothing applied and no answer sent.
+    const claim = await claimKey(
+      env.ctx.pool,
+      env.ws.workspaceId,
+      'sync-crash-1',
+      requestHash('POST', '/users/track/sync', {}, body),
+    );
+    if (claim.kind !== 'claimed') throw new Error(claim.kind);
+    const key: ClaimedKey = { claim: claim.claim, answered: false, answer: async () => {} };
+    const { objects } = validateTrackBody(body, new Date().toISOString());
+    await stageObjects(env.ctx.pool, env.ws.workspaceId, objects, env.config.INGEST_PARTITIONS, {
+      key,
+      status: 201,
+      body: { users: [], message: 'success' },
+    });
+    const retry = await sync(body, env.ws.apiKey, { 'idempotency-key': 'sync-crash-1' });
+    expect(retry.status).toBe(201);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect(retry.body).toEqual({ users: [], message: 'success' });
+    // The next request applies what was staged before it: the crashed request's object, once.
+    const next = await sync({ events: [{ external_id: 'crashed', name: 'paid', time: '2024-04-02T00:00:00Z' }] });
+    expect(next.body.users[0].custom_events[0].count).toBe(2);
   });
 });
 
