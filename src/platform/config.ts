@@ -136,6 +136,9 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE: int(1_000).describe(
     'Preference center list and detail requests per workspace per minute.',
   ),
+  RATE_LIMIT_SUBSCRIPTION_SET_PER_MINUTE: int(5_000).describe(
+    '/subscription/status/set and /v2/subscription/status/set requests per workspace per minute, shared (as the public API shares them).',
+  ),
 
   LOCAL_STORE_DIR: z
     .string()

@@ -21,6 +21,7 @@ import kpiRoutes from './kpi.js';
 import deliverabilityRoutes from './deliverability.js';
 import recordsRoutes from './records.js';
 import cdiRoutes from './cdi.js';
+import subscriptionGroupRoutes from './subscription-groups.js';
 
 /** Every endpoint family, one plugin each. */
 export const routes: FastifyPluginAsync[] = [
@@ -42,6 +43,7 @@ export const routes: FastifyPluginAsync[] = [
   deliverabilityRoutes,
   recordsRoutes,
   cdiRoutes,
+  subscriptionGroupRoutes,
   scimRoutes,
   scimGroupRoutes,
   scimSearchRoutes,

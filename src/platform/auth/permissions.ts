@@ -46,6 +46,10 @@ export const PERMISSIONS = [
   'cdi.integration_list',
   'cdi.integration_sync',
   'cdi.integration_job_status',
+  // Subscription groups (docs/subscription-groups.md).
+  'subscription.status.set',
+  'subscription.status.get',
+  'subscription.groups.get',
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];

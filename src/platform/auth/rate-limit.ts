@@ -75,6 +75,12 @@ export const RATE_LIMITS = {
     windowSeconds: 60,
     limit: (c) => c.RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE,
   },
+  subscriptionSet: {
+    bucket: 'subscription-set',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_SUBSCRIPTION_SET_PER_MINUTE,
+  },
 } satisfies Record<string, RateLimitRule>;
 
 export interface RateLimitResult {
