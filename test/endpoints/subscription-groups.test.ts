@@ -378,3 +378,31 @@ ${groups}`;
     ).rejects.toThrow(WorkspaceFileError);
   });
 });
+
+describe('rate limit', () => {
+  const limited = useTestEnv({ config: { RATE_LIMIT_SUBSCRIPTION_SET_PER_MINUTE: '2' }, workspaces: ['ws'] });
+  const send = (url: string, body: unknown) => callApi(limited.app, 'POST', url, { key: limited.ws.apiKey, body });
+
+  it('one bucket for both versions of the set call: the third request of the minute gets 429 with Retry-After', async () => {
+    const v1 = { subscription_group_id: EMAIL_GROUP, subscription_state: 'subscribed', external_id: ['u'] };
+    const first = await send('/subscription/status/set', v1);
+    // The group is not this workspace's: a 400, counted all the same.
+    expect(first.status).toBe(400);
+    expect(first.headers['x-ratelimit-limit']).toBe('2');
+    expect(first.headers['x-ratelimit-remaining']).toBe('1');
+    const second = await send('/v2/subscription/status/set', {
+      subscription_groups: [
+        { subscription_group_id: EMAIL_GROUP, subscription_state: 'subscribed', external_ids: ['u'] },
+      ],
+    });
+    expect(second.headers['x-ratelimit-remaining']).toBe('0');
+    const third = await send('/subscription/status/set', v1);
+    expect(third.status).toBe(429);
+    expect(Number(third.headers['retry-after'])).toBeGreaterThan(0);
+    expect(typeof third.body.message).toBe('string');
+    const read = await callApi(limited.app, 'GET', `/subscription/user/status?external_id=u`, {
+      key: limited.ws.apiKey,
+    });
+    expect(read.status).toBe(200);
+  });
+});
