@@ -115,9 +115,25 @@ export async function setSubscriptionStatus(
   const at = new Date().toISOString();
   return withTransaction(pool, async (client) => {
     await lockWorkspaceProfiles(client, [workspaceId]);
+    // Every group's names resolved in one statement, then handed back to each group.
+    const all: UserNames = {
+      externalIds: [...new Set(requests.flatMap((r) => r.externalIds))],
+      emails: [...new Set(requests.flatMap((r) => r.emails))],
+      phones: [...new Set(requests.flatMap((r) => r.phones))],
+    };
+    const named = await namedProfiles(client, workspaceId, all);
     const changes: GroupStateChange[] = [];
     for (const r of requests) {
-      const profileIds = await profilesNamed(client, workspaceId, r);
+      const wanted = new Set([
+        ...r.externalIds.map((v) => `external_id/${v}`),
+        ...r.emails.map((v) => `email/${v.toLowerCase()}`),
+        ...r.phones.map((v) => `phone/${v}`),
+      ]);
+      const profileIds = new Set(
+        named
+          .filter((p) => wanted.has(`${p.kind}/${p.kind === 'email' ? p.name.toLowerCase() : p.name}`))
+          .map((p) => p.id),
+      );
       for (const profileId of profileIds)
         changes.push({
           workspaceId,
