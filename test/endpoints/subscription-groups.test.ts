@@ -159,6 +159,29 @@ describe('POST /subscription/status/set', () => {
   });
 });
 
+describe('incremental exports', () => {
+  it('a change of state marks the profile changed (profile_changes), a state set again does not', async () => {
+    const stamp = async () =>
+      (
+        await env.ctx.pool.query<{ xid: string; n: number }>(
+          `SELECT p.changed_xid::text AS xid, (SELECT count(*)::int FROM profile_changes c WHERE c.profile_id = p.id) AS n
+             FROM profiles p WHERE p.workspace_id = $1 AND p.external_id = 'twin'`,
+          [env.ws.workspaceId],
+        )
+      ).rows[0]!;
+    const body = { subscription_group_id: EMAIL_GROUP, subscription_state: 'subscribed', external_id: ['twin'] };
+    const before = await stamp();
+    expect((await post('/subscription/status/set', body)).status).toBe(201);
+    const changed = await stamp();
+    expect(changed.xid).not.toBe(before.xid);
+    expect(changed.n).toBe(before.n + 1);
+    expect((await post('/subscription/status/set', body)).status).toBe(201);
+    expect(await stamp()).toEqual(changed);
+    // Back as it was for the tests below.
+    await post('/subscription/status/set', { ...body, subscription_state: 'unsubscribed' });
+  });
+});
+
 describe('POST /v2/subscription/status/set', () => {
   it("Braze's examples: several groups in one call, by external ids, emails or phones", async () => {
     const byIds = await post('/v2/subscription/status/set', {
