@@ -71,6 +71,8 @@ export function exportLineOf(copyLine: string, fields: readonly ExportField[], s
   const col = (name: (typeof COPY_COLUMNS)[number]) => copyValue(raw[COPY_COLUMNS.indexOf(name)]!);
   const parts: string[] = [];
   for (const field of fields) {
+    // Not a profiles column (its own table): generated users are in no group, so their lines leave it out.
+    if (field === 'subscription_groups') continue;
     const v = col(field);
     if (v === null) continue;
     let json: string | null;

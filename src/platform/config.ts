@@ -145,6 +145,9 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_CUSTOM_DATA_LISTS_PER_HOUR: int(1_000).describe(
     'Requests per workspace per hour shared by the lists of custom data, as the public API shares them: GET /custom_attributes, /events, /events/list and /purchases/product_list.',
   ),
+  RATE_LIMIT_SUBSCRIPTION_SET_PER_MINUTE: int(5_000).describe(
+    '/subscription/status/set and /v2/subscription/status/set requests per workspace per minute, shared (as the public API shares them).',
+  ),
 
   LOCAL_STORE_DIR: z
     .string()

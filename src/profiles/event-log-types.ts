@@ -9,6 +9,7 @@ export const EVENT_TYPES = [
   'users.behaviors.CustomEvent',
   'users.behaviors.Purchase',
   'users.behaviors.subscription.GlobalStateChange',
+  'users.behaviors.subscriptiongroup.StateChange',
   'users.behaviors.Uninstall',
   'users.canvas.Entry',
   'users.Deleted',
@@ -34,6 +35,18 @@ export interface EventData {
     email_address: string | null;
     /** What set it (StateChangeSource). */
     state_change_source: StateChangeSource;
+  };
+  'users.behaviors.subscriptiongroup.StateChange': {
+    /** The group's id (Currents' `subscription_group_id`). */
+    subscription_group_id: string;
+    /** `subscribed` or `unsubscribed`, as the state is stored. */
+    subscription_status: string;
+    channel: 'email' | 'sms';
+    /** What set it: `api` (/users/track) or `subscription_status` (/subscription/status/set and its v2). */
+    state_change_source: string;
+    /** The user's address on an email group, number on an SMS group, when the profile has one. */
+    email_address: string | null;
+    phone_number: string | null;
   };
   'users.behaviors.Uninstall': Record<string, never>;
   'users.canvas.Entry': {

@@ -3,6 +3,7 @@ import { writeProfilesLoggedEach } from './change-log.js';
 import { yieldToEventLoop } from '../platform/lib/event-loop.js';
 import { Identities, resolveIdentities, type CurrentRow, type Wanted } from './identities.js';
 import { eventIdSql, logEvents, type EventEntry } from './event-log.js';
+import { setGroupStates, type GroupStateChange } from './subscription-group-states.js';
 import type { StateChangeSource } from './event-log-types.js';
 import type { TrackAttributes, TrackObjects } from './tracked-types.js';
 
@@ -308,7 +309,29 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
   await writeProfilesLoggedEach(client, chunkedUpdates(changes, current, tied), 'SELECT count(*) FROM written');
   if (tied.ids.length > 0) await applyTiedEmailStates(client, tied);
   await logEvents(client, loggedEvents(batches, targets));
+  await setGroupStates(client, trackedGroupStates(batches, targets));
   return result;
+}
+
+/**
+ * The subscription group states of the batch's attributes objects that matched a profile, each as of its object's
+ * acceptance (src/profiles/subscription-group-states.ts drops those of groups the workspace does not declare).
+ */
+function trackedGroupStates(batches: WorkspaceObjects[], targets: Wanted[]): GroupStateChange[] {
+  const changes: GroupStateChange[] = [];
+  let next = 0;
+  for (const { workspaceId, objects, source } of batches) {
+    next += objects.events.length + objects.purchases.length;
+    for (const a of objects.attributes) {
+      const profileId = targets[next++]!.profileId;
+      if (profileId === undefined || !a.groups) continue;
+      for (const g of a.groups) {
+        const key = a.logKey === undefined ? null : `${a.logKey}:g:${g.id}`;
+        changes.push({ workspaceId, profileId, groupId: g.id, state: g.state, at: a.at, key, source: source ?? 'api' });
+      }
+    }
+  }
+  return changes;
 }
 
 /** The events and purchases of the batch that matched a profile, as the event log keeps them. */

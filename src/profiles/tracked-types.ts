@@ -50,6 +50,8 @@ export interface TrackAttributes extends Targeted {
   standard: StandardValues;
   /** Custom attributes; null removes one. */
   custom: Record<string, unknown>;
+  /** `subscription_groups`: the user's state in each group, by group id (lower case). */
+  groups?: { id: string; state: 'subscribed' | 'unsubscribed' }[];
 }
 
 export interface TrackObjects {

@@ -26,6 +26,7 @@ import suppressionRoutes from './suppressions.js';
 import recordsRoutes from './records.js';
 import cdiRoutes from './cdi.js';
 import customAttributesRoutes from './custom-attributes.js';
+import subscriptionGroupRoutes from './subscription-groups.js';
 
 /** Every endpoint family, one plugin each. */
 export const routes: FastifyPluginAsync[] = [
@@ -52,6 +53,7 @@ export const routes: FastifyPluginAsync[] = [
   recordsRoutes,
   cdiRoutes,
   customAttributesRoutes,
+  subscriptionGroupRoutes,
   scimRoutes,
   scimGroupRoutes,
   scimSearchRoutes,

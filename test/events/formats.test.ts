@@ -49,6 +49,9 @@ const CURRENTS: Partial<Record<EventType, string>> = {
     'id string, user_id string, external_user_id ?string, device_id ?string, app_id string, time int, app_group_id ?string',
   'users.behaviors.subscription.GlobalStateChange':
     'id string, user_id string, external_user_id ?string, email_address ?string, state_change_source ?string, subscription_status string, channel ?string, time int, timezone ?string, app_group_id ?string, app_id ?string, campaign_id ?string, campaign_name ?string, message_variation_id ?string, canvas_id ?string, canvas_name ?string, canvas_variation_id ?string, canvas_variation_name ?string, canvas_step_id ?string, canvas_step_name ?string, send_id ?string, channel_identifier ?string',
+  // The glossary's Cloud Storage tab, in the order of src/pipelines/events/formats/fields.ts (the tab is alphabetical).
+  'users.behaviors.subscriptiongroup.StateChange':
+    'id string, user_id string, external_user_id ?string, email_address ?string, phone_number ?string, state_change_source ?string, subscription_group_id string, subscription_status string, channel ?string, time int, timezone ?string, app_group_id ?string, app_id ?string, campaign_id ?string, campaign_name ?string, message_variation_id ?string, message_variation_name ?string, canvas_id ?string, canvas_name ?string, canvas_variation_id ?string, canvas_variation_name ?string, canvas_step_id ?string, canvas_step_name ?string, send_id ?string, dispatch_id ?string, channel_identifier ?string',
   'users.canvas.Entry':
     'id string, user_id string, external_user_id ?string, time int, timezone ?string, canvas_id string, canvas_name ?string, canvas_variation_id string, canvas_variation_name ?string, canvas_step_id ?string, canvas_step_name ?string, in_control_group boolean, app_group_id ?string',
 };
@@ -244,6 +247,8 @@ describe("Braze's Currents storage schemas", () => {
       'users.behaviors.Purchase': 'dataexport.S3.inner.users.behaviors.Purchase',
       'users.behaviors.subscription.GlobalStateChange':
         'dataexport.S3.inner.users.behaviors.subscription.GlobalStateChange',
+      'users.behaviors.subscriptiongroup.StateChange':
+        'dataexport.S3.inner.users.behaviors.subscriptiongroup.StateChange',
       'users.behaviors.Uninstall': 'dataexport.S3.inner.users.behaviors.Uninstall',
       'users.canvas.Entry': 'dataexport.S3.inner.users.canvas.Entry',
       'users.Deleted': 'dataexport.S3.inner.users.Deleted',

@@ -102,6 +102,7 @@ const EXPECTED_TYPES: Record<ExportField, string> = {
   push_subscribe: 'STRING',
   email_subscribe: 'STRING',
   push_opted_in_at: TS,
+  subscription_groups: 'LIST<STRUCT<subscription_group_id: STRING, subscription_state: STRING>>',
 };
 
 const ALL = usersParquetColumns({ fields: EXPORT_FIELDS, customAttributes: null });
@@ -127,7 +128,8 @@ const FULL_LINE =
   '"canvases_received":[{"name": "Premium upsell", "in_control": false, "last_exited": "2026-10-13T08:23:28.490Z", "last_entered": "2026-10-11T08:05:48.622Z", "api_canvas_id": "canvas-upsell", ' +
   '"steps_received": [{"name": "Entry message", "last_received": "2026-10-11T08:05:48.622Z", "api_canvas_step_id": "72754b99"}], "variation_name": "Variant 2", ' +
   '"last_received_message": "2026-10-11T09:58:40.124Z", "last_entered_control_at": null}],' +
-  '"cards_clicked":[{"name": "Refer a friend"}],"push_subscribe":"opted_in","email_subscribe":"subscribed","push_opted_in_at":"2026-08-28T11:07:59.307Z"}';
+  '"cards_clicked":[{"name": "Refer a friend"}],"push_subscribe":"opted_in","email_subscribe":"subscribed","push_opted_in_at":"2026-08-28T11:07:59.307Z",' +
+  '"subscription_groups":[{"subscription_state": "subscribed", "subscription_group_id": "0b7e6c1a-2f3d-4c5b-8a9e-1f2a3b4c5d6e"}]}';
 
 const UNICODE = 'Zoë 🎉 東京 "quoted" back\\slash\ttab\nnewline \u0001';
 const SPARSE_LINES: Record<string, unknown>[] = [

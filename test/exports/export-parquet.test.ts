@@ -53,6 +53,17 @@ beforeAll(async () => {
     seed: 21,
     now: new Date(Date.now() + 800 * DAY),
   });
+  // Generated users are in no subscription group: every tenth is put in one, so that the column holds values too.
+  await env.ctx.pool.query(
+    `INSERT INTO subscription_groups (id, workspace_id, name, channel) VALUES ('0b7e6c1a-2f3d-4c5b-8a9e-1f2a3b4c5d6e', $1, 'News', 'email')`,
+    [env.ws.workspaceId],
+  );
+  await env.ctx.pool.query(
+    `INSERT INTO subscription_group_states (profile_id, group_id, workspace_id, state, set_at)
+     SELECT id, '0b7e6c1a-2f3d-4c5b-8a9e-1f2a3b4c5d6e', workspace_id, CASE WHEN id % 20 = 0 THEN 'unsubscribed' ELSE 'subscribed' END, now()
+       FROM profiles WHERE workspace_id = $1 AND id % 10 = 0`,
+    [env.ws.workspaceId],
+  );
 }, 120_000);
 afterAll(async () => {
   if (scratch) await rm(scratch, { recursive: true, force: true });

@@ -222,6 +222,80 @@ function stateChanges(): Fixture[] {
   }));
 }
 
+function groupStateChanges(): Fixture[] {
+  type Data = EventData['users.behaviors.subscriptiongroup.StateChange'];
+  const GROUP = '3f1c2b7e-5d4a-4c1b-9e8f-0a1b2c3d4e5f';
+  const change = (data: Data, over: Partial<LoggedEvent> = {}) =>
+    logged('users.behaviors.subscriptiongroup.StateChange', { appId: null, ...over, data });
+  const base = { subscription_group_id: GROUP, email_address: null, phone_number: null };
+  const cases: [LoggedEvent, Expected][] = [
+    [
+      change({
+        ...base,
+        subscription_status: 'subscribed',
+        channel: 'email',
+        email_address: 'ann@example.com',
+        state_change_source: 'subscription_status',
+      }),
+      { email: 'ann@example.com', phone: null, source: 'subscription_status', status: 'Subscribed', channel: 'email' },
+    ],
+    [
+      change(
+        {
+          ...base,
+          subscription_status: 'unsubscribed',
+          channel: 'sms',
+          phone_number: '+15555550123',
+          state_change_source: 'api',
+        },
+        { externalUserId: null },
+      ),
+      { email: null, phone: '+15555550123', source: 'api', status: 'Unsubscribed', channel: 'sms' },
+    ],
+    [
+      change({
+        ...base,
+        subscription_status: 'subscribed',
+        channel: 'email',
+        email_address: AWKWARD,
+        state_change_source: 'api',
+      }),
+      { email: AWKWARD, phone: null, source: 'api', status: 'Subscribed', channel: 'email' },
+    ],
+  ];
+  return cases.map(([event, c]) => ({
+    event,
+    expected: {
+      id: event.id,
+      user_id: '6650f1c0a2b3c4d5e6f7a801',
+      external_user_id: event.externalUserId,
+      email_address: c.email!,
+      phone_number: c.phone!,
+      state_change_source: c.source!,
+      subscription_group_id: GROUP,
+      subscription_status: c.status!,
+      channel: c.channel!,
+      time: TIME_S,
+      timezone: null,
+      app_group_id: WORKSPACE,
+      app_id: null,
+      campaign_id: null,
+      campaign_name: null,
+      message_variation_id: null,
+      message_variation_name: null,
+      canvas_id: null,
+      canvas_name: null,
+      canvas_variation_id: null,
+      canvas_variation_name: null,
+      canvas_step_id: null,
+      canvas_step_name: null,
+      send_id: null,
+      dispatch_id: null,
+      channel_identifier: c.channel === 'sms' ? c.phone! : c.email!,
+    },
+  }));
+}
+
 function uninstalls(): Fixture[] {
   const full = logged('users.behaviors.Uninstall', { appId: 'android-app', data: NONE });
   // Currents requires app_id: '' when the uninstall names no app.
@@ -348,6 +422,7 @@ export const FIXTURES: Record<EventType, Fixture[]> = {
   'users.behaviors.CustomEvent': customEvents(),
   'users.behaviors.Purchase': purchases(),
   'users.behaviors.subscription.GlobalStateChange': stateChanges(),
+  'users.behaviors.subscriptiongroup.StateChange': groupStateChanges(),
   'users.behaviors.Uninstall': uninstalls(),
   'users.canvas.Entry': canvasEntries(),
   'users.Deleted': deletions(),

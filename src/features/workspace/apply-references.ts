@@ -29,6 +29,8 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
   await checkOwners(run, 'cdi_integrations', integrationRows, 'integration');
   const eventExportRows = eventExportRowsOf(workspaces);
   await checkOwners(run, 'event_exports', eventExportRows, 'event export');
+  const groupRows = workspaces.flatMap((w) => w.decl.subscription_groups.map((g) => ({ workspace_id: w.id, ...g })));
+  await checkOwners(run, 'subscription_groups', groupRows, 'subscription group');
   failOnIssues(run);
 
   counts.canvas_schedules = await upsert(client, SPECS.canvas_schedules, scheduleRows);
@@ -36,6 +38,7 @@ export async function applyReferences(run: ApplyRun): Promise<void> {
   counts.scheduled_exports = await upsert(client, SPECS.scheduled_exports, exportRows);
   counts.cdi_integrations = await upsert(client, SPECS.cdi_integrations, integrationRows);
   counts.event_exports = await upsert(client, SPECS.event_exports, eventExportRows);
+  counts.subscription_groups = await upsert(client, SPECS.subscription_groups, groupRows);
   await applyRecords(run, uninstallRows);
 }
 
@@ -151,12 +154,12 @@ function eventExportRowsOf(workspaces: DeclaredWorkspace[]) {
 }
 
 /**
- * An integration's or event export's id is global: one declared by another workspace (of this or another company) is
+ * An integration's, event export's or subscription group's id is global: one declared by another workspace (of this or another company) is
  * not taken over.
  */
 async function checkOwners(
   run: ApplyRun,
-  list: 'cdi_integrations' | 'event_exports',
+  list: 'cdi_integrations' | 'event_exports' | 'subscription_groups',
   declared: { workspace_id: string; id: string }[],
   what: string,
 ): Promise<void> {

@@ -26,6 +26,7 @@ export const KINDS = [
   'scheduled_exports',
   'cdi_integrations',
   'event_exports',
+  'subscription_groups',
   'uninstalls',
   'hard_bounces',
   'invalid_phone_numbers',
@@ -217,6 +218,12 @@ export const SPECS = {
       flush_seconds: 'integer',
       max_events_per_file: 'integer',
     },
+    touch: 'updated_at',
+  },
+  subscription_groups: {
+    table: 'subscription_groups',
+    key: { workspace_id: 'uuid', id: 'uuid' },
+    set: { name: 'text', channel: 'text' },
     touch: 'updated_at',
   },
 } satisfies Partial<Record<Kind, UpsertSpec>>;

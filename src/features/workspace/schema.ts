@@ -343,6 +343,14 @@ export const EventExportSchema = z.strictObject({
   max_events_per_file: z.number().int().min(1).max(1_000_000).default(15_000),
 });
 
+/** A subscription group (docs/subscription-groups.md): users' states in it are set through the API and /users/track. */
+export const SubscriptionGroupSchema = z.strictObject({
+  /** A UUID, as the public API's group ids are: the natural key, stable across applies, and what the API names. */
+  id: z.uuid({ error: 'must be a UUID' }).transform((v) => v.toLowerCase()),
+  name: Name,
+  channel: z.enum(['email', 'sms'], { error: 'must be email or sms' }),
+});
+
 export const RecordsSchema = z.strictObject({
   uninstalls: z
     .array(z.strictObject({ app: Name, at: RecordTime, count: z.number().int().min(1).max(100_000).default(1) }))
@@ -384,6 +392,7 @@ export const WorkspaceSchema = z.strictObject({
   scheduled_exports: z.array(ScheduledExportSchema).max(1000).default([]),
   cdi_integrations: z.array(CdiIntegrationSchema).max(1000).default([]),
   event_exports: z.array(EventExportSchema).max(100).default([]),
+  subscription_groups: z.array(SubscriptionGroupSchema).max(450).default([]),
   records: RecordsSchema.optional(),
 });
 
@@ -568,6 +577,16 @@ function checkIdsAcrossWorkspaces(file: ParsedFile, ctx: z.RefinementCtx): void 
     (i) => eventExportIds[i]!.path,
     'event export id',
   );
+  const groupIds = file.workspaces.flatMap((w, wi) =>
+    w.subscription_groups.map((g, gi) => ({ id: g.id, path: ['workspaces', wi, 'subscription_groups', gi, 'id'] })),
+  );
+  reportDuplicates(
+    ctx,
+    groupIds,
+    (g) => g.id,
+    (i) => groupIds[i]!.path,
+    'subscription group id',
+  );
 }
 
 /** The names and ids unique within one workspace, and the field names within each of its catalogs. */
@@ -595,6 +614,7 @@ function checkWorkspaceNames(w: ParsedFile['workspaces'][number], wi: number, ct
         });
     }),
   );
+  reportDuplicateField(ctx, w.subscription_groups, 'name', at('subscription_groups'), 'subscription group name');
   w.catalogs.forEach((c, ci) =>
     reportDuplicateField(ctx, c.fields, 'name', ['workspaces', wi, 'catalogs', ci, 'fields'], 'field name'),
   );

@@ -84,6 +84,10 @@ export const PERMISSIONS = [
   'segments.details',
   'segments.data_series',
   'custom_attributes.get',
+  // Subscription groups (docs/subscription-groups.md).
+  'subscription.status.set',
+  'subscription.status.get',
+  'subscription.groups.get',
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];

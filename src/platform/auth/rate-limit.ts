@@ -94,6 +94,12 @@ export const RATE_LIMITS = {
     windowSeconds: 3600,
     limit: (c) => c.RATE_LIMIT_CUSTOM_DATA_LISTS_PER_HOUR,
   },
+  subscriptionSet: {
+    bucket: 'subscription-set',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_SUBSCRIPTION_SET_PER_MINUTE,
+  },
 } satisfies Record<string, RateLimitRule>;
 
 export interface RateLimitResult {

@@ -1081,6 +1081,32 @@ CREATE TABLE segments (
 );
 CREATE INDEX segments_list ON segments USING btree (workspace_id, created_at, id) WHERE (NOT archived);
 
+CREATE TABLE subscription_group_states (
+  profile_id bigint NOT NULL,
+  group_id uuid NOT NULL,
+  workspace_id uuid NOT NULL,
+  state text NOT NULL,
+  set_at timestamp with time zone NOT NULL,
+  CONSTRAINT subscription_group_states_pkey PRIMARY KEY (profile_id, group_id),
+  CONSTRAINT subscription_group_states_profile_id_fkey FOREIGN KEY (profile_id) REFERENCES profiles(id) ON DELETE CASCADE,
+  CONSTRAINT subscription_group_states_state_check CHECK ((state = ANY (ARRAY['subscribed'::text, 'unsubscribed'::text]))),
+  CONSTRAINT subscription_group_states_workspace_id_group_id_fkey FOREIGN KEY (workspace_id, group_id) REFERENCES subscription_groups(workspace_id, id) ON DELETE CASCADE
+);
+CREATE INDEX subscription_group_states_group ON subscription_group_states USING btree (workspace_id, group_id);
+
+CREATE TABLE subscription_groups (
+  id uuid NOT NULL,
+  workspace_id uuid NOT NULL,
+  name text NOT NULL,
+  channel text NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT subscription_groups_pkey PRIMARY KEY (id),
+  CONSTRAINT subscription_groups_channel_check CHECK ((channel = ANY (ARRAY['email'::text, 'sms'::text]))),
+  CONSTRAINT subscription_groups_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE,
+  CONSTRAINT subscription_groups_workspace_id_id_key UNIQUE (workspace_id, id)
+);
+
 CREATE TABLE tags (
   workspace_id uuid NOT NULL,
   name text NOT NULL,

@@ -112,6 +112,12 @@ export async function mergeProfiles(
     [mergeId, keepId],
   );
   await refreshUserAliases(client, [keepId]);
+  // Subscription group states move to the kept profile in the groups where it has none of its own.
+  await client.query(
+    `UPDATE subscription_group_states a SET profile_id = $2
+      WHERE a.profile_id = $1 AND NOT EXISTS (SELECT 1 FROM subscription_group_states b WHERE b.profile_id = $2 AND b.group_id = a.group_id)`,
+    [mergeId, keepId],
+  );
   await recordMergedIdentifiers(client, mergeId, keepId);
   await logMerge(client, workspaceId, mergeId, keepId);
   await deleteProfiles(client, workspaceId, [mergeId], { erase: false });

@@ -88,11 +88,6 @@ const StandardShape = {
 };
 const StandardSchema = z.object(Object.fromEntries(Object.entries(StandardShape).map(([k, v]) => [k, v.optional()])));
 
-/**
- * The shape of an attributes object, for the API reference: the identifiers, the standard profile fields, and custom
- * attributes as any other key (validateAttributes applies the rules of each).
- */
-export const AttributesShape = z.looseObject({ ...identifierFields, ...StandardSchema.shape });
 const STANDARD_FIELDS = new Set(Object.keys(StandardShape));
 const IDENTIFIER_FIELDS = new Set(['external_id', 'user_alias', 'service_id', 'email', '_update_existing_only']);
 /** Fields of the export record that ingestion maintains itself, or that other endpoints own. */
@@ -120,6 +115,40 @@ const NOT_SETTABLE = new Set([
 /** Built once: zod compiles a schema on its first parse, which per object cost more than the checks themselves. */
 const IdentifierSchema = z.object(identifierFields);
 
+/** Groups one attributes object may set (the public API gives no figure; ours). */
+export const MAX_GROUPS_PER_OBJECT = 50;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/**
+ * `subscription_groups`: the user's state in each group (docs/subscription-groups.md). A well-formed id the workspace
+ * does not declare is dropped when the object is applied: validation knows no workspace.
+ */
+const SubscriptionGroupsSchema = z
+  .array(
+    z.strictObject(
+      {
+        subscription_group_id: z
+          .string({ error: "'subscription_group_id' must be a subscription group id (a UUID)" })
+          .regex(UUID, "'subscription_group_id' must be a subscription group id (a UUID)"),
+        subscription_state: z.enum(['subscribed', 'unsubscribed'], {
+          error: "'subscription_state' must be subscribed or unsubscribed",
+        }),
+      },
+      { error: "'subscription_groups' must hold objects {subscription_group_id, subscription_state}" },
+    ),
+    { error: "'subscription_groups' must be an array of {subscription_group_id, subscription_state}" },
+  )
+  .max(MAX_GROUPS_PER_OBJECT, `'subscription_groups' may list at most ${MAX_GROUPS_PER_OBJECT} groups`);
+
+/**
+ * The shape of an attributes object, for the API reference: the identifiers, the standard profile fields, the
+ * subscription groups, and custom attributes as any other key (validateAttributes applies the rules of each).
+ */
+export const AttributesShape = z.looseObject({
+  ...identifierFields,
+  ...StandardSchema.shape,
+  subscription_groups: SubscriptionGroupsSchema.optional(),
+});
+
 /** One attributes object: identifiers, standard profile fields, and custom attributes as the other keys. */
 export function validateAttributes(raw: unknown, acceptedAt: string): Result<TrackAttributes> {
   if (!isPlainObject(raw)) return notAnObject('an attributes object');
@@ -128,8 +157,10 @@ export function validateAttributes(raw: unknown, acceptedAt: string): Result<Tra
   const identifiers: Record<string, unknown> = {};
   const standardRaw: Record<string, unknown> = {};
   const customRaw: Record<string, unknown> = {};
+  let groupsRaw: unknown;
   for (const [key, value] of Object.entries(raw)) {
     if (IDENTIFIER_FIELDS.has(key)) identifiers[key] = value;
+    else if (key === 'subscription_groups') groupsRaw = value;
     else if (STANDARD_FIELDS.has(key)) standardRaw[key] = value;
     else if (NOT_SETTABLE.has(key)) return { ok: false, type: `${quote(key)} cannot be set through attributes` };
     else customRaw[key] = value;
@@ -157,8 +188,17 @@ export function validateAttributes(raw: unknown, acceptedAt: string): Result<Tra
 
   const custom = checkProperties(customRaw, 'custom attribute', { objectsAsStrings: false, allowNull: true });
   if (!custom.ok) return custom;
-  return {
-    ok: true,
-    value: { identity: id.value.identity, create: id.value.create, at: acceptedAt, standard, custom: custom.value },
+  const value: TrackAttributes = {
+    identity: id.value.identity,
+    create: id.value.create,
+    at: acceptedAt,
+    standard,
+    custom: custom.value,
   };
+  if (groupsRaw !== undefined) {
+    const groups = SubscriptionGroupsSchema.safeParse(groupsRaw);
+    if (!groups.success) return { ok: false, type: describeIssue(groups.error, "'subscription_groups'") };
+    value.groups = groups.data.map((g) => ({ id: g.subscription_group_id.toLowerCase(), state: g.subscription_state }));
+  }
+  return { ok: true, value };
 }

@@ -202,6 +202,61 @@ const globalStateChange: Fields<'users.behaviors.subscription.GlobalStateChange'
   ),
 ];
 
+type GroupChange = EventData['users.behaviors.subscriptiongroup.StateChange'];
+/** Currents' spelling of a group state ('Subscribed' or 'Unsubscribed'). */
+const groupStatus = (d: GroupChange) => SUBSCRIPTION_STATUS[d.subscription_status] ?? d.subscription_status;
+
+/**
+ * The glossary's Cloud Storage tab lists this type's fields alphabetically and Braze publishes no sample file of it:
+ * the order is GlobalStateChange's, with the group's id, the phone number and the two fields it lacks (the message
+ * variation's name, the dispatch) where the glossary's other tabs put them.
+ */
+const groupStateChange: Fields<'users.behaviors.subscriptiongroup.StateChange'> = [
+  id(),
+  userId(),
+  externalUserId(),
+  field('email_address', 'string', true, '[PII] Email address of the user', (e) => e.data.email_address),
+  field(
+    'phone_number',
+    'string',
+    true,
+    '[PII] Phone number of the user in E.164 format (for example +14155552671)',
+    (e) => e.data.phone_number,
+  ),
+  field(
+    'state_change_source',
+    'string',
+    true,
+    'Source of the state change: api (/users/track), subscription_status (/subscription/status/set and its v2)',
+    (e) => e.data.state_change_source,
+  ),
+  field('subscription_group_id', 'string', false, 'Subscription group API ID', (e) => e.data.subscription_group_id),
+  field('subscription_status', 'string', false, "Subscription status: 'Subscribed' or 'Unsubscribed'", (e) =>
+    groupStatus(e.data),
+  ),
+  field('channel', 'string', true, 'Channel this event belongs to', (e) => e.data.channel),
+  time(),
+  timezone(),
+  appGroupId(),
+  appId(),
+  unknown('campaign_id', 'API ID of the campaign this event belongs to'),
+  unknown('campaign_name', 'Name of the campaign'),
+  unknown('message_variation_id', 'API ID of the message variation this user received'),
+  unknown('message_variation_name', 'Name of the message variation'),
+  unknown('canvas_id', 'API ID of the Canvas this event belongs to'),
+  unknown('canvas_name', 'Name of the Canvas'),
+  unknown('canvas_variation_id', 'API ID of the Canvas variation this event belongs to'),
+  unknown('canvas_variation_name', 'Name of the Canvas variation this user received'),
+  unknown('canvas_step_id', 'API ID of the Canvas step this event belongs to'),
+  unknown('canvas_step_name', 'Name of the Canvas step'),
+  unknown('send_id', 'Message send ID this message belongs to'),
+  unknown('dispatch_id', 'ID of the dispatch this message belongs to'),
+  // The user's identifier on the group's channel: the address of an email group, the number of an SMS group.
+  field('channel_identifier', 'string', true, "[PII] The user's identifier on the channel the event is for", (e) =>
+    e.data.channel === 'sms' ? e.data.phone_number : e.data.email_address,
+  ),
+];
+
 const canvasEntry: Fields<'users.canvas.Entry'> = [
   id(),
   userId(),
@@ -281,6 +336,12 @@ export const EVENT_TYPE_SPECS: { [T in EventType]: EventTypeSpec<T> } = {
     namespace: `${NS}users.behaviors.subscription`,
     doc: 'when a user is subscribed or unsubscribed globally from a channel such as email',
     fields: globalStateChange,
+  },
+  'users.behaviors.subscriptiongroup.StateChange': {
+    name: 'StateChange',
+    namespace: `${NS}users.behaviors.subscriptiongroup`,
+    doc: "when a user's state in a subscription group changes",
+    fields: groupStateChange,
   },
   'users.behaviors.Uninstall': {
     name: 'Uninstall',

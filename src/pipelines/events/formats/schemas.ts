@@ -19,6 +19,7 @@ export const SCHEMA_VERSIONS: { readonly [T in EventType]: number } = {
   'users.behaviors.CustomEvent': 1,
   'users.behaviors.Purchase': 1,
   'users.behaviors.subscription.GlobalStateChange': 1,
+  'users.behaviors.subscriptiongroup.StateChange': 1,
   'users.behaviors.Uninstall': 1,
   'users.canvas.Entry': 1,
   'users.Deleted': 1,

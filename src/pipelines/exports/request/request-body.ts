@@ -46,6 +46,8 @@ export const EXTRA_EXPORT_FIELDS = [
   'push_subscribe',
   'email_subscribe',
   'push_opted_in_at',
+  // The user's state in each subscription group (docs/subscription-groups.md), beyond the spec's record.
+  'subscription_groups',
 ] as const;
 
 export const EXPORT_FIELDS = [...SPEC_EXPORT_FIELDS, ...EXTRA_EXPORT_FIELDS] as const;

@@ -57,6 +57,13 @@ function fieldText(field: ExportField, spec: Pick<ExportSpec, 'customAttributes'
           since,
         ),
       );
+    case 'subscription_groups':
+      // As an attributes object sets them, so that a line can be sent back to /users/track; absent when none is set.
+      return jsonb(
+        field,
+        `SELECT jsonb_agg(jsonb_build_object('subscription_group_id', s.group_id, 'subscription_state', s.state) ORDER BY s.group_id)
+           FROM subscription_group_states s WHERE s.profile_id = p.id`,
+      );
     case 'user_aliases':
     case 'devices':
     case 'push_tokens':

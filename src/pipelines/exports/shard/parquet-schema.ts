@@ -111,6 +111,7 @@ export const FIELD_TYPES: Record<ExportField, ParquetType> = {
   push_subscribe: 'string',
   email_subscribe: 'string',
   push_opted_in_at: 'timestamp',
+  subscription_groups: listOf({ subscription_group_id: 'string', subscription_state: 'string' }),
 };
 
 /**
