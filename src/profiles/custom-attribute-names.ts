@@ -20,24 +20,27 @@ const DATA_TYPE_SQL = `CASE jsonb_typeof(e.value)
 
 /**
  * Records the custom attribute names the workspace's profiles hold now, each with the data type most of its values
- * have (ties by type name), as seen on `day`. Returns how many names the profiles hold.
+ * have (ties by type name), as seen on `day`. Returns how many names the profiles hold. The names are read by a
+ * SELECT of their own, which PostgreSQL may run in parallel (an INSERT ... SELECT never is), and written after.
  */
 export async function refreshCustomAttributeNames(pool: Pool, workspaceId: string, day: string): Promise<number> {
-  const { rowCount } = await pool.query(
+  const { rows } = await pool.query<{ name: string; data_type: string }>(
     `WITH seen AS (
        SELECT e.key AS name, ${DATA_TYPE_SQL} AS data_type, count(*) AS n
          FROM profiles p, jsonb_each(p.custom_attributes) e
         WHERE p.workspace_id = $1 AND jsonb_typeof(e.value) <> 'null'
         GROUP BY 1, 2
-     ), typed AS (
-       SELECT DISTINCT ON (name) name, data_type FROM seen ORDER BY name, n DESC, data_type
      )
-     INSERT INTO custom_attribute_names (workspace_id, name, data_type, first_seen_on, last_seen_on)
-     SELECT $1, name, data_type, $2::date, $2::date FROM typed
-     ON CONFLICT (workspace_id, name) DO UPDATE SET data_type = excluded.data_type, last_seen_on = excluded.last_seen_on`,
-    [workspaceId, day],
+     SELECT DISTINCT ON (name) name, data_type FROM seen ORDER BY name, n DESC, data_type`,
+    [workspaceId],
   );
-  return rowCount ?? 0;
+  await pool.query(
+    `INSERT INTO custom_attribute_names (workspace_id, name, data_type, first_seen_on, last_seen_on)
+     SELECT $1, s.name, s.data_type, $4::date, $4::date FROM unnest($2::text[], $3::text[]) AS s(name, data_type)
+     ON CONFLICT (workspace_id, name) DO UPDATE SET data_type = excluded.data_type, last_seen_on = excluded.last_seen_on`,
+    [workspaceId, rows.map((r) => r.name), rows.map((r) => r.data_type), day],
+  );
+  return rows.length;
 }
 
 /** One entry of GET /custom_attributes, in the public API's shape. */
