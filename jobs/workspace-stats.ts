@@ -15,6 +15,9 @@ import { defineJob } from '../src/platform/job-definition.js';
  */
 export const workspaceStatsJob = defineJob({
   queue: WORKSPACE_STATS_QUEUE,
+  // A pass reads a whole workspace's profiles: one at a time per process, so that statistics never take the
+  // connections and cores that ingestion and exports need (more processes take more at once).
+  concurrency: () => 1,
   async process(job: Job, ctx) {
     const payload = WorkspaceStatsPayload.parse(job.data);
     if ('sweep' in payload) {

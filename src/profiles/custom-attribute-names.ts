@@ -6,7 +6,8 @@ import { badRequest } from '../platform/errors.js';
  * workers' stats pass (`refreshCustomAttributeNames`, every WORKSPACE_STATS_INTERVAL_SECONDS) from one read of the
  * workspace's profiles, so that a page of the list is a lookup by name and no profile write does any work for it. A
  * name first written on a profile is listed after the next pass; a name stays listed once seen, as the public API
- * keeps an attribute that no profile holds any more.
+ * keeps an attribute that no profile holds any more. The workspace file may declare an attribute (its data type,
+ * description and tags; src/features/workspace/): a declared name is listed before any profile holds it.
  */
 
 /** The public API's data types, from the JSON a value is stored as; an ISO 8601 date string is a Time. */
@@ -20,24 +21,29 @@ const DATA_TYPE_SQL = `CASE jsonb_typeof(e.value)
 
 /**
  * Records the custom attribute names the workspace's profiles hold now, each with the data type most of its values
- * have (ties by type name), as seen on `day`. Returns how many names the profiles hold.
+ * have (ties by type name), as seen on `day`. Returns how many names the profiles hold. The names are read by a
+ * SELECT of their own, which PostgreSQL may run in parallel (an INSERT ... SELECT never is), and written after.
  */
 export async function refreshCustomAttributeNames(pool: Pool, workspaceId: string, day: string): Promise<number> {
-  const { rowCount } = await pool.query(
+  const { rows } = await pool.query<{ name: string; data_type: string }>(
     `WITH seen AS (
        SELECT e.key AS name, ${DATA_TYPE_SQL} AS data_type, count(*) AS n
          FROM profiles p, jsonb_each(p.custom_attributes) e
         WHERE p.workspace_id = $1 AND jsonb_typeof(e.value) <> 'null'
         GROUP BY 1, 2
-     ), typed AS (
-       SELECT DISTINCT ON (name) name, data_type FROM seen ORDER BY name, n DESC, data_type
      )
-     INSERT INTO custom_attribute_names (workspace_id, name, data_type, first_seen_on, last_seen_on)
-     SELECT $1, name, data_type, $2::date, $2::date FROM typed
-     ON CONFLICT (workspace_id, name) DO UPDATE SET data_type = excluded.data_type, last_seen_on = excluded.last_seen_on`,
-    [workspaceId, day],
+     SELECT DISTINCT ON (name) name, data_type FROM seen ORDER BY name, n DESC, data_type`,
+    [workspaceId],
   );
-  return rowCount ?? 0;
+  await pool.query(
+    `INSERT INTO custom_attribute_names (workspace_id, name, data_type, first_seen_on, last_seen_on)
+     SELECT $1, s.name, s.data_type, $4::date, $4::date FROM unnest($2::text[], $3::text[]) AS s(name, data_type)
+     ON CONFLICT (workspace_id, name) DO UPDATE
+        SET data_type = excluded.data_type, last_seen_on = excluded.last_seen_on,
+            first_seen_on = COALESCE(custom_attribute_names.first_seen_on, excluded.first_seen_on)`,
+    [workspaceId, rows.map((r) => r.name), rows.map((r) => r.data_type), day],
+  );
+  return rows.length;
 }
 
 /** One entry of GET /custom_attributes, in the public API's shape. */
@@ -46,7 +52,7 @@ export interface CustomAttributeEntry {
   data_type: string;
   /** The longest array the attribute may hold; null: this service caps no array's length (only its bytes). */
   array_length: number | null;
-  /** Nothing describes or tags an attribute here (the workspace file declares none): null and []. */
+  /** The workspace file's description of the attribute; null when it declares none. */
   description: string | null;
   status: 'Active';
   tag_names: string[];
@@ -70,8 +76,9 @@ export async function listCustomAttributes(
   cursor: string | undefined,
 ): Promise<{ attributes: CustomAttributeEntry[]; next?: string }> {
   const after = cursor === undefined || cursor === '' ? null : decodeCursor(cursor);
-  const { rows } = await pool.query<{ name: string; data_type: string }>(
-    `SELECT name, data_type FROM custom_attribute_names
+  const { rows } = await pool.query<{ name: string; data_type: string; description: string | null; tags: string[] }>(
+    // A declared type wins; a name declared and never seen on a profile is a String until one holds it.
+    `SELECT name, COALESCE(declared_type, data_type, 'String') AS data_type, description, tags FROM custom_attribute_names
       WHERE workspace_id = $1 AND ($2::text IS NULL OR name COLLATE "C" > $2::text COLLATE "C")
       ORDER BY name COLLATE "C" LIMIT $3`,
     [workspaceId, after, CUSTOM_ATTRIBUTES_PAGE_SIZE + 1],
@@ -80,9 +87,9 @@ export async function listCustomAttributes(
     name: r.name,
     data_type: r.data_type,
     array_length: null,
-    description: null,
+    description: r.description,
     status: 'Active' as const,
-    tag_names: [],
+    tag_names: r.tags,
   }));
   return rows.length > CUSTOM_ATTRIBUTES_PAGE_SIZE
     ? { attributes, next: encodeCursor(attributes[attributes.length - 1]!.name) }

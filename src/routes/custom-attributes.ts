@@ -36,7 +36,8 @@ const customAttributesRoutes: FastifyPluginAsync = async (base) => {
         description:
           `${CUSTOM_ATTRIBUTES_PAGE_SIZE} attributes a page, by name. When more follow, a relative ` +
           '`Link: </custom_attributes?cursor=...>; rel="next"` header names the next page. The names are those the ' +
-          "workers' stats pass found on the workspace's profiles (every WORKSPACE_STATS_INTERVAL_SECONDS).",
+          "workers' stats pass found on the workspace's profiles (every WORKSPACE_STATS_INTERVAL_SECONDS) and those the " +
+          'workspace file declares.',
         tags: ['custom attributes'],
         querystring: CustomAttributesQuery,
         response: { 200: CustomAttributesResponse },

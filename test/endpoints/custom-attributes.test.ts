@@ -1,4 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { applyWorkspaceFile } from '../../src/features/workspace/apply.js';
+import { parseWorkspaceFile } from '../../src/features/workspace/parse.js';
 import { utcDay } from '../../src/platform/lib/iso-time.js';
 import { refreshCustomAttributeNames } from '../../src/profiles/custom-attribute-names.js';
 import { useTestEnv } from '../helpers/context.js';
@@ -141,5 +143,56 @@ describe('GET /custom_attributes', () => {
     expect(bare.status).toBe(401);
     expect(bare.body.message).toContain('custom_attributes.get');
     expect(Number((await list()).headers['x-ratelimit-limit'])).toBe(1000);
+  });
+});
+
+describe('custom attributes declared in the workspace file', () => {
+  const KEY = 'ces_key_declared_attributes_0000000000';
+  const file = (attributes: string) =>
+    parseWorkspaceFile(
+      `company: { name: Declaring Co }\nworkspaces:\n  - name: W\n` +
+        `    api_keys: [{ name: k, secret: ${KEY}, permissions: [custom_attributes.get] }]\n` +
+        `    custom_attributes:\n${attributes}`,
+    );
+
+  it('lists a declared name before any profile holds it, with its type, description and tags', async () => {
+    await applyWorkspaceFile(
+      env.ctx.pool,
+      file(
+        `      - { name: plan, data_type: String, description: "The paid plan", tags: [billing, core] }\n` +
+          `      - { name: renewal, data_type: Time }\n      - { name: seats }\n`,
+      ),
+    );
+    const { status, body } = await list('', KEY);
+    expect(status).toBe(200);
+    expect(body).toEqual({
+      attributes: [
+        { ...entry('plan', 'String'), description: 'The paid plan', tag_names: ['billing', 'core'] },
+        entry('renewal', 'Time'),
+        entry('seats', 'String'),
+      ],
+      message: 'success',
+    });
+  });
+
+  it('a declared type wins over the values seen; an undeclared type follows them; a pass keeps the declaration', async () => {
+    const workspaceId = (
+      await env.ctx.pool.query<{ id: string }>(
+        `SELECT w.id FROM workspaces w JOIN companies c ON c.id = w.company_id WHERE c.name = 'Declaring Co'`,
+      )
+    ).rows[0]!.id;
+    await addProfile(workspaceId, 'd1', { plan: 3, renewal: 'soon', seats: 12 });
+    await refreshCustomAttributeNames(env.ctx.pool, workspaceId, today);
+    const { body } = await list('', KEY);
+    expect(body.attributes).toEqual([
+      { ...entry('plan', 'String'), description: 'The paid plan', tag_names: ['billing', 'core'] },
+      entry('renewal', 'Time'),
+      entry('seats', 'Number'),
+    ]);
+  });
+
+  it('refuses an unknown data type and a name declared twice, naming the path', () => {
+    expect(() => file(`      - { name: plan, data_type: Text }\n`)).toThrow(/custom_attributes\[0\]\.data_type/);
+    expect(() => file(`      - { name: plan }\n      - { name: plan }\n`)).toThrow(/duplicate custom attribute name/);
   });
 });

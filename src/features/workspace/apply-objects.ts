@@ -44,6 +44,20 @@ export async function applyObjects(run: ApplyRun): Promise<void> {
     SPECS.segments,
     perWorkspace((w) => w.segments, segmentRow),
   );
+  counts.custom_attributes = await upsert(
+    client,
+    SPECS.custom_attributes,
+    perWorkspace(
+      (w) => w.custom_attributes,
+      (a, id) => ({
+        workspace_id: id,
+        name: a.name,
+        declared_type: a.data_type,
+        description: a.description,
+        tags: a.tags,
+      }),
+    ),
+  );
   counts.catalogs = await upsert(client, SPECS.catalogs, await catalogRows(run));
   counts.canvases = await upsert(
     client,
@@ -74,6 +88,7 @@ function tagRows(workspaces: DeclaredWorkspace[]): Row[] {
     const all = new Set([
       ...d.tags,
       ...d.segments.flatMap((s) => s.tags),
+      ...d.custom_attributes.flatMap((a) => a.tags),
       ...d.canvases.flatMap((c) => c.tags),
       ...d.feed_cards.flatMap((c) => c.tags),
     ]);

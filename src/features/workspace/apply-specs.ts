@@ -13,6 +13,7 @@ export const KINDS = [
   'tags',
   'content_blocks',
   'segments',
+  'custom_attributes',
   'catalogs',
   'canvases',
   'canvas_schedules',
@@ -102,6 +103,11 @@ export const SPECS = {
     optional: { created_at: 'timestamptz' },
     insertDefaults: { created_at: 'now()' },
     touch: 'updated_at',
+  },
+  custom_attributes: {
+    table: 'custom_attribute_names',
+    key: { workspace_id: 'uuid', name: 'text' },
+    set: { declared_type: 'text', description: 'text', tags: 'text[]' },
   },
   catalogs: {
     table: 'catalogs',

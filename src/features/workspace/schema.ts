@@ -143,6 +143,26 @@ export const SegmentSchema = z.strictObject({
   teams: z.array(Name).max(100).default([]),
 });
 
+/** The data types GET /custom_attributes answers (the public API's). */
+export const CUSTOM_ATTRIBUTE_TYPES = [
+  'String',
+  'Number',
+  'Boolean',
+  'Time',
+  'Array',
+  'Array of objects',
+  'Object',
+] as const;
+
+/** A custom attribute as GET /custom_attributes describes it; declaring one writes nothing on profiles. */
+export const CustomAttributeSchema = z.strictObject({
+  name: Name,
+  /** Absent: the type most of the profiles' values have. */
+  data_type: z.enum(CUSTOM_ATTRIBUTE_TYPES).optional(),
+  description: z.string().max(10_000).optional(),
+  tags: Tags,
+});
+
 export const CatalogSchema = z.strictObject({
   name: CatalogName,
   description: z.string().max(1000).optional(),
@@ -384,6 +404,7 @@ export const WorkspaceSchema = z.strictObject({
     .max(MAX_ITEMS)
     .default([]),
   segments: z.array(SegmentSchema).max(MAX_ITEMS).default([]),
+  custom_attributes: z.array(CustomAttributeSchema).max(MAX_ITEMS).default([]),
   catalogs: z.array(CatalogSchema).max(1000).default([]),
   canvases: z.array(CanvasSchema).max(MAX_ITEMS).default([]),
   feed_cards: z.array(FeedCardSchema).max(MAX_ITEMS).default([]),
@@ -597,6 +618,7 @@ function checkWorkspaceNames(w: ParsedFile['workspaces'][number], wi: number, ct
   reportDuplicateField(ctx, w.api_keys, 'name', at('api_keys'), 'API key name');
   reportDuplicateField(ctx, w.content_blocks, 'name', at('content_blocks'), 'content block name');
   reportDuplicateField(ctx, w.segments, 'id', at('segments'), 'segment id');
+  reportDuplicateField(ctx, w.custom_attributes, 'name', at('custom_attributes'), 'custom attribute name');
   reportDuplicateField(ctx, w.catalogs, 'name', at('catalogs'), 'catalog name');
   reportDuplicateField(ctx, w.canvases, 'id', at('canvases'), 'canvas id');
   reportDuplicateField(ctx, w.feed_cards, 'id', at('feed_cards'), 'feed card id');

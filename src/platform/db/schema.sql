@@ -262,9 +262,12 @@ CREATE INDEX content_blocks_list ON content_blocks USING btree (workspace_id, up
 CREATE TABLE custom_attribute_names (
   workspace_id uuid NOT NULL,
   name text NOT NULL,
-  data_type text NOT NULL,
-  first_seen_on date NOT NULL,
-  last_seen_on date NOT NULL,
+  data_type text,
+  first_seen_on date,
+  last_seen_on date,
+  declared_type text,
+  description text,
+  tags text[] DEFAULT '{}'::text[] NOT NULL,
   CONSTRAINT custom_attribute_names_pkey PRIMARY KEY (workspace_id, name),
   CONSTRAINT custom_attribute_names_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
