@@ -1,11 +1,13 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { cdiSyncJob } from '../../jobs/cdi-sync.js';
 import { exportCallbackJob } from '../../jobs/export-callback.js';
 import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
 import { drainThrough } from '../../src/pipelines/ingest/apply/drain-staging.js';
 import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
+import { putLocal, syncOnce } from '../helpers/cdi.js';
 import { useTestEnv } from '../helpers/context.js';
 import {
   CONTROL_FILES,
@@ -248,5 +250,30 @@ describe('merge and erasure', () => {
       [ws()],
     );
     expect(left.rows[0].n).toBe(2);
+  });
+});
+
+describe('Cloud Data Ingestion', () => {
+  it("a row's payload sets the user's states as an attributes object does; the change is logged as from cdi", async () => {
+    const integration = '7c2e9f40-1a3b-4c5d-8e6f-0a1b2c3d4e5f';
+    await env.ctx.pool.query(
+      `INSERT INTO cdi_integrations (id, workspace_id, name, source) VALUES ($1, $2, 'rows', $3)`,
+      [integration, ws(), JSON.stringify({ type: 'bucket', prefix: 'cdi/rows/', format: 'ndjson' })],
+    );
+    env.startWorkers([cdiSyncJob]);
+    const payload = {
+      subscription_groups: [
+        { subscription_group_id: NEWS, subscription_state: 'unsubscribed' },
+        { subscription_group_id: SMS, subscription_state: 'subscribed' },
+      ],
+    };
+    await putLocal(env, env.ws, 'cdi/rows/a.ndjson', JSON.stringify({ external_id: 'from-cdi', payload }));
+    expect(await syncOnce(env, env.ws, integration)).toMatchObject({ job_status: 'success', rows_synced: 1 });
+    expect(await statesOf('from-cdi')).toEqual({ [NEWS]: 'unsubscribed', [SMS]: 'subscribed' });
+    const { rows } = await env.ctx.pool.query(
+      `SELECT DISTINCT data->>'state_change_source' AS source FROM event_log
+        WHERE type = 'users.behaviors.subscriptiongroup.StateChange' AND external_user_id = 'from-cdi'`,
+    );
+    expect(rows).toEqual([{ source: 'cdi' }]);
   });
 });
