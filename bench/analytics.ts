@@ -12,7 +12,7 @@
  * 2. Ingestion cost: `bench/ingest.ts`'s throughput phase (closed loop, applied events/s end to end) run
  *    BENCH_AB_ROUNDS (2) times each way, alternating, with the rollups kept and with them skipped
  *    (CES_BENCH_ONLY_SKIP_ANALYTICS_ROLLUPS=1, a switch for benchmarks only: src/profiles/analytics-rollups.ts); the
- *    medians and their ratio. BENCH_AB_ROUNDS=0 skips it. Its own settings (BENCH_USERS, BENCH_SECONDS...) pass on.
+ *    medians and their ratio. BENCH_AB_ROUNDS=0 (or BENCH_PARTS=series) skips it; BENCH_PARTS=ingest runs it alone. Its own settings (BENCH_USERS, BENCH_SECONDS...) pass on.
  * Nothing here is a test: figures depend on the machine and on what else runs on it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -34,6 +34,8 @@ const APPS = ['ios', 'android', 'web'];
 const RATE = Number(process.env.BENCH_RATE ?? 50);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const AB_ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 2);
+/** `series`, `ingest` or both (the default), comma-separated. */
+const PARTS = (process.env.BENCH_PARTS ?? 'series,ingest').split(',');
 const SCHEMA = 'bench_analytics';
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/ces';
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -323,6 +325,11 @@ async function ingestCost(): Promise<void> {
 }
 
 async function main() {
+  if (PARTS.includes('series')) await seriesPart();
+  if (PARTS.includes('ingest') && AB_ROUNDS > 0) await ingestCost();
+}
+
+async function seriesPart() {
   const pool = createPool({ DATABASE_URL, DATABASE_SCHEMA: SCHEMA, DATABASE_POOL_SIZE: 2 });
   try {
     const ws = await loadRollups(pool);
@@ -340,7 +347,6 @@ async function main() {
     } while (cursor !== '0');
     await redis.quit();
   }
-  if (AB_ROUNDS > 0) await ingestCost();
 }
 
 main().catch((err) => {
