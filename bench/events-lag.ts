@@ -89,7 +89,7 @@ function startService(command: 'start' | 'worker'): ChildProcess {
       REDIS_URL,
       REDIS_PREFIX: 'ces-bench-events-lag',
       PORT: String(PORT),
-      WORKER_METRICS_PORT: String(PORT + 1),
+      WORKER_METRICS_PORT: String(PORT + 7),
       HOST: '127.0.0.1',
       LOG_LEVEL: 'warn',
       LOCAL_STORE_DIR: path.join(WORK_DIR, 'bucket'),
@@ -184,8 +184,16 @@ async function loadIntoLog(ws: string): Promise<{ accepted: number; failures: nu
   return { accepted, failures: 0 };
 }
 
-/** Waits until every logged event of the workspace is in a written file (or 15 minutes). */
-async function delivered(pool: Pool, ws: string, exportId: string): Promise<{ logged: number; inFiles: number }> {
+/**
+ * Waits until every accepted event is logged and every logged event of the workspace is in a written file (or 15
+ * minutes): through the API, accepted events wait in staging until the apply logs them.
+ */
+async function delivered(
+  pool: Pool,
+  ws: string,
+  exportId: string,
+  accepted: number,
+): Promise<{ logged: number; inFiles: number }> {
   const end = Date.now() + 900_000;
   for (;;) {
     const { rows } = await pool.query<{ logged: number; in_files: number; unwritten: number }>(
@@ -195,8 +203,8 @@ async function delivered(pool: Pool, ws: string, exportId: string): Promise<{ lo
       [ws, exportId],
     );
     const r = rows[0]!;
-    if ((r.in_files >= r.logged && r.unwritten === 0) || Date.now() > end)
-      return { logged: r.logged, inFiles: r.in_files };
+    const done = r.logged >= accepted && r.in_files >= r.logged && r.unwritten === 0;
+    if (done || Date.now() > end) return { logged: r.logged, inFiles: r.in_files };
     await new Promise((res) => setTimeout(res, 1000));
   }
 }
@@ -206,8 +214,8 @@ async function readFiles(): Promise<{ lines: number; ids: number; lags: number[]
   const ids = new Set<string>();
   const lags: number[] = [];
   let lines = 0;
-  const files = (await readdir(path.join(WORK_DIR, 'bucket'), { recursive: true })).filter((f) =>
-    f.endsWith('.ndjson.gz'),
+  const files = (await readdir(path.join(WORK_DIR, 'bucket'), { recursive: true }).catch(() => [] as string[])).filter(
+    (f) => f.endsWith('.ndjson.gz'),
   );
   for (const f of files) {
     const full = path.join(WORK_DIR, 'bucket', f);
@@ -245,7 +253,7 @@ async function main(): Promise<void> {
     const started = performance.now();
     const load = SOURCE === 'api' ? await loadThroughApi() : await loadIntoLog(ws);
     const sentSeconds = (performance.now() - started) / 1000;
-    const counts = await delivered(pool, ws, exportId);
+    const counts = await delivered(pool, ws, exportId, load.accepted);
     const cpu = meter.stop();
     const files = await readFiles();
     log(
