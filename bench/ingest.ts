@@ -242,7 +242,7 @@ async function oldestStagedAge(pool: Pool): Promise<number | null> {
   return rows[0]?.lag ?? null;
 }
 
-function startServer(command = COMMAND): ChildProcess {
+function startServer(command = COMMAND, env: Record<string, string> = {}): ChildProcess {
   // BENCH_NODE_ARGS, e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof', profiles the service under load.
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(ROOT, 'src/cli.ts'), command], {
@@ -260,6 +260,7 @@ function startServer(command = COMMAND): ChildProcess {
       LOG_LEVEL: 'warn',
       LOCAL_STORE_DIR: path.join(WORK_DIR, 'bucket'),
       MIGRATE_ON_START: 'false',
+      ...env,
     },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
@@ -571,6 +572,60 @@ async function priceWriteStamp(pool: Pool): Promise<void> {
   line('change log (profile_changes row trigger, as writes outside ingestion meet it)', 'noLog');
 }
 
+/**
+ * BENCH_EVENT_LOG_AB (e.g. `off,on,on,off`): instead of the phases, the throughput phase once per entry, each against a
+ * freshly started `ces start` with the event log written (`on`) or not (`off`: CES_BENCH_EVENT_LOG=off, a switch that
+ * exists for this benchmark only, src/profiles/event-log.ts), in that order on the same profiles; then each side's
+ * median of applied events/s and their ratio (issue 42: on / off >= 0.9). Rows the log gained in each run are printed,
+ * to show which side wrote it.
+ */
+const EVENT_LOG_AB = (process.env.BENCH_EVENT_LOG_AB ?? '').split(',').filter((v) => v === 'on' || v === 'off');
+
+async function eventLogAB(pool: Pool): Promise<void> {
+  const applied: Record<string, number[]> = { on: [], off: [] };
+  makeTrackRequests(20_000);
+  await checkpointBeforePhases(pool);
+  for (const variant of EVENT_LOG_AB) {
+    const child = startServer('start', variant === 'off' ? { CES_BENCH_EVENT_LOG: 'off' } : {});
+    try {
+      const ready = Date.now() + 60_000;
+      while (
+        !(await fetch(`http://127.0.0.1:${PORT}/readyz`).then(
+          (r) => r.ok,
+          () => false,
+        ))
+      ) {
+        if (Date.now() > ready) throw new Error('ces start did not become ready');
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      pids.api = child.pid;
+      pids.worker = childPidRunning(child.pid!, 'worker');
+      const logged = async () =>
+        (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM event_log`)).rows[0]!.n;
+      const before = await logged();
+      const figures = await throughputPhase(pool);
+      const rate = Number(figures['applied events/s (end to end)']);
+      applied[variant]!.push(rate);
+      log(
+        `event log ${variant}: applied ${rate.toLocaleString('en-US')} events/s (accepted ${figures['events accepted']}, ` +
+          `visible ${figures['events visible']}, logged ${(await logged()) - before}); machine ${figures['machine CPU busy %']}% busy`,
+      );
+    } finally {
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    }
+  }
+  const median = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    return Math.round((sorted[Math.floor((xs.length - 1) / 2)]! + sorted[Math.floor(xs.length / 2)]!) / 2);
+  };
+  if (applied.on!.length > 0 && applied.off!.length > 0)
+    log(
+      `event log on / off: ${(median(applied.on!) / median(applied.off!)).toFixed(2)} (medians ${median(applied.on!)} / ` +
+        `${median(applied.off!)}; on: ${applied.on!.join(', ')}; off: ${applied.off!.join(', ')}; target >= 0.9)`,
+    );
+}
+
 async function main() {
   await rm(WORK_DIR, { recursive: true, force: true });
   await mkdir(WORK_DIR, { recursive: true });
@@ -583,6 +638,10 @@ async function main() {
       `ceiling: PostgreSQL alone rewrites ${Math.round(ceiling).toLocaleString('en-US')} profile rows/s (set-based UPDATE of ${CEILING_ROWS.toLocaleString('en-US')} random profiles, median of 3)`,
     );
     await priceWriteStamp(pool);
+    if (EVENT_LOG_AB.length > 0) {
+      await eventLogAB(pool);
+      return;
+    }
     server.child = startServer();
     if (COMMAND === 'serve') {
       server.worker = startServer('worker');

@@ -56,18 +56,56 @@ export interface Group {
   next_seq: number;
 }
 
-/** The (type, hour) groups of the range, with how many rows each holds and the sequence number its files start at. */
-async function groupsOf(db: PoolClient, exp: EventExport, bound: bigint): Promise<Group[]> {
-  const { rows } = await db.query<Group>(
-    `SELECT g.event_type, g.hour, g.n,
-            coalesce((SELECT max(f.seq) + 1 FROM event_export_files f
-                       WHERE f.export_id = $5 AND f.event_type = g.event_type AND f.hour = g.hour), 0) AS next_seq
-       FROM (SELECT type AS event_type, date_trunc('hour', accepted_at, 'UTC') AS hour, count(*)::int AS n
-               FROM event_log WHERE ${RANGE} GROUP BY 1, 2) g
-      ORDER BY g.event_type, g.hour`,
-    [exp.workspaceId, exp.eventTypes, exp.plannedXid.toString(), bound.toString(), exp.id],
+/** work_mem of the plan's sort of the range's row keys (about 90 bytes a row; 4 MB, the default, spills at 45,000). */
+const PLAN_SORT_MEMORY = '256MB';
+
+/**
+ * The (type, hour) groups of the range with where each group's files after the first begin (every max-th row in
+ * (xid, id) order, as cutsOf), in one scan of the range and one sort of its row keys. A scan per group (cutsOf) read
+ * the whole range again for each type and hour: six times for three hours of two types (bench:events,
+ * BENCHMARKS.md). The type is sorted as its place in the export's list: sorting its text under the database's
+ * collation took most of the plan's time. A group's sequence numbers go on from its files planned before.
+ */
+async function groupsWithCuts(
+  db: PoolClient,
+  exp: EventExport,
+  bound: bigint,
+): Promise<{ group: Group; cuts: RowKey[] }[]> {
+  await db.query(`SET LOCAL work_mem = '${PLAN_SORT_MEMORY}'`);
+  const { rows } = await db.query<{
+    event_type: EventType;
+    hour: Date;
+    n: number;
+    rn: number;
+    xid: string;
+    id: string;
+  }>(
+    `SELECT s.event_type, s.hour, s.n, s.rn, s.xid::text AS xid, s.id FROM (
+       SELECT type AS event_type, date_trunc('hour', accepted_at, 'UTC') AS hour, xid, id,
+              (row_number() OVER w - 1)::int AS rn, (count(*) OVER g)::int AS n
+         FROM event_log WHERE ${RANGE}
+       WINDOW g AS (PARTITION BY date_trunc('hour', accepted_at, 'UTC'), array_position($2::text[], type)),
+              w AS (g ORDER BY xid, id)) s
+      WHERE s.rn % $5 = 0
+      ORDER BY s.hour, array_position($2::text[], s.event_type), s.xid, s.id`,
+    [exp.workspaceId, exp.eventTypes, exp.plannedXid.toString(), bound.toString(), exp.maxEventsPerFile],
   );
-  return rows;
+  const groups: { group: Group; cuts: RowKey[] }[] = [];
+  for (const r of rows) {
+    if (r.rn === 0) groups.push({ group: { event_type: r.event_type, hour: r.hour, n: r.n, next_seq: 0 }, cuts: [] });
+    else groups.at(-1)!.cuts.push({ xid: BigInt(r.xid), id: r.id });
+  }
+  if (groups.length === 0) return groups;
+  const { rows: seqs } = await db.query<{ event_type: EventType; hour: Date; next_seq: number }>(
+    `SELECT event_type, hour, max(seq) + 1 AS next_seq FROM event_export_files
+      WHERE export_id = $1 AND hour = ANY($2::timestamptz[]) GROUP BY 1, 2`,
+    [exp.id, [...new Set(groups.map((g) => g.group.hour.toISOString()))]],
+  );
+  for (const s of seqs)
+    for (const g of groups)
+      if (g.group.event_type === s.event_type && g.group.hour.getTime() === s.hour.getTime())
+        g.group.next_seq = s.next_seq;
+  return groups;
 }
 
 /** Where a group's files after the first begin: every max-th row of the group in [from, bound), in (xid, id) order. */
@@ -168,8 +206,8 @@ export async function planFiles(pool: Pool, exportId: string, keyOf: FileKeyOf, 
       (waiting.oldest !== null && now.getTime() - waiting.oldest.getTime() >= exp.flushSeconds * 1000);
     if (!due && waiting.events > 0) return { planned: 0, backlog: waiting };
     const files: PlannedFile[] = [];
-    for (const g of due ? await groupsOf(db, exp, bound) : [])
-      files.push(...filesOf(exp, exp.plannedXid, bound, g, await cutsOf(db, exp, exp.plannedXid, bound, g), keyOf));
+    for (const { group, cuts } of due ? await groupsWithCuts(db, exp, bound) : [])
+      files.push(...filesOf(exp, exp.plannedXid, bound, group, cuts, keyOf));
     await recordFiles(db, exp.id, files);
     // Nothing waiting: the bound moves on alone, so that the next plan's range starts where transactions still run.
     await db.query(`UPDATE event_exports SET planned_xid = $2 WHERE id = $1`, [exp.id, bound.toString()]);

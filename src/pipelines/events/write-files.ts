@@ -1,4 +1,4 @@
-import type { Pool } from '../../platform/db/pool.js';
+import { withTransaction, type Pool } from '../../platform/db/pool.js';
 import type { ObjectStore } from '../../platform/storage/object-store.js';
 import type { EventType, LoggedEvent } from '../../profiles/event-log-types.js';
 import type { EventExport } from './event-exports.js';
@@ -12,6 +12,11 @@ import { avroSchemaText, jsonSchemaText } from './formats/schemas.js';
  * marked written. Put again after a crash, it is the same object: the rows are the same (an erasure aside, which is
  * meant to change them) and the encodings are deterministic.
  */
+
+/** Files read, encoded and put at once by one pass (writePlannedFiles). */
+const FILES_IN_FLIGHT = 3;
+/** work_mem of the statement that reads a file's rows in order (rowsOf). */
+const FILE_SORT_MEMORY = '64MB';
 
 interface FileRow {
   event_type: EventType;
@@ -40,18 +45,27 @@ interface LogRow {
   data: Record<string, unknown>;
 }
 
-/** The rows of one planned file, in (xid, id) order. */
+/**
+ * The rows of one planned file, in (xid, id) order. The row comparisons alone leave the BRIN index on xid unused (it
+ * takes only plain bounds), and every file then scanned its whole day partition: the plain xid bounds of its slice
+ * restate them for the index. The sort of a file's rows (about 4 MB at 15,000 events) spilled to disk under the
+ * default 4 MB work_mem; it is given FILE_SORT_MEMORY for this statement's transaction (bench:events, BENCHMARKS.md).
+ */
 async function rowsOf(pool: Pool, exp: EventExport, f: FileRow): Promise<LoggedEvent[]> {
-  const { rows } = await pool.query<LogRow>(
-    `SELECT id, type, workspace_id, accepted_at, time, user_id, external_user_id, app_id, name, properties, data
-       FROM event_log
-      WHERE workspace_id = $1 AND type = $2 AND accepted_at >= $3 AND accepted_at < $3 + interval '1 hour'
-        AND xid >= $4 AND xid < $5
-        AND ($6::bigint IS NULL OR (xid, id) >= ($6::bigint, $7::uuid))
-        AND ($8::bigint IS NULL OR (xid, id) < ($8::bigint, $9::uuid))
-      ORDER BY xid, id`,
-    [exp.workspaceId, f.event_type, f.hour, f.xid_from, f.xid_to, f.first_xid, f.first_id, f.next_xid, f.next_id],
-  );
+  const { rows } = await withTransaction(pool, async (db) => {
+    await db.query(`SET LOCAL work_mem = '${FILE_SORT_MEMORY}'`);
+    return db.query<LogRow>(
+      `SELECT id, type, workspace_id, accepted_at, time, user_id, external_user_id, app_id, name, properties, data
+         FROM event_log
+        WHERE workspace_id = $1 AND type = $2 AND accepted_at >= $3 AND accepted_at < $3 + interval '1 hour'
+          AND xid >= $4 AND xid < $5
+          AND xid >= coalesce($6::bigint, $4) AND xid <= coalesce($8::bigint, $5)
+          AND ($6::bigint IS NULL OR (xid, id) >= ($6::bigint, $7::uuid))
+          AND ($8::bigint IS NULL OR (xid, id) < ($8::bigint, $9::uuid))
+        ORDER BY xid, id`,
+      [exp.workspaceId, f.event_type, f.hour, f.xid_from, f.xid_to, f.first_xid, f.first_id, f.next_xid, f.next_id],
+    );
+  });
   return rows.map((r) => ({
     id: r.id,
     type: r.type,
@@ -73,7 +87,13 @@ export interface WriteOutcome {
   bytes: number;
 }
 
-/** Writes every planned file of the export not yet written, oldest first; each is marked written once it is stored. */
+/**
+ * Writes every planned file of the export not yet written, oldest first, FILES_IN_FLIGHT at a time; each is marked
+ * written once it is stored. One at a time, the worker waited on PostgreSQL's read of a file two thirds of the time
+ * and PostgreSQL on the worker's encoding the rest: in flight together, the two overlap on the cores (and a bucket's
+ * latency with both). Files are independent (each is put whole at its key, then marked), so their order of completion
+ * does not matter; a failure stops new files from starting, lets the ones begun finish, and is thrown.
+ */
 export async function writePlannedFiles(
   pool: Pool,
   exp: EventExport,
@@ -86,25 +106,42 @@ export async function writePlannedFiles(
     [exp.id],
   );
   const outcome: WriteOutcome = { files: 0, events: 0, bytes: 0 };
-  const schemasChecked = new Set<EventType>();
-  for (const f of files) {
-    if (!schemasChecked.has(f.event_type)) {
-      await writeSchemas(exp, store, keys, f.event_type);
-      schemasChecked.add(f.event_type);
+  for (const type of new Set(files.map((f) => f.event_type))) await writeSchemas(exp, store, keys, type);
+  let next = 0;
+  let failure: unknown = null;
+  const writer = async () => {
+    while (failure === null && next < files.length) {
+      const written = await writeFile(pool, exp, store, files[next++]!).catch((err: unknown) => {
+        failure ??= err;
+        return null;
+      });
+      if (!written) continue;
+      outcome.files++;
+      outcome.events += written.events;
+      outcome.bytes += written.bytes;
     }
-    const events = await rowsOf(pool, exp, f);
-    const body = await encodeEvents(exp.format, f.event_type, events);
-    await store.put(f.key, body, { contentLength: body.length });
-    await pool.query(
-      `UPDATE event_export_files SET written_at = now(), bytes = $4, events = $5
-        WHERE export_id = $1 AND event_type = $2 AND hour = $3 AND seq = $6`,
-      [exp.id, f.event_type, f.hour, body.length, events.length, f.seq],
-    );
-    outcome.files++;
-    outcome.events += events.length;
-    outcome.bytes += body.length;
-  }
+  };
+  await Promise.all(Array.from({ length: Math.min(FILES_IN_FLIGHT, files.length) }, writer));
+  if (failure !== null) throw failure;
   return outcome;
+}
+
+/** One planned file read, encoded, put at its key and marked written. */
+async function writeFile(
+  pool: Pool,
+  exp: EventExport,
+  store: ObjectStore,
+  f: FileRow,
+): Promise<{ events: number; bytes: number }> {
+  const events = await rowsOf(pool, exp, f);
+  const body = await encodeEvents(exp.format, f.event_type, events);
+  await store.put(f.key, body, { contentLength: body.length });
+  await pool.query(
+    `UPDATE event_export_files SET written_at = now(), bytes = $4, events = $5
+      WHERE export_id = $1 AND event_type = $2 AND hour = $3 AND seq = $6`,
+    [exp.id, f.event_type, f.hour, body.length, events.length, f.seq],
+  );
+  return { events: events.length, bytes: body.length };
 }
 
 /** A type's schemas beside its files, written when missing (the version is in the key: a new one is a new file). */
