@@ -49,9 +49,8 @@ SELECT e.ws, ${eventIdSql('e.ws', 'e.key')},
 
 /**
  * For benchmarks only: with CES_BENCH_EVENT_LOG=off, logEvents writes nothing (nor the analytics rollups its statement
- * keeps), so that `bench:ingest` can measure
- * ingestion with the log on and off in one run (BENCHMARKS.md). Never set it in an install: events accepted meanwhile
- * are in no file an event export delivers, ever. Read here and nowhere else.
+ * keeps), so that `bench:ingest` can measure ingestion with the log on and off in one run (BENCHMARKS.md). Never set it
+ * in an install: events accepted meanwhile are in no file an event export delivers, ever. Read here and nowhere else.
  */
 const BENCHMARK_WITHOUT_LOG = process.env.CES_BENCH_EVENT_LOG === 'off';
 
