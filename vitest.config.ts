@@ -5,8 +5,10 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
     pool: 'forks',
-    // Two cores: more parallel files only queue behind PostgreSQL and make timings erratic.
-    maxWorkers: 2,
+    // Two cores, and three files at a time: many files spend most of their time waiting (BullMQ's stalled-job check
+    // after a SIGKILL, a restarted PostgreSQL, a flush interval), so a third overlaps those waits; more than three
+    // only queue behind PostgreSQL and make timings erratic.
+    maxWorkers: 3,
     testTimeout: 60_000,
     hookTimeout: 120_000,
   },

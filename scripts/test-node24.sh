@@ -13,6 +13,10 @@ FILES=(
   test/endpoints/canvas-schedules.test.ts test/endpoints/canvas-list.test.ts test/endpoints/feed-list.test.ts test/endpoints/kpi.test.ts
   test/endpoints/deliverability.test.ts test/user-data/records.test.ts test/endpoints/preference-centers.test.ts test/scim/scim-users.test.ts
   test/scim/scim-patch.test.ts test/scim/scim-discovery.test.ts test/exports/cli-export.test.ts
+  test/catalogs/catalog-management.test.ts test/catalogs/catalog-async.test.ts test/endpoints/analytics-lists.test.ts
+  test/endpoints/analytics-series.test.ts test/endpoints/content-blocks.test.ts test/endpoints/custom-attributes.test.ts
+  test/endpoints/segment-details.test.ts test/endpoints/segment-series.test.ts test/endpoints/subscription-groups.test.ts
+  test/endpoints/suppressions.test.ts test/ingest/track-sync.test.ts
 )
 if [ $# -gt 0 ]; then FILES=("$@"); fi
 "$NODE24" node_modules/vitest/vitest.mjs run "${FILES[@]}"
