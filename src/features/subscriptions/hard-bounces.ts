@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { withTransaction, type Pool, type PoolClient } from '../../platform/db/pool.js';
 import type { ListPage } from '../../platform/lib/list-page.js';
+import { listAddressEntries } from './address-list.js';
 import { RecordTime, recordsBody, type RecordResult } from '../../platform/lib/records-body.js';
 import { lockWorkspaceProfiles } from '../../profiles/write/locks.js';
 import { unsubscribeBounced } from '../../profiles/states.js';
@@ -84,25 +85,12 @@ export interface HardBounce {
   unsubscribed_at: string;
 }
 
-/**
- * Hard-bounced addresses, newest first; equal bounce times are ordered by insertion (id) so that walking the list by
- * offset never skips or repeats an entry. `email` matches case-insensitively.
- */
+/** Hard-bounced addresses, newest first (address-list.ts: the order that offset paging needs). */
 export async function listHardBounces(
   pool: Pool,
   workspaceId: string,
   query: ListPage & { email?: string },
 ): Promise<HardBounce[]> {
-  const { rows } = await pool.query<{ email: string; bounced_at: Date }>(
-    `SELECT email, bounced_at
-       FROM hard_bounces
-      WHERE workspace_id = $1
-        AND ($2::timestamptz IS NULL OR bounced_at >= $2)
-        AND ($3::timestamptz IS NULL OR bounced_at < $3)
-        AND ($4::text IS NULL OR lower(email) = lower($4))
-      ORDER BY bounced_at DESC, id DESC
-      LIMIT $5 OFFSET $6`,
-    [workspaceId, query.start ?? null, query.end ?? null, query.email ?? null, query.limit, query.offset],
-  );
-  return rows.map((r) => ({ email: r.email, unsubscribed_at: r.bounced_at.toISOString() }));
+  const rows = await listAddressEntries(pool, 'hard_bounces', workspaceId, query);
+  return rows.map((r) => ({ email: r.email, unsubscribed_at: r.at.toISOString() }));
 }

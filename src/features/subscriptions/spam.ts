@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Pool } from '../../platform/db/pool.js';
 import type { ListPage } from '../../platform/lib/list-page.js';
+import { listAddressEntries } from './address-list.js';
 import { RecordTime, recordsBody, type RecordResult } from '../../platform/lib/records-body.js';
 
 /**
@@ -59,18 +60,8 @@ export async function listSpam(
   workspaceId: string,
   query: ListPage & { email?: string },
 ): Promise<SpamReport[]> {
-  const { rows } = await pool.query<{ email: string; reported_at: Date }>(
-    `SELECT email, reported_at
-       FROM email_spam
-      WHERE workspace_id = $1
-        AND ($2::timestamptz IS NULL OR reported_at >= $2)
-        AND ($3::timestamptz IS NULL OR reported_at < $3)
-        AND ($4::text IS NULL OR lower(email) = lower($4))
-      ORDER BY reported_at DESC, id DESC
-      LIMIT $5 OFFSET $6`,
-    [workspaceId, query.start ?? null, query.end ?? null, query.email ?? null, query.limit, query.offset],
-  );
-  return rows.map((r) => ({ email: r.email, reported_at: r.reported_at.toISOString() }));
+  const rows = await listAddressEntries(pool, 'email_spam', workspaceId, query);
+  return rows.map((r) => ({ email: r.email, reported_at: r.at.toISOString() }));
 }
 
 /** Takes (lower-cased) addresses off the spam list; answers how many entries went. */
