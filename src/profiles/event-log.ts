@@ -1,3 +1,4 @@
+import { createHash, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from '../platform/db/pool.js';
 import type { EventData, EventType } from './event-log-types.js';
 import { ROLLUP_CTES, ROLLUP_RETURNING, ROLLUPS_SKIPPED_FOR_BENCH } from './analytics-rollups.js';
@@ -17,9 +18,13 @@ export interface EventEntry<T extends EventType = EventType> {
    * its transaction is the only one that can log the event).
    */
   key: string | null;
-  /** The profile the event is about: its `service_id` and `external_id` go in the row, read as the batch commits. */
+  /** The profile the event is about. */
   profileId: number | null;
-  /** Given when the profile is gone by then (a deletion): the identifiers it had. */
+  /**
+   * Its `service_id` and `external_id` as they are when the batch commits: given by a writer that read them under the
+   * lock that keeps them so (ingestion's, which renames and merges take whole), or for a profile gone by then (a
+   * deletion); read here when not given.
+   */
   userId?: string | null;
   externalUserId?: string | null;
   /** When it happened, ISO 8601. */
@@ -32,20 +37,24 @@ export interface EventEntry<T extends EventType = EventType> {
 
 /**
  * SQL of an event's id from SQL of its workspace id and key: a UUID made of the md5 of the two (stable, and unique as
- * the key is), or a fresh one when the key is null. For writers that log in the statement that applies the change.
+ * the key is), or a fresh one when the key is null. For writers that log in the statement that applies the change;
+ * `eventId` is the same in the process.
  */
 export const eventIdSql = (workspaceId: string, key: string): string =>
   `CASE WHEN ${key} IS NULL THEN gen_random_uuid() ELSE md5(${workspaceId}::text || ':' || ${key})::uuid END`;
 
-const INSERT_LOG = `
+/** An event's id as `eventIdSql` makes it (a workspace id is lower-case text in PostgreSQL, as `uuid::text` prints it). */
+export const eventId = (workspaceId: string, key: string | null): string =>
+  key === null ? randomUUID() : createHash('md5').update(`${workspaceId.toLowerCase()}:${key}`).digest('hex');
+
+/**
+ * The rows, every value made by the writer: no join to `profiles` for the identifiers, no id hashed in SQL. Written
+ * this way the log costs the apply about half what a join and ids made in SQL did (BENCHMARKS.md, bench:event-log-write).
+ */
+export const INSERT_LOG = `
 INSERT INTO event_log (workspace_id, id, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data)
-SELECT e.ws, ${eventIdSql('e.ws', 'e.key')},
-       e.type, e.time, e.profile_id, coalesce(e.user_id, p.service_id), coalesce(e.external_user_id, p.external_id),
-       e.app_id, e.name, e.properties, coalesce(e.data, '{}')
-  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[], $7::text[], $8::text[],
-              $9::text[], $10::jsonb[], $11::jsonb[])
-       AS e(ws, key, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data)
-  LEFT JOIN profiles p ON p.id = e.profile_id`;
+SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[], $7::text[],
+                     $8::text[], $9::text[], $10::jsonb[], $11::jsonb[])`;
 
 /**
  * For benchmarks only: with CES_BENCH_EVENT_LOG=off, logEvents writes nothing (nor the analytics rollups its statement
@@ -65,21 +74,39 @@ const INSERT_SQL = ROLLUPS_SKIPPED_FOR_BENCH
  */
 export async function logEvents(client: PoolClient, entries: EventEntry[]): Promise<void> {
   if (entries.length === 0 || BENCHMARK_WITHOUT_LOG) return;
+  const ids = await identifiersOf(client, entries);
   const cols: unknown[][] = Array.from({ length: 11 }, () => new Array(entries.length));
   entries.forEach((e, i) => {
+    const read = e.userId === undefined && e.profileId !== null ? ids.get(e.profileId) : undefined;
     cols[0]![i] = e.workspaceId;
-    cols[1]![i] = e.key;
+    cols[1]![i] = eventId(e.workspaceId, e.key);
     cols[2]![i] = e.type;
     cols[3]![i] = e.time;
     cols[4]![i] = e.profileId;
-    cols[5]![i] = e.userId ?? null;
-    cols[6]![i] = e.externalUserId ?? null;
+    cols[5]![i] = read ? read.service_id : (e.userId ?? null);
+    cols[6]![i] = read ? read.external_id : (e.externalUserId ?? null);
     cols[7]![i] = e.appId ?? null;
     cols[8]![i] = e.name ?? null;
     cols[9]![i] = e.properties ? JSON.stringify(e.properties) : null;
-    cols[10]![i] = e.data ? JSON.stringify(e.data) : null;
+    cols[10]![i] = e.data ? JSON.stringify(e.data) : '{}';
   });
   await client.query(INSERT_SQL, cols);
+}
+
+/** The identifiers of the entries' profiles that the writer did not give, read in its transaction. */
+async function identifiersOf(
+  client: PoolClient,
+  entries: EventEntry[],
+): Promise<Map<number, { service_id: string; external_id: string | null }>> {
+  const missing = [
+    ...new Set(entries.flatMap((e) => (e.userId === undefined && e.profileId !== null ? [e.profileId] : []))),
+  ];
+  if (missing.length === 0) return new Map();
+  const { rows } = await client.query<{ id: string; service_id: string; external_id: string | null }>(
+    `SELECT id, service_id, external_id FROM profiles WHERE id = ANY($1::bigint[])`,
+    [missing],
+  );
+  return new Map(rows.map((r) => [Number(r.id), r]));
 }
 
 /**

@@ -14,6 +14,9 @@ export interface CurrentRow {
    * the row it locks still carries this value (nothing wrote it since the read).
    */
   seen: string | null;
+  /** Its identifiers, for the event log; stable until the batch commits (renames and merges take its lock whole). */
+  service_id: string;
+  external_id: string | null;
 }
 
 export interface Wanted {
@@ -82,9 +85,17 @@ export async function resolveIdentities(
 }
 
 /** What the merge reads of a profile (a CurrentRow), as columns of `profiles p`. */
-const CURRENT_COLUMNS = 'p.id, p.email, p.attribute_times AS times, p.changed_xid::text AS seen';
+const CURRENT_COLUMNS =
+  'p.id, p.email, p.attribute_times AS times, p.changed_xid::text AS seen, p.service_id, p.external_id';
 /** The CurrentRow of a result row that carries CURRENT_COLUMNS among others. */
-const currentRow = (r: CurrentRow): CurrentRow => ({ id: r.id, email: r.email, times: r.times, seen: r.seen });
+const currentRow = (r: CurrentRow): CurrentRow => ({
+  id: r.id,
+  email: r.email,
+  times: r.times,
+  seen: r.seen,
+  service_id: r.service_id,
+  external_id: r.external_id,
+});
 
 /** Finds the profiles a workspace's identities name, in one statement, and reads what the merge needs of them. */
 async function resolveInWorkspace(
@@ -156,7 +167,8 @@ async function createProfiles(
      SELECT i.ws, left(replace(gen_random_uuid()::text, '-', ''), 24), i.v, floor(random() * 10000)::int
        FROM unnest($1::uuid[], $2::text[]) AS i(ws, v)
      ON CONFLICT (workspace_id, external_id) WHERE external_id IS NOT NULL DO NOTHING
-     RETURNING id, workspace_id, external_id, random_bucket, NULL AS email, '{}'::jsonb AS times, changed_xid::text AS seen`,
+     RETURNING id, workspace_id, service_id, external_id, random_bucket, NULL AS email, '{}'::jsonb AS times,
+               changed_xid::text AS seen`,
     [toCreate.map((w) => w.ws), toCreate.map(ext)],
   );
   claim(created.rows);

@@ -308,7 +308,7 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
   const tied: TiedEmails = { ids: [], emails: [], keys: [], times: [], sources: [] };
   await writeProfilesLoggedEach(client, chunkedUpdates(changes, current, tied), 'SELECT count(*) FROM written');
   if (tied.ids.length > 0) await applyTiedEmailStates(client, tied);
-  await logEvents(client, loggedEvents(batches, targets));
+  await logEvents(client, loggedEvents(batches, targets, current));
   await setGroupStates(client, trackedGroupStates(batches, targets));
   return result;
 }
@@ -335,7 +335,7 @@ function trackedGroupStates(batches: WorkspaceObjects[], targets: Wanted[]): Gro
 }
 
 /** The events and purchases of the batch that matched a profile, as the event log keeps them. */
-function loggedEvents(batches: WorkspaceObjects[], targets: Wanted[]): EventEntry[] {
+function loggedEvents(batches: WorkspaceObjects[], targets: Wanted[], current: Map<number, CurrentRow>): EventEntry[] {
   const entries: EventEntry[] = [];
   let next = 0;
   for (const { workspaceId, objects } of batches) {
@@ -347,6 +347,7 @@ function loggedEvents(batches: WorkspaceObjects[], targets: Wanted[]): EventEntr
         workspaceId,
         key: e.logKey ?? null,
         profileId,
+        ...identifiersOf(current, profileId),
         time: e.time,
         appId: e.app_id ?? null,
         name: e.name,
@@ -361,6 +362,7 @@ function loggedEvents(batches: WorkspaceObjects[], targets: Wanted[]): EventEntr
         workspaceId,
         key: p.logKey ?? null,
         profileId,
+        ...identifiersOf(current, profileId),
         time: p.time,
         appId: p.app_id ?? null,
         name: p.product_id,
@@ -371,6 +373,12 @@ function loggedEvents(batches: WorkspaceObjects[], targets: Wanted[]): EventEntr
     next += objects.attributes.length;
   }
   return entries;
+}
+
+/** The identifiers of a profile the batch resolved, as the event log names it; nothing (the log reads them) if unknown. */
+function identifiersOf(current: Map<number, CurrentRow>, profileId: number) {
+  const cur = current.get(profileId);
+  return cur ? { userId: cur.service_id, externalUserId: cur.external_id } : {};
 }
 
 /** The identities the objects name, and each object's entry among them (in the order `aggregateChanges` walks). */
