@@ -5,8 +5,7 @@ CREATE TABLE active_user_days (
   profile_id bigint NOT NULL,
   app_id text NOT NULL,
   day date NOT NULL,
-  CONSTRAINT active_user_days_pkey PRIMARY KEY (profile_id, app_id, day),
-  CONSTRAINT active_user_days_profile_id_fkey FOREIGN KEY (profile_id) REFERENCES profiles(id) ON DELETE CASCADE
+  CONSTRAINT active_user_days_pkey PRIMARY KEY (profile_id, app_id, day)
 );
 
 CREATE TABLE api_keys (
@@ -934,6 +933,7 @@ CREATE UNIQUE INDEX profiles_external_id ON profiles USING btree (workspace_id, 
 CREATE INDEX profiles_phone ON profiles USING btree (workspace_id, phone) WHERE (phone IS NOT NULL);
 CREATE UNIQUE INDEX profiles_service_id ON profiles USING btree (workspace_id, service_id);
 CREATE INDEX profiles_unsubscribed ON profiles USING btree (workspace_id) WHERE ((email_subscribe = 'unsubscribed'::text) AND (email IS NOT NULL));
+CREATE TRIGGER profiles_forget_active_days AFTER DELETE ON profiles REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION profiles_forget_active_days();
 CREATE TRIGGER profiles_keep_tombstones AFTER DELETE ON profiles REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION profiles_keep_tombstones();
 CREATE TRIGGER profiles_log_change AFTER INSERT OR UPDATE ON profiles FOR EACH ROW WHEN ((current_setting('ces.profile_changes'::text, true) IS DISTINCT FROM 'logged'::text)) EXECUTE FUNCTION profiles_log_change();
 CREATE TRIGGER profiles_stamp_change BEFORE INSERT OR UPDATE ON profiles FOR EACH ROW EXECUTE FUNCTION profiles_stamp_change();
@@ -1233,6 +1233,18 @@ CREATE OR REPLACE FUNCTION json_string_hashes(doc jsonb)
 AS $function$ SELECT coalesce(array_agg(DISTINCT identifier_hash(s #>> '{}')), '{}')
           FROM jsonb_path_query(CASE WHEN jsonb_typeof(doc) = 'object' THEN doc - 'message' ELSE doc END,
                                 'strict $.** ? (@.type() == "string")') AS s $function$
+;
+
+CREATE OR REPLACE FUNCTION profiles_forget_active_days()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO '<schema>', 'public'
+AS $function$
+BEGIN
+  DELETE FROM active_user_days d USING gone g WHERE d.profile_id = g.id;
+  RETURN NULL;
+END
+$function$
 ;
 
 CREATE OR REPLACE FUNCTION profiles_keep_tombstones()
