@@ -18,7 +18,8 @@ import { from as copyFrom } from 'pg-copy-streams';
 import { createPool, type Pool } from '../src/platform/db/pool.js';
 import { migrate } from '../src/platform/db/migrate.js';
 import type { PoolClient } from '../src/platform/db/pool.js';
-import { eventId, INSERT_LOG, logEvents, type EventEntry } from '../src/profiles/event-log.js';
+import { eventId, INSERT_LOG, logEvents } from '../src/profiles/event-log.js';
+import type { EventEntry } from '../src/profiles/event-log-types.js';
 
 const USERS = Number(process.env.BENCH_USERS ?? 100_000);
 const BATCH = Number(process.env.BENCH_BATCH ?? 1_500);

@@ -1,50 +1,56 @@
+import type { EventEntry } from './event-log-types.js';
+
 /**
- * The analytics rollups (migration 0380, docs/analytics.md), kept by the statement that writes the event log: CTEs over
- * `logged` (the rows that statement inserted), so that an event is counted exactly when it is logged, in the
- * transaction that applies it to the profile, by one statement per batch. Each rollup row a batch touches is
- * aggregated first (ON CONFLICT refuses to touch one row twice in a statement) and written in key order, so that two
- * batches lock shared counter rows in the same order.
+ * The analytics rollups (migration 0380, docs/analytics.md), kept by the statement that writes the event log: CTEs
+ * beside its INSERT, so that an event is counted exactly when it is logged, in the transaction that applies it to the
+ * profile, by one statement per batch. The batch is counted here first, in the process (`rollupParams`): the counter
+ * rows it touches with their increments, its names, its distinct active days; the statement only writes them. (Counted
+ * in SQL, over the INSERT's RETURNING, the grouping and sorting of every event cost more than the writes.) The log's
+ * INSERT writes every entry it is given, so counting the entries counts what is logged. Counter rows are sent in key
+ * order, so that two batches lock shared rows in the same order.
  *
  * Activity (DAU, new users, MAU) is exact under one condition, which the apply meets: two transactions never stamp the
  * same profile at once. Every writer of events first UPDATEs the profile's row (its aggregates), so a second batch of
  * the same person waits for the first to commit, and its statement's snapshot then sees the first's stamps.
  */
 
-/** A purchase or custom event counts; the other types of the log (subscription changes, deletions...) do not. */
-const COUNTED = `counted AS (
-  SELECT workspace_id AS ws, type, time, profile_id, app_id, name, data FROM logged
-   WHERE type IN ('users.behaviors.CustomEvent', 'users.behaviors.Purchase'))`;
+/** The first parameter number of the rollups' arrays: the log's INSERT takes $1 to $11. */
+const P = 12;
+const $ = (i: number) => `$${P + i}`;
 
-/** Each event counts in its app's row and in the all-apps row ''. */
-const APPS = `CROSS JOIN LATERAL (VALUES (''), (nullif(c.app_id, ''))) AS a(app)`;
-
-const eventCounts = (table: string, bucket: string, bucketSql: string) => `${table} AS (
+const eventCounts = (table: string, bucket: string, type: string, first: number) => `${table} AS (
   INSERT INTO ${table} AS t (workspace_id, name, app_id, ${bucket}, count)
-  SELECT c.ws, c.name, a.app, ${bucketSql}, count(*)
-    FROM counted c ${APPS}
-   WHERE c.type = 'users.behaviors.CustomEvent' AND a.app IS NOT NULL
-   GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+  SELECT * FROM unnest(${$(first)}::uuid[], ${$(first + 1)}::text[], ${$(first + 2)}::text[], ${$(first + 3)}::${type}[],
+                       ${$(first + 4)}::bigint[])
   ON CONFLICT (workspace_id, name, app_id, ${bucket}) DO UPDATE SET count = t.count + excluded.count)`;
 
-/** A purchase counts in its (app, product) row and in those of all apps '' and all products ''. */
+/**
+ * Purchases are summed here, in numeric (exact for any price), from their rows: a purchase counts in its (app,
+ * product) row and in those of all apps '' and all products ''.
+ */
+const PURCHASES = `purchases AS (
+  SELECT * FROM unnest(${$(10)}::uuid[], ${$(11)}::text[], ${$(12)}::text[], ${$(13)}::timestamptz[], ${$(14)}::numeric[],
+                       ${$(15)}::bigint[]) AS c(ws, name, app_id, time, price, quantity))`;
 const purchaseCounts = (table: string, bucket: string, bucketSql: string) => `${table} AS (
   INSERT INTO ${table} AS t (workspace_id, product, app_id, ${bucket}, quantity, revenue)
-  SELECT c.ws, p.product, a.app, ${bucketSql}, sum((c.data->>'quantity')::bigint),
-         sum((c.data->>'price')::numeric * (c.data->>'quantity')::bigint)
-    FROM counted c ${APPS} CROSS JOIN LATERAL (VALUES (''), (nullif(c.name, ''))) AS p(product)
-   WHERE c.type = 'users.behaviors.Purchase' AND a.app IS NOT NULL AND p.product IS NOT NULL
+  SELECT c.ws, p.product, a.app, ${bucketSql}, sum(c.quantity), sum(c.price * c.quantity)
+    FROM purchases c CROSS JOIN LATERAL (VALUES (''), (nullif(c.app_id, ''))) AS a(app)
+         CROSS JOIN LATERAL (VALUES (''), (nullif(c.name, ''))) AS p(product)
+   WHERE a.app IS NOT NULL AND p.product IS NOT NULL
    GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
   ON CONFLICT (workspace_id, product, app_id, ${bucket})
   DO UPDATE SET quantity = t.quantity + excluded.quantity, revenue = t.revenue + excluded.revenue)`;
 
 const NAMES = `event_names_seen AS (
-  INSERT INTO event_names (workspace_id, name)
-  SELECT DISTINCT ws, name FROM counted WHERE type = 'users.behaviors.CustomEvent' AND name IS NOT NULL ORDER BY 1, 2
+  INSERT INTO event_names (workspace_id, name) SELECT * FROM unnest(${$(16)}::uuid[], ${$(17)}::text[])
   ON CONFLICT DO NOTHING),
 product_names_seen AS (
-  INSERT INTO product_names (workspace_id, product)
-  SELECT DISTINCT ws, name FROM counted WHERE type = 'users.behaviors.Purchase' AND name IS NOT NULL ORDER BY 1, 2
+  INSERT INTO product_names (workspace_id, product) SELECT * FROM unnest(${$(18)}::uuid[], ${$(19)}::text[])
   ON CONFLICT DO NOTHING)`;
+
+/** The batch's distinct (workspace, profile, app, day) of activity: its app's and all apps' ''. */
+const ACTS = `acts AS (
+  SELECT * FROM unnest(${$(20)}::uuid[], ${$(21)}::bigint[], ${$(22)}::text[], ${$(23)}::date[]) AS a(ws, profile_id, app, day))`;
 
 const DAY = `(c.time AT TIME ZONE 'UTC')::date`;
 const HOUR = `date_trunc('hour', c.time, 'UTC')`;
@@ -57,10 +63,7 @@ const HOUR = `date_trunc('hour', c.time, 'UTC')`;
  * MAU days a new day adds are grouped by their range first (most people's is [d, d + 29]), so that a batch expands
  * each distinct range once, not 30 rows per person.
  */
-const ACTIVITY = `acts AS (
-  SELECT DISTINCT c.ws, c.profile_id, a.app, ${DAY} AS day
-    FROM counted c ${APPS}
-   WHERE c.profile_id IS NOT NULL AND a.app IS NOT NULL),
+const ACTIVITY = `${ACTS},
 stamped AS (
   INSERT INTO active_user_days (profile_id, app_id, day)
   SELECT profile_id, app, day FROM acts ORDER BY 1, 2, 3
@@ -92,19 +95,86 @@ kpi AS (
   ON CONFLICT (workspace_id, app_id, day)
   DO UPDATE SET dau = t.dau + excluded.dau, new_users = t.new_users + excluded.new_users, mau = t.mau + excluded.mau)`;
 
-/** The CTEs that keep every rollup, to follow a `logged AS (INSERT INTO event_log ... RETURNING ...)` CTE. */
+/** The CTEs that keep every rollup, to follow a `logged AS (INSERT INTO event_log ...)` CTE; rollupParams' values. */
 export const ROLLUP_CTES = [
-  COUNTED,
-  NAMES,
-  eventCounts('event_counts_daily', 'day', DAY),
-  eventCounts('event_counts_hourly', 'hour', HOUR),
+  eventCounts('event_counts_daily', 'day', 'date', 0),
+  eventCounts('event_counts_hourly', 'hour', 'timestamptz', 5),
+  PURCHASES,
   purchaseCounts('purchase_counts_daily', 'day', DAY),
   purchaseCounts('purchase_counts_hourly', 'hour', HOUR),
+  NAMES,
   ACTIVITY,
 ].join(',\n');
 
-/** The columns `logged` must return for ROLLUP_CTES. */
-export const ROLLUP_RETURNING = 'RETURNING workspace_id, type, time, profile_id, app_id, name, data';
+/** A canonical event time (`YYYY-MM-DDTHH:MM:SS.mmmZ`, src/profiles/validation/event-time.ts): its UTC day and hour. */
+const CANONICAL = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+function buckets(time: string): { day: string; hour: string } {
+  const iso = CANONICAL.test(time) ? time : new Date(time).toISOString();
+  if (!CANONICAL.test(iso)) throw new Error(`event time out of the rollups' range: ${iso}`);
+  return { day: iso.slice(0, 10), hour: `${iso.slice(0, 13)}:00:00Z` };
+}
+
+/** Counts per key, each key's fields joined by NUL (no identifier, name or day holds one). */
+class Tally {
+  readonly counts = new Map<string, number>();
+  add(key: string): void {
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
+  /** Column arrays of the keys' fields and, last, their counts; sorted by key, so that batches lock rows alike. */
+  columns(fields: number, withCounts: boolean): unknown[][] {
+    const keys = [...this.counts.keys()].sort();
+    const cols: unknown[][] = Array.from({ length: fields + (withCounts ? 1 : 0) }, () => new Array(keys.length));
+    keys.forEach((k, i) => {
+      k.split('\0').forEach((v, f) => (cols[f]![i] = v));
+      if (withCounts) cols[fields]![i] = this.counts.get(k);
+    });
+    return cols;
+  }
+}
+
+/**
+ * The values of ROLLUP_CTES' parameters for a batch the log writes: counter increments, purchases, names and active
+ * days. Only custom events and purchases count (not subscription changes, deletions...); each counts in its app's
+ * rows and in all apps' ''.
+ */
+export function rollupParams(entries: EventEntry[]): unknown[] {
+  const daily = new Tally();
+  const hourly = new Tally();
+  const eventNames = new Tally();
+  const productNames = new Tally();
+  const acts = new Tally();
+  const purchases: unknown[][] = Array.from({ length: 6 }, () => []);
+  for (const e of entries) {
+    const isEvent = e.type === 'users.behaviors.CustomEvent';
+    if (!isEvent && e.type !== 'users.behaviors.Purchase') continue;
+    const { day, hour } = buckets(e.time);
+    const app = e.appId ?? '';
+    const apps = app === '' ? [''] : ['', app];
+    if (isEvent) {
+      const name = e.name ?? '';
+      for (const a of apps) {
+        daily.add(`${e.workspaceId}\0${name}\0${a}\0${day}`);
+        hourly.add(`${e.workspaceId}\0${name}\0${a}\0${hour}`);
+      }
+      if (e.name != null) eventNames.add(`${e.workspaceId}\0${e.name}`);
+    } else {
+      const data = e.data as { price: number; quantity: number };
+      [e.workspaceId, e.name ?? null, e.appId ?? null, e.time, data.price, data.quantity].forEach((v, i) =>
+        purchases[i]!.push(v),
+      );
+      if (e.name != null) productNames.add(`${e.workspaceId}\0${e.name}`);
+    }
+    if (e.profileId !== null) for (const a of apps) acts.add(`${e.workspaceId}\0${e.profileId}\0${a}\0${day}`);
+  }
+  return [
+    ...daily.columns(4, true),
+    ...hourly.columns(4, true),
+    ...purchases,
+    ...eventNames.columns(2, false),
+    ...productNames.columns(2, false),
+    ...acts.columns(4, false),
+  ];
+}
 
 /**
  * FOR BENCHMARKS ONLY (bench/ingest.ts's alternating runs price the rollups on /users/track): when the process starts

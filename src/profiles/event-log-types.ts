@@ -80,3 +80,30 @@ export interface LoggedEvent<T extends EventType = EventType> {
   properties: Record<string, unknown> | null;
   data: EventData[T];
 }
+
+/** An event to log, as a writer of profiles knows it. */
+export interface EventEntry<T extends EventType = EventType> {
+  type: T;
+  workspaceId: string;
+  /**
+   * What makes the event the same across retries of the same accepted object (a staged row's id and the object's
+   * place in it, an import's line...): its id is derived from it. Null: a fresh id (the writer has no such key, and
+   * its transaction is the only one that can log the event).
+   */
+  key: string | null;
+  /** The profile the event is about. */
+  profileId: number | null;
+  /**
+   * Its `service_id` and `external_id` as they are when the batch commits: given by a writer that read them under the
+   * lock that keeps them so (ingestion's, which renames and merges take whole), or for a profile gone by then (a
+   * deletion); read here when not given.
+   */
+  userId?: string | null;
+  externalUserId?: string | null;
+  /** When it happened, ISO 8601. */
+  time: string;
+  appId?: string | null;
+  name?: string | null;
+  properties?: Record<string, unknown> | null;
+  data?: EventData[T];
+}

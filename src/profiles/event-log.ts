@@ -1,39 +1,12 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from '../platform/db/pool.js';
-import type { EventData, EventType } from './event-log-types.js';
-import { ROLLUP_CTES, ROLLUP_RETURNING, ROLLUPS_SKIPPED_FOR_BENCH } from './analytics-rollups.js';
+import type { EventEntry } from './event-log-types.js';
+import { ROLLUP_CTES, rollupParams, ROLLUPS_SKIPPED_FOR_BENCH } from './analytics-rollups.js';
 
 /**
  * Writing the event log (migration 0320, docs/events.md): each writer of profiles logs what it applied in the same
  * transaction, so an event is in the log exactly when its change is on the profile. One statement per batch.
  */
-
-/** An event to log, as a writer of profiles knows it. */
-export interface EventEntry<T extends EventType = EventType> {
-  type: T;
-  workspaceId: string;
-  /**
-   * What makes the event the same across retries of the same accepted object (a staged row's id and the object's
-   * place in it, an import's line...): its id is derived from it. Null: a fresh id (the writer has no such key, and
-   * its transaction is the only one that can log the event).
-   */
-  key: string | null;
-  /** The profile the event is about. */
-  profileId: number | null;
-  /**
-   * Its `service_id` and `external_id` as they are when the batch commits: given by a writer that read them under the
-   * lock that keeps them so (ingestion's, which renames and merges take whole), or for a profile gone by then (a
-   * deletion); read here when not given.
-   */
-  userId?: string | null;
-  externalUserId?: string | null;
-  /** When it happened, ISO 8601. */
-  time: string;
-  appId?: string | null;
-  name?: string | null;
-  properties?: Record<string, unknown> | null;
-  data?: EventData[T];
-}
 
 /**
  * SQL of an event's id from SQL of its workspace id and key: a UUID made of the md5 of the two (stable, and unique as
@@ -64,9 +37,7 @@ SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::
 const BENCHMARK_WITHOUT_LOG = process.env.CES_BENCH_EVENT_LOG === 'off';
 
 /** The log's rows and, in the same statement, the analytics rollups of its events and purchases (migration 0380). */
-const INSERT_SQL = ROLLUPS_SKIPPED_FOR_BENCH
-  ? INSERT_LOG
-  : `WITH logged AS (${INSERT_LOG}\n  ${ROLLUP_RETURNING}),\n${ROLLUP_CTES}\nSELECT 1`;
+const INSERT_SQL = ROLLUPS_SKIPPED_FOR_BENCH ? INSERT_LOG : `WITH logged AS (${INSERT_LOG}),\n${ROLLUP_CTES}\nSELECT 1`;
 
 /**
  * Logs the entries in the caller's transaction (the one that applies them to the profiles), and counts their events and
@@ -90,7 +61,7 @@ export async function logEvents(client: PoolClient, entries: EventEntry[]): Prom
     cols[9]![i] = e.properties ? JSON.stringify(e.properties) : null;
     cols[10]![i] = e.data ? JSON.stringify(e.data) : '{}';
   });
-  await client.query(INSERT_SQL, cols);
+  await client.query(INSERT_SQL, ROLLUPS_SKIPPED_FOR_BENCH ? cols : [...cols, ...rollupParams(entries)]);
 }
 
 /** The identifiers of the entries' profiles that the writer did not give, read in its transaction. */
