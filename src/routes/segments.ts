@@ -6,7 +6,7 @@ import { apiKeyOf } from '../platform/http/principals.js';
 import { LIST_PAGE_SIZE, PageParam, queryInteger, queryIsoTime, SortDirectionParam } from '../platform/http/schemas.js';
 import { DAY_MS } from '../platform/lib/iso-time.js';
 import { segmentDetails } from '../profiles/segments/details.js';
-import { segmentSizeSeries } from '../profiles/segments/sizes.js';
+import { SizeNow, segmentSizeSeries } from '../profiles/segments/sizes.js';
 import { listSegments } from '../profiles/segments/store.js';
 
 export const SegmentListQuery = z.object({ page: PageParam, sort_direction: SortDirectionParam });
@@ -49,6 +49,7 @@ export const SegmentSeriesResponse = z.object({
 
 const segmentsRoutes: FastifyPluginAsync = async (base) => {
   const app = base.withTypeProvider<ZodTypeProvider>();
+  const sizeNow = new SizeNow(app.ctx.config.SEGMENT_SIZE_NOW_MAX_AGE_SECONDS);
   app.get(
     '/segments/list',
     {
@@ -102,7 +103,8 @@ const segmentsRoutes: FastifyPluginAsync = async (base) => {
         summary: 'Segment size by day',
         description:
           'At most `length` UTC days, oldest first, ending on the UTC day of `ending_at` (default now): today is the size ' +
-          "now, earlier days the workers' last count of that day. Days without a count (before the first, or still to " +
+          'now (counted at most once in SEGMENT_SIZE_NOW_MAX_AGE_SECONDS, 60 by default), earlier days ' +
+          "the workers' last count of that day. Days without a count (before the first, or still to " +
           'come) are left out. A segment_id the workspace does not have is a 404.',
         tags: ['segments'],
         querystring: SegmentSeriesQuery,
@@ -111,7 +113,11 @@ const segmentsRoutes: FastifyPluginAsync = async (base) => {
     },
     async (req) => {
       const { segment_id: segmentId, length, ending_at: endingAt = new Date() } = req.query;
-      const data = await segmentSizeSeries(app.ctx.pool, apiKeyOf(req).workspaceId, segmentId, { length, endingAt });
+      const data = await segmentSizeSeries(app.ctx.pool, apiKeyOf(req).workspaceId, segmentId, {
+        length,
+        endingAt,
+        sizeNow,
+      });
       return { data, message: 'success' };
     },
   );

@@ -4,8 +4,9 @@ import { unknownSegment } from './details.js';
 import { compileFilter, SegmentFilterSchema, type SegmentFilter } from './filter.js';
 
 /**
- * Segment sizes by UTC day (GET /segments/data_series). Today's size is counted when asked, with the segment's
- * compiled filter (./filter.ts), as an export selects its members; earlier days are read from `segment_sizes`, which
+ * Segment sizes by UTC day (GET /segments/data_series). Today's size is counted when asked (at most once in
+ * `nowMaxAgeSeconds` per segment and process: `SizeNow`), with the segment's compiled filter (./filter.ts), as an
+ * export selects its members; earlier days are read from `segment_sizes`, which
  * the workers' stats pass writes (`snapshotSegmentSizes`, every WORKSPACE_STATS_INTERVAL_SECONDS, each pass
  * overwriting the day's row, so a past day holds the last count taken on it).
  */
@@ -74,6 +75,33 @@ export interface SegmentSeriesOptions {
   endingAt: Date;
   /** The present: its UTC day is answered with the size now. */
   now?: Date;
+  /** Where today's size comes from: a count shared for a while (`SizeNow`). */
+  sizeNow: SizeNow;
+}
+
+/**
+ * Today's size of segments, counted at most once in `maxAgeSeconds` per segment (and filter: an edited segment is
+ * counted again), callers meanwhile sharing the count and a count under way. A count reads every profile of the
+ * workspace (1.2 s at 200,000 profiles, BENCHMARKS.md): without this, each call of a public read endpoint would.
+ */
+export class SizeNow {
+  private readonly counts = new Map<string, { filter: string; at: number; size: Promise<number> }>();
+  constructor(private readonly maxAgeSeconds: number) {}
+
+  get(pool: Pool, workspaceId: string, segmentId: string, filter: SegmentFilter, now = Date.now()): Promise<number> {
+    const key = JSON.stringify(filter);
+    const held = this.counts.get(segmentId);
+    if (held && held.filter === key && now - held.at < this.maxAgeSeconds * 1000) return held.size;
+    const size = countSegments(pool, workspaceId, [filter]).then(([n]) => n!);
+    // A failed count is not kept: the next caller counts again.
+    size.catch(() => this.counts.get(segmentId)?.size === size && this.counts.delete(segmentId));
+    if (this.maxAgeSeconds > 0) {
+      // Entries of segments no longer asked for go after their age; the map holds at most the segments asked lately.
+      for (const [id, c] of this.counts) if (now - c.at >= this.maxAgeSeconds * 1000) this.counts.delete(id);
+      this.counts.set(segmentId, { filter: key, at: now, size });
+    }
+    return size;
+  }
 }
 
 /**
@@ -106,8 +134,7 @@ export async function segmentSizeSeries(
   const points = recorded.rows.map((r) => ({ time: r.time, size: Number(r.size) }));
   const filter = SegmentFilterSchema.safeParse(segment.filter);
   if (firstDay <= today && today <= lastDay && filter.success) {
-    const [size] = await countSegments(pool, workspaceId, [filter.data]);
-    points.push({ time: today, size: size! });
+    points.push({ time: today, size: await opts.sizeNow.get(pool, workspaceId, segment.id, filter.data) });
   }
   return points;
 }
