@@ -21,7 +21,7 @@ import path from 'node:path';
 import { hashSecret, secretPrefix } from '../src/platform/auth/secrets.js';
 import { createPool, type Pool } from '../src/platform/db/pool.js';
 import { createRedis } from '../src/platform/redis.js';
-import { migrate } from '../src/platform/db/migrate.js';
+import { freshWorkspace } from './workspace.js';
 import { eventSeries, purchaseSeries, userKpiSeries, type SeriesRange } from '../src/features/analytics/series.js';
 import { LoadClient, requestBytes } from './load.js';
 
@@ -48,15 +48,7 @@ const log = (line: string) => console.log(`[bench:analytics] ${line}`);
 
 /** The rollups of EVENTS events (and as many purchases) over DAYS days, written set-based; returns the workspace. */
 async function loadRollups(pool: Pool): Promise<string> {
-  await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
-  await migrate(pool, SCHEMA);
-  const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') RETURNING id`))
-    .rows[0]!.id;
-  const ws = (
-    await pool.query<{ id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, 'bench') RETURNING id`, [
-      company,
-    ])
-  ).rows[0]!.id;
+  const ws = await freshWorkspace(pool, SCHEMA);
   await pool.query(
     `INSERT INTO api_keys (workspace_id, name, key_hash, key_prefix, permissions) VALUES ($1, 'bench', $2, $3, $4)`,
     [

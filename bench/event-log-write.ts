@@ -16,7 +16,7 @@ import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { from as copyFrom } from 'pg-copy-streams';
 import { createPool, type Pool } from '../src/platform/db/pool.js';
-import { migrate } from '../src/platform/db/migrate.js';
+import { freshWorkspace } from './workspace.js';
 import type { PoolClient } from '../src/platform/db/pool.js';
 import { eventId, INSERT_LOG, logEvents } from '../src/profiles/event-log.js';
 import type { EventEntry } from '../src/profiles/event-log-types.js';
@@ -35,15 +35,7 @@ interface Batch {
 }
 
 async function prepare(pool: Pool): Promise<string> {
-  await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
-  await migrate(pool, SCHEMA);
-  const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') RETURNING id`))
-    .rows[0]!.id;
-  const ws = (
-    await pool.query<{ id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, 'bench') RETURNING id`, [
-      company,
-    ])
-  ).rows[0]!.id;
+  const ws = await freshWorkspace(pool, SCHEMA);
   await pool.query(
     `INSERT INTO profiles (workspace_id, service_id, external_id, random_bucket, first_name, email, custom_attributes, custom_events)
      SELECT $1, md5('s' || g), 'user-' || g, g % 10000, 'First' || g, 'user' || g || '@example.com',

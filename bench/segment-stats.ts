@@ -15,7 +15,7 @@
  * Nothing here is a test: figures depend on the machine and on what else runs on it.
  */
 import { createPool, type Pool } from '../src/platform/db/pool.js';
-import { migrate } from '../src/platform/db/migrate.js';
+import { freshWorkspace } from './workspace.js';
 import { generateUsers } from '../src/features/synthetic-users/generate.js';
 import { DAY_MS, utcDay } from '../src/platform/lib/iso-time.js';
 import { SizeNow, segmentSizeSeries } from '../src/profiles/segments/sizes.js';
@@ -40,15 +40,7 @@ const FILTERS = [
 
 async function prepare(pool: Pool): Promise<string> {
   const started = Date.now();
-  await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
-  await migrate(pool, SCHEMA);
-  const company = (await pool.query<{ id: string }>(`INSERT INTO companies (name) VALUES ('bench') RETURNING id`))
-    .rows[0]!.id;
-  const workspaceId = (
-    await pool.query<{ id: string }>(`INSERT INTO workspaces (company_id, name) VALUES ($1, 'bench') RETURNING id`, [
-      company,
-    ])
-  ).rows[0]!.id;
+  const workspaceId = await freshWorkspace(pool, SCHEMA);
   await generateUsers(pool, { workspaceId, count: USERS, seed: 1 });
   await pool.query(
     `INSERT INTO segments (workspace_id, api_id, name, filter)
