@@ -19,6 +19,8 @@ const MAX_FORM_FIELDS = 500;
 const FORM_BYTES = 64 * 1024;
 
 const pageConfig = { auth: 'none' as const, errors: [403, 404] };
+/** The form's body: a refused form (400), one too large (413), or not a form nor JSON (415). */
+const formConfig = { auth: 'none' as const, errors: [400, 403, 404, 413, 415] };
 
 /** Our refusals as pages; anything else (a fault, a dependency away) goes to the one error handler. */
 function sendRefusal(reply: FastifyReply, err: unknown): FastifyReply {
@@ -71,7 +73,7 @@ const preferenceCenterPageRoutes: FastifyPluginAsync = async (base) => {
   app.post(
     `${PAGE_PATH}/:token`,
     {
-      config: pageConfig,
+      config: formConfig,
       schema: {
         summary: "A user's preference center form",
         description:
