@@ -22,11 +22,28 @@ const pageConfig = { auth: 'none' as const, errors: [403, 404] };
 /** The form's body: a refused form (400), one too large (413), or not a form nor JSON (415). */
 const formConfig = { auth: 'none' as const, errors: [400, 403, 404, 413, 415] };
 
+/**
+ * A page, with the headers a page of someone else's HTML on the API's own origin needs: sandboxed (scripts and its
+ * form run, but in an origin of their own, so the page's script can reach nothing of the API's origin with a
+ * browser's stored credentials), never framed, never cached, and no Referer (the address is the credential) to the
+ * images and icons it loads.
+ */
+function sendPage(reply: FastifyReply, status: number, html: string): FastifyReply {
+  return reply
+    .code(status)
+    .type('text/html; charset=utf-8')
+    .header('content-security-policy', "sandbox allow-scripts allow-forms allow-popups; frame-ancestors 'none'")
+    .header('x-content-type-options', 'nosniff')
+    .header('referrer-policy', 'no-referrer')
+    .header('cache-control', 'no-store')
+    .send(html);
+}
+
 /** Our refusals as pages; anything else (a fault, a dependency away) goes to the one error handler. */
 function sendRefusal(reply: FastifyReply, err: unknown): FastifyReply {
   if (!(err instanceof AppError) || statusOf(err.code) >= 500) throw err;
   const title = err.code === 'bad_request' ? 'Your choices were not saved' : 'This link does not work';
-  return reply.code(statusOf(err.code)).type('text/html; charset=utf-8').send(messagePage(title, err.message));
+  return sendPage(reply, statusOf(err.code), messagePage(title, err.message));
 }
 
 const preferenceCenterPageRoutes: FastifyPluginAsync = async (base) => {
@@ -63,8 +80,7 @@ const preferenceCenterPageRoutes: FastifyPluginAsync = async (base) => {
     async (req, reply) => {
       try {
         const link = verifyPageLink(app.ctx.config, req.params.token);
-        const page = await preferenceCenterPage(app.ctx.pool, link, pageUrl(req.params.token));
-        return await reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(page);
+        return sendPage(reply, 200, await preferenceCenterPage(app.ctx.pool, link, pageUrl(req.params.token)));
       } catch (err) {
         return sendRefusal(reply, err);
       }
@@ -87,8 +103,7 @@ const preferenceCenterPageRoutes: FastifyPluginAsync = async (base) => {
       try {
         const link = verifyPageLink(app.ctx.config, req.params.token);
         const form = (req.body ?? {}) as Record<string, string>;
-        const page = await submitPreferenceCenter(app.ctx.pool, link, pageUrl(req.params.token), form);
-        return await reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(page);
+        return sendPage(reply, 200, await submitPreferenceCenter(app.ctx.pool, link, pageUrl(req.params.token), form));
       } catch (err) {
         return sendRefusal(reply, err);
       }

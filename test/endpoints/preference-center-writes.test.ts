@@ -292,6 +292,12 @@ describe('the page behind the URL, without a browser', () => {
     const res = await page('GET', url);
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toMatch(/^text\/html/);
+    // Someone else's HTML on the API's origin: sandboxed, never framed or cached, its address never sent as Referer.
+    expect(res.headers['content-security-policy']).toBe(
+      "sandbox allow-scripts allow-forms allow-popups; frame-ancestors 'none'",
+    );
+    expect(res.headers['referrer-policy']).toBe('no-referrer');
+    expect(res.headers['cache-control']).toBe('no-store');
     expect(res.body).toContain('&lt;b&gt;Ann&lt;/b&gt; subscribed');
     expect(res.body).not.toContain('<b>Ann</b>');
     expect(res.body).toContain(`name="subscription_group[${GROUP}]"`);
