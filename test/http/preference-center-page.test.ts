@@ -126,17 +126,18 @@ describe("a user's preference center page in Chromium", () => {
       // The page is sandboxed (an origin of its own): the form is posted as a person's browser posts it.
       const [posted] = await Promise.all([
         page.waitForNavigation(),
-        page.evaluate((target) => {
+        // A script string: this file is compiled without the DOM's types.
+        page.evaluate(`(() => {
           const form = document.createElement('form');
           form.method = 'post';
-          form.action = target;
+          form.action = ${JSON.stringify(tampered)};
           const input = document.createElement('input');
           input.name = 'email_global_state';
           input.value = 'unsubscribed';
           form.appendChild(input);
           document.body.appendChild(form);
           form.submit();
-        }, tampered),
+        })()`),
       ]);
       expect(posted?.status()).toBe(403);
       expect(await page.textContent('body')).toContain('This preference center link is invalid');
