@@ -49,8 +49,8 @@ export function verifyPageLink(config: LinkConfig, token: string, now = new Date
   const invalid = new AppError('forbidden', 'This preference center link is invalid: it was altered or cut');
   const [payload, signature, ...rest] = token.split('.');
   if (!payload || !signature || rest.length > 0 || !/^[A-Za-z0-9_-]{43}$/.test(signature)) throw invalid;
-  const expected = Buffer.from(sign(config, payload), 'base64url');
-  if (!timingSafeEqual(expected, Buffer.from(signature, 'base64url'))) throw invalid;
+  // Compared as text: decoding would let the last character's two spare bits vary, and an altered link must fail.
+  if (!timingSafeEqual(Buffer.from(sign(config, payload)), Buffer.from(signature))) throw invalid;
   let decoded: unknown;
   try {
     decoded = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
