@@ -165,6 +165,12 @@ describe('POST /preference_center/v1', () => {
     expect((await centers()).filter((c) => c.name === 'taken')).toHaveLength(1);
   });
 
+  it('of concurrent creates with one name, one wins and the others are refused', async () => {
+    const answers = await Promise.all(Array.from({ length: 5 }, () => create({ ...valid, name: 'raced' })));
+    expect(answers.map((a) => a.status).sort()).toEqual([201, 400, 400, 400, 400]);
+    expect((await centers()).filter((c) => c.name === 'raced')).toHaveLength(1);
+  });
+
   it("a name is the workspace's: another workspace may use it", async () => {
     const { status } = await create({ ...valid, name: 'taken' }, (await seedWorkspace(env.ctx.pool)).apiKey);
     expect(status).toBe(201);
