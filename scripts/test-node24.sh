@@ -16,7 +16,7 @@ FILES=(
   test/catalogs/catalog-management.test.ts test/catalogs/catalog-async.test.ts test/endpoints/analytics-lists.test.ts
   test/endpoints/analytics-series.test.ts test/endpoints/content-blocks.test.ts test/endpoints/custom-attributes.test.ts
   test/endpoints/segment-details.test.ts test/endpoints/segment-series.test.ts test/endpoints/subscription-groups.test.ts
-  test/endpoints/suppressions.test.ts test/ingest/track-sync.test.ts
+  test/endpoints/suppressions.test.ts test/ingest/track-sync.test.ts test/endpoints/preference-center-writes.test.ts
 )
 if [ $# -gt 0 ]; then FILES=("$@"); fi
 "$NODE24" node_modules/vitest/vitest.mjs run "${FILES[@]}"

@@ -142,6 +142,12 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE: int(1_000).describe(
     'Preference center list and detail requests per workspace per minute.',
   ),
+  RATE_LIMIT_PREFERENCE_CENTER_WRITE_PER_MINUTE: int(10).describe(
+    'Preference center creates, and updates, per workspace per minute, each endpoint counted on its own (the public API applies 10).',
+  ),
+  RATE_LIMIT_PREFERENCE_CENTER_URL_PER_MINUTE: int(1_000).describe(
+    'Preference center URL requests (GET /preference_center/v1/{id}/url/{userID}) per workspace per minute.',
+  ),
   RATE_LIMIT_CUSTOM_DATA_LISTS_PER_HOUR: int(1_000).describe(
     'Requests per workspace per hour shared by the lists of custom data, as the public API shares them: GET /custom_attributes, /events, /events/list and /purchases/product_list.',
   ),
@@ -158,6 +164,16 @@ export const ConfigSchema = z.object({
     .min(16)
     .default('development-only-download-secret')
     .describe('HMAC key signing export download URLs; set the same value on every API process.'),
+  PREFERENCE_CENTER_URL_SECRET: z
+    .string()
+    .min(16)
+    .optional()
+    .describe(
+      "HMAC key signing users' preference center page URLs; set the same value on every API process. Default: DOWNLOAD_URL_SECRET (each signs its own kind of link).",
+    ),
+  PREFERENCE_CENTER_URL_TTL_SECONDS: int(90 * 86_400).describe(
+    "Lifetime of a user's preference center URL (and of the form it serves) from when it was generated.",
+  ),
   DOWNLOAD_URL_TTL_SECONDS: int(4 * 3600).describe('Lifetime of an export download URL after the export is ready.'),
   EXPORT_MAX_RUNNING_PER_COMPANY: int(100).describe('Segment exports that may run at once per company (spec: 100).'),
   EXPORT_LOCK_LEASE_MS: int(30_000).describe(

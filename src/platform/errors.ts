@@ -6,6 +6,7 @@
 export type ErrorCode =
   | 'bad_request'
   | 'unauthorized'
+  | 'forbidden'
   | 'not_found'
   | 'conflict'
   | 'gone'
@@ -55,6 +56,8 @@ export function statusOf(code: ErrorCode): number {
       return 400;
     case 'unauthorized':
       return 401;
+    case 'forbidden':
+      return 403;
     case 'not_found':
       return 404;
     case 'conflict':

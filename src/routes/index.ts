@@ -17,6 +17,7 @@ import contentBlockRoutes from './content-blocks.js';
 import liveActivitiesRoutes from './live-activities.js';
 import canvasSchedulesRoutes from './canvas-schedules.js';
 import preferenceCenterRoutes from './preference-centers.js';
+import preferenceCenterPageRoutes from './preference-center-pages.js';
 import canvasListRoutes from './canvas-list.js';
 import feedRoutes from './feed.js';
 import kpiRoutes from './kpi.js';
@@ -44,6 +45,7 @@ export const routes: FastifyPluginAsync[] = [
   liveActivitiesRoutes,
   canvasSchedulesRoutes,
   preferenceCenterRoutes,
+  preferenceCenterPageRoutes,
   canvasListRoutes,
   feedRoutes,
   kpiRoutes,

@@ -17,7 +17,11 @@ import { bearer, createScimToken, seedWorkspace } from '../helpers/seed.js';
 
 // Every route is called many times here: the shared catalog buckets (50 a minute by default) are raised out of the way.
 const env = useTestEnv({
-  config: { RATE_LIMIT_CATALOG_SYNC_PER_MINUTE: '100000', RATE_LIMIT_CATALOG_FIELDS_SELECTIONS_PER_MINUTE: '100000' },
+  config: {
+    RATE_LIMIT_CATALOG_SYNC_PER_MINUTE: '100000',
+    RATE_LIMIT_CATALOG_FIELDS_SELECTIONS_PER_MINUTE: '100000',
+    RATE_LIMIT_PREFERENCE_CENTER_WRITE_PER_MINUTE: '100000',
+  },
   workspaces: ['ws'],
 });
 let scimToken: string;

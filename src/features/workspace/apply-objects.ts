@@ -1,6 +1,8 @@
 import { SPECS, type ApplyRun, type DeclaredWorkspace } from './apply-specs.js';
 import type { WorkspaceDecl } from './schema.js';
 import { upsert } from './upsert.js';
+import { formatPath } from './parse.js';
+import { lockForTransaction, lockNames } from '../../platform/db/advisory-locks.js';
 
 type Row = Record<string, unknown>;
 
@@ -69,11 +71,7 @@ export async function applyObjects(run: ApplyRun): Promise<void> {
     SPECS.feed_cards,
     perWorkspace((w) => w.feed_cards, feedCardRow),
   );
-  counts.preference_centers = await upsert(
-    client,
-    SPECS.preference_centers,
-    perWorkspace((w) => w.preference_centers, preferenceCenterRow),
-  );
+  counts.preference_centers = await upsert(client, SPECS.preference_centers, await preferenceCenterRows(run));
   counts.permission_sets = await upsert(
     client,
     SPECS.permission_sets,
@@ -156,17 +154,47 @@ function feedCardRow(c: WorkspaceDecl['feed_cards'][number], workspaceId: string
   };
 }
 
-function preferenceCenterRow(p: WorkspaceDecl['preference_centers'][number], workspaceId: string): Row {
-  return {
-    workspace_id: workspaceId,
-    api_id: p.id,
-    name: p.name,
-    title: p.title,
-    page_html: p.page_html,
-    confirmation_page_html: p.confirmation_page_html,
-    redirect_page_html: p.redirect_page_html,
-    options: p.options,
-    state: p.state,
-    created_at: p.created_at,
-  };
+/**
+ * The file's preference centers. Centers the API created are not in the file and are left alone; a center the file
+ * declares keeps the options the file does not name (those the API set: links-tags), after the file's own. A name
+ * another center of the workspace has (one the API created) is an issue: names are unique, the Liquid tag names the
+ * center by it. The API's writers are held off meanwhile (their lock: src/features/preference-centers/write.ts).
+ */
+async function preferenceCenterRows(run: ApplyRun): Promise<Row[]> {
+  const { client, workspaces } = run;
+  const declaring = workspaces.filter((w) => w.decl.preference_centers.length > 0);
+  for (const w of declaring) await lockForTransaction(client, lockNames.preferenceCenterNames(w.id));
+  const { rows } = await client.query<{
+    workspace_id: string;
+    api_id: string;
+    name: string;
+    options: Record<string, unknown>;
+  }>(`SELECT workspace_id, api_id, name, options FROM preference_centers WHERE workspace_id = ANY($1::uuid[])`, [
+    declaring.map((w) => w.id),
+  ]);
+  const byId = new Map(rows.map((r) => [`${r.workspace_id}/${r.api_id}`, r]));
+  const byName = new Map(rows.map((r) => [`${r.workspace_id}/${r.name}`, r]));
+  return declaring.flatMap((w) =>
+    w.decl.preference_centers.map((p, i) => {
+      const other = byName.get(`${w.id}/${p.name}`);
+      if (other && other.api_id !== p.id)
+        run.issues.push({
+          path: formatPath([...w.path, 'preference_centers', i, 'name']),
+          message: `another preference center of this workspace (${JSON.stringify(other.api_id)}) is named ${JSON.stringify(p.name)}`,
+        });
+      const stored = byId.get(`${w.id}/${p.id}`)?.options ?? {};
+      return {
+        workspace_id: w.id,
+        api_id: p.id,
+        name: p.name,
+        title: p.title,
+        page_html: p.page_html,
+        confirmation_page_html: p.confirmation_page_html,
+        redirect_page_html: p.redirect_page_html,
+        options: { ...stored, ...p.options },
+        state: p.state,
+        created_at: p.created_at,
+      };
+    }),
+  );
 }

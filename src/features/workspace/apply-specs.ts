@@ -152,17 +152,23 @@ export const SPECS = {
   preference_centers: {
     table: 'preference_centers',
     key: { workspace_id: 'uuid', api_id: 'text' },
-    set: {
-      name: 'text',
+    // The file is the truth for what it gives; what it leaves out keeps what the API gave (options are merged before:
+    // ./apply-objects.ts).
+    set: { name: 'text', redirect_page_html: 'text', options: 'jsonb' },
+    optional: {
       title: 'text',
       page_html: 'text',
       confirmation_page_html: 'text',
-      redirect_page_html: 'text',
-      options: 'jsonb',
       state: 'text',
+      created_at: 'timestamptz',
     },
-    optional: { created_at: 'timestamptz' },
-    insertDefaults: { created_at: 'now()' },
+    insertDefaults: {
+      title: `''`,
+      page_html: `''`,
+      confirmation_page_html: `''`,
+      state: `'active'`,
+      created_at: 'now()',
+    },
     touch: 'updated_at',
   },
   api_keys: {

@@ -223,15 +223,19 @@ export const FeedCardSchema = z.strictObject({
   created_at: IsoTime.optional(),
 });
 
+/**
+ * A preference center. The fields it leaves out keep what the API gave them (PUT /preference_center/v1/{id}); a new
+ * center gets empty pages, `active` and no options (docs/preference-centers.md).
+ */
 export const PreferenceCenterSchema = z.strictObject({
   id: ApiId,
   name: Name,
-  title: z.string().max(1000).default(''),
-  page_html: z.string().max(500_000).default(''),
-  confirmation_page_html: z.string().max(500_000).default(''),
+  title: z.string().max(1000).optional(),
+  page_html: z.string().max(500_000).optional(),
+  confirmation_page_html: z.string().max(500_000).optional(),
   redirect_page_html: z.string().max(500_000).optional(),
   options: z.strictObject({ 'meta-viewport-content': z.string().max(1000).optional() }).default({}),
-  state: z.string().min(1).max(50).default('active'),
+  state: z.string().min(1).max(50).optional(),
   created_at: IsoTime.optional(),
 });
 
@@ -623,6 +627,7 @@ function checkWorkspaceNames(w: ParsedFile['workspaces'][number], wi: number, ct
   reportDuplicateField(ctx, w.canvases, 'id', at('canvases'), 'canvas id');
   reportDuplicateField(ctx, w.feed_cards, 'id', at('feed_cards'), 'feed card id');
   reportDuplicateField(ctx, w.preference_centers, 'id', at('preference_centers'), 'preference center id');
+  reportDuplicateField(ctx, w.preference_centers, 'name', at('preference_centers'), 'preference center name');
   reportDuplicateField(ctx, w.scheduled_exports, 'name', at('scheduled_exports'), 'scheduled export name');
   reportDuplicateField(ctx, w.event_exports, 'name', at('event_exports'), 'event export name');
   const teams = new Set(w.teams.map((t) => t.name));

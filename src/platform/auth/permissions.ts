@@ -88,6 +88,9 @@ export const PERMISSIONS = [
   'subscription.status.set',
   'subscription.status.get',
   'subscription.groups.get',
+  // Preference centers' writes and user links (docs/preference-centers.md).
+  'preference_center.update',
+  'preference_center.user.get',
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];

@@ -87,6 +87,20 @@ export const RATE_LIMITS = {
     windowSeconds: 60,
     limit: (c) => c.RATE_LIMIT_PREFERENCE_CENTER_PER_MINUTE,
   },
+  /** Creates and updates: each endpoint its own 10 a minute, as the public API documents them. */
+  preferenceCenterWrite: {
+    bucket: 'preference-center-write',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_PREFERENCE_CENTER_WRITE_PER_MINUTE,
+    perRoute: true,
+  },
+  preferenceCenterUrl: {
+    bucket: 'preference-center-url',
+    scope: 'workspace',
+    windowSeconds: 60,
+    limit: (c) => c.RATE_LIMIT_PREFERENCE_CENTER_URL_PER_MINUTE,
+  },
   /** One budget for the lists of custom data, as the public API shares it: /custom_attributes, /events, /events/list, /purchases/product_list. */
   customDataLists: {
     bucket: 'custom-data-lists',

@@ -27,6 +27,8 @@ export const lockNames = {
   /** One runner per export shard, one finisher per export (session locks of the workers' own connections). */
   exportShard: (exportId: string, shard: number) => `ces-export-shard:${exportId}:${shard}`,
   exportFinish: (exportId: string) => `ces-export-finish:${exportId}`,
+  /** The preference center names of a workspace, checked and written by one writer at a time (API or file). */
+  preferenceCenterNames: (workspaceId: string) => `ces-preference-center-names:${workspaceId}`,
   /** One flusher per event export. */
   eventExport: (exportId: string) => `ces-event-export:${exportId}`,
 } as const;

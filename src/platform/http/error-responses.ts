@@ -27,6 +27,7 @@ declare module 'fastify' {
 const REASONS: Record<number, string> = {
   400: 'Malformed JSON, a wrong type, a missing or over-limit field: the body names what is wrong; nothing is changed',
   401: 'Missing, unknown or revoked credentials, or a key without the permission',
+  403: 'A signed link that was altered or has expired',
   404: "Unknown id, name or object (another tenant's included)",
   409: 'A conflict: the same Idempotency-Key is still being handled, or the resource exists',
   410: 'Gone: the download link expired',
