@@ -1,8 +1,9 @@
-import type { Pool } from '../../platform/db/pool.js';
 import { badRequest, notFound } from '../../platform/errors.js';
 import { groupStatesOf, groupsOf, type GroupState } from '../../profiles/subscription-group-states.js';
-import { setEmailStatus, SUBSCRIPTION_STATES, type SubscriptionState } from '../subscriptions/email-status.js';
-import { setSubscriptionStatus } from '../subscriptions/subscription-groups.js';
+import { withTransaction, type Pool } from '../../platform/db/pool.js';
+import { lockWorkspaceProfiles } from '../../profiles/write/locks.js';
+import { setEmailStatusIn, SUBSCRIPTION_STATES, type SubscriptionState } from '../subscriptions/email-status.js';
+import { checkGroupRequests, setSubscriptionStatusIn } from '../subscriptions/subscription-groups.js';
 import type { PageLink } from './links.js';
 import { EMAIL_GLOBAL_FIELD, renderLiquid, withHead, type PageFrame, type PageUser } from './render.js';
 import { DEFAULT_TITLE } from './write.js';
@@ -106,8 +107,8 @@ export async function readChoices(pool: Pool, link: PageLink, form: Record<strin
 }
 
 /**
- * Records the choices of the link's user and answers the confirmation page. The groups are set by the user's external
- * id (every group in one transaction), the global email state by the user's address: as /email/status does, every
+ * Records the choices of the link's user, all in one transaction, and answers the confirmation page. The groups are
+ * set by the user's external id, the global email state by the user's address: as /email/status does, every
  * user with that address gets it. A user with no external id keeps their groups, one with no address their global
  * state (docs/preference-centers.md).
  */
@@ -119,15 +120,17 @@ export async function submitPreferenceCenter(
 ): Promise<string> {
   const { user } = await load(pool, link);
   const choices = await readChoices(pool, link, form);
-  if (choices.groups.length > 0 && user.externalId !== null) {
-    const externalIds = [user.externalId];
-    await setSubscriptionStatus(
-      pool,
-      link.w,
-      choices.groups.map((g) => ({ groupId: g.groupId, state: g.state, externalIds, emails: [], phones: [] })),
-    );
-  }
-  if (choices.emailState && user.email !== null) await setEmailStatus(pool, link.w, [user.email], choices.emailState);
+  const externalIds = user.externalId === null ? [] : [user.externalId];
+  const groups = externalIds.length === 0 ? [] : choices.groups;
+  const requests = groups.map((g) => ({ groupId: g.groupId, state: g.state, externalIds, emails: [], phones: [] }));
+  await checkGroupRequests(pool, link.w, requests);
+  // Every choice of the form in one transaction: a failure records none of them.
+  await withTransaction(pool, async (client) => {
+    await lockWorkspaceProfiles(client, [link.w]);
+    if (requests.length > 0) await setSubscriptionStatusIn(client, link.w, requests);
+    if (choices.emailState && user.email !== null)
+      await setEmailStatusIn(client, link.w, [user.email], choices.emailState);
+  });
   const after = await load(pool, link);
   const frame = frameOf(after.center, pageUrl);
   return withHead(renderLiquid(after.center.confirmation_page_html, after.user, frame), frame);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { withTransaction, type Pool } from '../../platform/db/pool.js';
+import { withTransaction, type Pool, type PoolClient } from '../../platform/db/pool.js';
 import { lockWorkspaceProfiles } from '../../profiles/write/locks.js';
 import { setEmailSubscribe } from '../../profiles/states.js';
 
@@ -53,17 +53,27 @@ export async function setEmailStatus(
   emails: string[],
   state: SubscriptionState,
 ): Promise<{ profilesUpdated: number }> {
-  const addresses = [...new Set(emails.map((e) => e.toLowerCase()))];
-  const at = new Date().toISOString();
   return withTransaction(pool, async (client) => {
     // Ingestion batches update many profiles; sharing their lock keeps this from deadlocking with one.
     await lockWorkspaceProfiles(client, [workspaceId]);
-    await client.query(
-      `INSERT INTO email_subscriptions (workspace_id, email, state, updated_at)
-       SELECT $1, e, $3, now() FROM unnest($2::text[]) AS e
-       ON CONFLICT (workspace_id, email) DO UPDATE SET state = EXCLUDED.state, updated_at = EXCLUDED.updated_at`,
-      [workspaceId, addresses, state],
-    );
-    return { profilesUpdated: await setEmailSubscribe(client, workspaceId, addresses, state, at) };
+    return setEmailStatusIn(client, workspaceId, emails, state);
   });
+}
+
+/** setEmailStatus's writes, in the caller's transaction, which holds the workspace's profiles lock. */
+export async function setEmailStatusIn(
+  client: PoolClient,
+  workspaceId: string,
+  emails: string[],
+  state: SubscriptionState,
+): Promise<{ profilesUpdated: number }> {
+  const addresses = [...new Set(emails.map((e) => e.toLowerCase()))];
+  const at = new Date().toISOString();
+  await client.query(
+    `INSERT INTO email_subscriptions (workspace_id, email, state, updated_at)
+     SELECT $1, e, $3, now() FROM unnest($2::text[]) AS e
+     ON CONFLICT (workspace_id, email) DO UPDATE SET state = EXCLUDED.state, updated_at = EXCLUDED.updated_at`,
+    [workspaceId, addresses, state],
+  );
+  return { profilesUpdated: await setEmailSubscribe(client, workspaceId, addresses, state, at) };
 }

@@ -98,12 +98,25 @@ export async function setSubscriptionStatus(
   workspaceId: string,
   requests: GroupStatusRequest[],
 ): Promise<{ changed: number }> {
+  await checkGroupRequests(pool, workspaceId, requests);
+  return withTransaction(pool, async (client) => {
+    await lockWorkspaceProfiles(client, [workspaceId]);
+    return setSubscriptionStatusIn(client, workspaceId, requests);
+  });
+}
+
+/** A request's faults, as 400s: no user named, an email and a phone together, a group unknown or of the other channel. */
+export async function checkGroupRequests(
+  db: Pick<Pool | PoolClient, 'query'>,
+  workspaceId: string,
+  requests: GroupStatusRequest[],
+): Promise<void> {
   for (const r of requests) {
     if (r.externalIds.length + r.emails.length + r.phones.length === 0)
       throw badRequest('external_id, email or phone is required');
     if (r.emails.length > 0 && r.phones.length > 0) throw badRequest(EMAIL_AND_PHONE);
   }
-  const groups = await groupsOf(pool, workspaceId, [...new Set(requests.map((r) => r.groupId))]);
+  const groups = await groupsOf(db, workspaceId, [...new Set(requests.map((r) => r.groupId))]);
   for (const r of requests) {
     const group = groups.get(r.groupId.toLowerCase());
     if (!group) throw badRequest(INVALID_GROUP);
@@ -112,41 +125,49 @@ export async function setSubscriptionStatus(
     if (group.channel === 'sms' && r.emails.length > 0)
       throw badRequest('email can name users of email subscription groups only; this group is an SMS group');
   }
+}
+
+/**
+ * setSubscriptionStatus's writes, in the caller's transaction, which holds the workspace's profiles lock
+ * (`lockWorkspaceProfiles`) and has checked the requests (`checkGroupRequests`).
+ */
+export async function setSubscriptionStatusIn(
+  client: PoolClient,
+  workspaceId: string,
+  requests: GroupStatusRequest[],
+): Promise<{ changed: number }> {
   const at = new Date().toISOString();
-  return withTransaction(pool, async (client) => {
-    await lockWorkspaceProfiles(client, [workspaceId]);
-    // Every group's names resolved in one statement, then handed back to each group.
-    const all: UserNames = {
-      externalIds: [...new Set(requests.flatMap((r) => r.externalIds))],
-      emails: [...new Set(requests.flatMap((r) => r.emails))],
-      phones: [...new Set(requests.flatMap((r) => r.phones))],
-    };
-    const named = await namedProfiles(client, workspaceId, all);
-    const changes: GroupStateChange[] = [];
-    for (const r of requests) {
-      const wanted = new Set([
-        ...r.externalIds.map((v) => `external_id/${v}`),
-        ...r.emails.map((v) => `email/${v.toLowerCase()}`),
-        ...r.phones.map((v) => `phone/${v}`),
-      ]);
-      const profileIds = new Set(
-        named
-          .filter((p) => wanted.has(`${p.kind}/${p.kind === 'email' ? p.name.toLowerCase() : p.name}`))
-          .map((p) => p.id),
-      );
-      for (const profileId of profileIds)
-        changes.push({
-          workspaceId,
-          profileId,
-          groupId: r.groupId.toLowerCase(),
-          state: r.state,
-          at,
-          key: null,
-          source: 'subscription_status',
-        });
-    }
-    return { changed: await setGroupStates(client, changes) };
-  });
+  // Every group's names resolved in one statement, then handed back to each group.
+  const all: UserNames = {
+    externalIds: [...new Set(requests.flatMap((r) => r.externalIds))],
+    emails: [...new Set(requests.flatMap((r) => r.emails))],
+    phones: [...new Set(requests.flatMap((r) => r.phones))],
+  };
+  const named = await namedProfiles(client, workspaceId, all);
+  const changes: GroupStateChange[] = [];
+  for (const r of requests) {
+    const wanted = new Set([
+      ...r.externalIds.map((v) => `external_id/${v}`),
+      ...r.emails.map((v) => `email/${v.toLowerCase()}`),
+      ...r.phones.map((v) => `phone/${v}`),
+    ]);
+    const profileIds = new Set(
+      named
+        .filter((p) => wanted.has(`${p.kind}/${p.kind === 'email' ? p.name.toLowerCase() : p.name}`))
+        .map((p) => p.id),
+    );
+    for (const profileId of profileIds)
+      changes.push({
+        workspaceId,
+        profileId,
+        groupId: r.groupId.toLowerCase(),
+        state: r.state,
+        at,
+        key: null,
+        source: 'subscription_status',
+      });
+  }
+  return { changed: await setGroupStates(client, changes) };
 }
 
 /** Names as a request gives them (lists), for the read endpoints and setting alike. */
