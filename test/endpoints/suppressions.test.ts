@@ -67,6 +67,12 @@ describe('POST /email/blocklist and /email/blacklist', () => {
     expect(foreign.rows[0].email_subscribe).toBe('opted_in');
   });
 
+  it('lists an address blocklisted again (or under its other name) once', async () => {
+    expect((await post('/email/blacklist', { email: 'ann@EXAMPLE.com' })).status).toBe(201);
+    expect((await post('/email/blocklist', { email: ['nobody-yet@example.com'] })).status).toBe(201);
+    expect(await addresses('/email/hard_bounces')).toEqual(['ann@example.com', 'nobody-yet@example.com']);
+  });
+
   it('logs the unsubscribe as /email/status does, with blocklist as its source', async () => {
     const { rows } = await env.ctx.pool.query(
       `SELECT external_user_id, data FROM event_log

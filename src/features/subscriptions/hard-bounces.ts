@@ -35,7 +35,8 @@ export async function recordHardBounces(
  * Records hard bounces and unsubscribes the bounced addresses, as the public API does (its hard-bounce list calls
  * the bounce time `unsubscribed_at`): the address's stored subscription state (also for addresses no profile
  * carries yet) and every profile with that address become `unsubscribed`, unless a later subscription change
- * exists. Addresses are stored lower-cased; an exact repeat (same address and time) is skipped. Runs in the
+ * exists. Addresses are stored lower-cased; an exact repeat (same address and time) is skipped, and so is a blocklisting
+ * of an address already listed. Runs in the
  * caller's transaction (the workspace file's apply writes its records in its own). `source` is what the event log says
  * set the state: a bounce, or POST /email/blocklist, which marks addresses hard bounced.
  */
@@ -58,12 +59,14 @@ export async function recordHardBouncesIn(
        INSERT INTO hard_bounces (workspace_id, email, bounced_at)
        SELECT $1, i.email, i.bounced_at FROM input i
         WHERE NOT EXISTS (SELECT 1 FROM hard_bounces h
-                           WHERE h.workspace_id = $1 AND lower(h.email) = i.email AND h.bounced_at = i.bounced_at)
+                           WHERE h.workspace_id = $1 AND lower(h.email) = i.email AND (h.bounced_at = i.bounced_at OR $4))
         ORDER BY i.n
        RETURNING 1
      )
      SELECT count(*)::int AS n FROM ins`,
-    [workspaceId, emails, times],
+    // A blocklisted address already on the list stays there once (a bounce is a dated fact; a blocklisting of a listed
+    // address adds none).
+    [workspaceId, emails, times, source === 'blocklist'],
   );
   const latest = `SELECT e AS email, max(t) AS at FROM unnest($2::text[], $3::timestamptz[]) AS u(e, t) GROUP BY e`;
   await client.query(
