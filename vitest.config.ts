@@ -4,6 +4,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
+    // Kills, at the end of each file, the `ces` processes it spawned (test/helpers/cli.ts), whatever became of it.
+    setupFiles: ['test/helpers/kill-cli-children.ts'],
     pool: 'forks',
     // Two cores, and three files at a time: many files spend most of their time waiting (BullMQ's stalled-job check
     // after a SIGKILL, a restarted PostgreSQL, a flush interval), so a third overlaps those waits; more than three
