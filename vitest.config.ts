@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongestFirst from './test/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -11,6 +12,8 @@ export default defineConfig({
     // after a SIGKILL, a restarted PostgreSQL, a flush interval), so a third overlaps those waits; more than three
     // only queue behind PostgreSQL and make timings erratic.
     maxWorkers: 3,
+    // The longest files first (test/sequencer.ts), even where vitest has no timings of its own (CI's clean clone).
+    sequence: { sequencer: LongestFirst },
     testTimeout: 60_000,
     hookTimeout: 120_000,
   },
