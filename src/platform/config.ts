@@ -223,6 +223,22 @@ export const ConfigSchema = z.object({
       'Niceness (0-19) `ces start` gives its worker process, so that when the cores are short the API answers first; 0 for equal priority.',
     ),
   WORKER_CONCURRENCY: int(2).describe('Jobs one worker process runs at once per queue.'),
+  WORKER_LOCK_DURATION_MS: z.coerce
+    .number()
+    .int()
+    .min(1_000)
+    .optional()
+    .describe(
+      "How long a job a worker has taken stays its own without being renewed (the worker renews it every half of this): a worker that dies leaves its jobs to another once this has passed and a stalled-job check has run. Unset, each queue's own: 20 s for `segment-export` and `export-shard`, 30 s for the others. Set the same value for every process.",
+    ),
+  WORKER_STALLED_INTERVAL_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .optional()
+    .describe(
+      "How often the workers look for jobs whose lock has lapsed (their worker died) and hand them to another; such a job is taken again within this lock's duration and two of these intervals. Unset, each queue's own: 5 s for `segment-export` and `export-shard`, 30 s for the others. Set the same value for every process.",
+    ),
   RECONCILE_INTERVAL_SECONDS: int(30)
     .pipe(z.number().min(1))
     .describe(

@@ -1,4 +1,5 @@
-import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
+import type { Config } from '../platform/config.js';
 import type { AppContext } from '../platform/context.js';
 import { isLastAttempt, type JobDefinition } from '../platform/job-definition.js';
 import { isSocketError, tagDependency } from '../platform/lib/dependency-health.js';
@@ -113,6 +114,17 @@ function startHookRunner(def: JobDefinition, ctx: AppContext, state: WorkersStat
   return runStartHook;
 }
 
+/**
+ * The lock and stalled-check timings the configuration sets for every queue, over each queue's own: how soon the jobs
+ * of a worker that died are taken by another (the crash tests set them short, so as not to wait a minute).
+ */
+function stalledCheckOptions(config: Config): Pick<WorkerOptions, 'lockDuration' | 'stalledInterval'> {
+  return {
+    ...(config.WORKER_LOCK_DURATION_MS === undefined ? {} : { lockDuration: config.WORKER_LOCK_DURATION_MS }),
+    ...(config.WORKER_STALLED_INTERVAL_MS === undefined ? {} : { stalledInterval: config.WORKER_STALLED_INTERVAL_MS }),
+  };
+}
+
 /** One BullMQ worker for the definition, on a connection of its own, its start hook run now and after each outage. */
 function startWorker(def: JobDefinition, ctx: AppContext, state: WorkersState): StartedWorker {
   // Waits for Redis when it is away (maxRetriesPerRequest: null) and reports outages to ctx.health, as the
@@ -123,6 +135,7 @@ function startWorker(def: JobDefinition, ctx: AppContext, state: WorkersState): 
     prefix: bullPrefix(redisKeyPrefix(ctx.config)),
     concurrency: def.concurrency?.(ctx) ?? ctx.config.WORKER_CONCURRENCY,
     ...def.workerOptions,
+    ...stalledCheckOptions(ctx.config),
   });
   worker.on('error', (err) => {
     // A worker's connections are all Redis (BullMQ's duplicates of `connection` among them, which carry no tag): a

@@ -2,11 +2,14 @@ import type { ChildProcess } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { catalogBatchJob } from '../../jobs/catalog-batch.js';
 import { useTestEnv } from '../helpers/context.js';
-import { spawnCli, waitFor } from '../helpers/cli.js';
+import { QUICK_STALLED_CHECK, spawnCli, waitFor } from '../helpers/cli.js';
 import { callApi } from '../helpers/http.js';
 import { drainCatalogQueue } from '../helpers/catalogs.js';
 
-const env = useTestEnv({ config: { RATE_LIMIT_CATALOG_SYNC_PER_MINUTE: '100000' }, workspaces: ['ws'] });
+const env = useTestEnv({
+  config: { RATE_LIMIT_CATALOG_SYNC_PER_MINUTE: '100000', ...QUICK_STALLED_CHECK },
+  workspaces: ['ws'],
+});
 let child: ChildProcess | undefined;
 
 afterAll(async () => {
@@ -75,6 +78,7 @@ describe('a catalog worker killed mid-batch', () => {
       REDIS_PREFIX: env.config.REDIS_PREFIX,
       MIGRATE_ON_START: 'false',
       LOG_LEVEL: 'warn',
+      ...QUICK_STALLED_CHECK,
     };
     child = spawnCli(['worker', '--queues', 'catalog-batch'], workerEnv);
     let stderr = '';
@@ -103,6 +107,7 @@ describe('a catalog worker killed mid-batch', () => {
     expect(rows.map((r) => r.item_id)).toEqual(itemIds);
     const expected = Array.from({ length: BATCHES }, (_, b) => `t${b}`).sort();
     for (const r of rows) expect([...r.data.Tags].sort(), r.item_id).toEqual(expected);
-    // BullMQ takes the killed job back when its lock lapses and the stalled check runs (up to a minute).
+    // BullMQ takes the killed job back when its lock lapses and the stalled check runs: seconds here
+    // (QUICK_STALLED_CHECK), up to a minute and a half with the queue's own timings.
   }, 180_000);
 });

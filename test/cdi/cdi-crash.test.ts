@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cdiSyncJob } from '../../jobs/cdi-sync.js';
 import { startReconciler } from '../../src/runtime/reconcile/reconciler.js';
-import { spawnCli, waitFor } from '../helpers/cli.js';
+import { QUICK_STALLED_CHECK, spawnCli, waitFor } from '../helpers/cli.js';
 import { createTestEnv, type TestEnv } from '../helpers/context.js';
 import { startOwnPostgres, startOwnRedis, type OwnPostgres, type OwnRedis } from '../helpers/own-servers.js';
 import { bearer, seedWorkspace, type SeededWorkspace } from '../helpers/seed.js';
@@ -25,7 +25,12 @@ const URL_ENV = `CES_TEST_CDI_CRASH_${randomUUID().slice(0, 8).toUpperCase()}`;
 
 beforeAll(async () => {
   [pgServer, redis] = await Promise.all([startOwnPostgres(), startOwnRedis()]);
-  env = await createTestEnv({ DATABASE_URL: pgServer.url, REDIS_URL: redis.url, CDI_BATCH_ROWS: '400' });
+  env = await createTestEnv({
+    DATABASE_URL: pgServer.url,
+    REDIS_URL: redis.url,
+    CDI_BATCH_ROWS: '400',
+    ...QUICK_STALLED_CHECK,
+  });
   ws = await seedWorkspace(env.ctx.pool);
   process.env[URL_ENV] = pgServer.url;
   await env.ctx.pool.query(`CREATE SCHEMA warehouse`);
@@ -98,6 +103,7 @@ function spawnWorker(batchRows = 400): { child: ChildProcess; output: () => stri
     MIGRATE_ON_START: 'false',
     CDI_BATCH_ROWS: String(batchRows),
     [URL_ENV]: pgServer.url,
+    ...QUICK_STALLED_CHECK,
   });
   c.stdout!.on('data', (d) => (output += d));
   c.stderr!.on('data', (d) => (output += d));
@@ -123,8 +129,8 @@ describe('a CDI sync and its faults', () => {
     expect(await exited).toBe('SIGKILL');
     child = undefined;
     // The job is still Redis's, taken by a dead worker: BullMQ's stalled-job check gives it to the next one, once the
-    // dead worker's lock (30 s) has lapsed and a check (every 30 s) has run: up to a minute before the rest of the
-    // sync even starts, which on a machine busy with the whole suite then took more than the 30 s left of 90.
+    // dead worker's lock has lapsed and a check has run: seconds with QUICK_STALLED_CHECK, up to a minute and a half
+    // with the queue's own timings.
     const workers = env.startWorkers([cdiSyncJob]);
     try {
       await waitFor(async () => (await job(integration))?.status !== 'running', 150_000, 200);

@@ -9,8 +9,19 @@ import { bearer } from '../helpers/seed.js';
 
 const env = useTestEnv({ workspaces: ['ws', 'other'] });
 
-const day = (offset: number) => utcDay(new Date(Date.now() + offset * DAY_MS));
-const [today, yesterday, threeDaysAgo] = [day(0), day(-1), day(-3)];
+// The days are taken when the set-up runs (not when the module loads, which a slow set-up may leave on the day before),
+// and all from one instant: the recorded sizes, the service's "today" and every expectation fall on the same UTC day.
+let setUpAt = 0;
+const day = (offset: number) => utcDay(new Date(setUpAt + offset * DAY_MS));
+let today = '';
+let yesterday = '';
+let threeDaysAgo = '';
+
+/** Waits until UTC midnight has passed when less than `marginMs` is left of the day: the file's tests run in a day. */
+async function clearOfMidnight(marginMs: number): Promise<void> {
+  const left = DAY_MS - (Date.now() % DAY_MS);
+  if (left < marginMs) await new Promise((r) => setTimeout(r, left + 1_000));
+}
 
 async function addProfiles(workspaceId: string, prefix: string, n: number, vip: boolean) {
   await env.ctx.pool.query(
@@ -30,6 +41,9 @@ async function series(query: string, key: string | null = env.ws.apiKey) {
 }
 
 beforeAll(async () => {
+  await clearOfMidnight(60_000);
+  setUpAt = Date.now();
+  [today, yesterday, threeDaysAgo] = [day(0), day(-1), day(-3)];
   const vip = '{"custom_attribute": "vip", "op": "eq", "value": true}';
   await env.ctx.pool.query(
     `INSERT INTO segments (workspace_id, api_id, name, filter, archived)

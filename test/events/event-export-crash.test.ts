@@ -7,7 +7,7 @@ import { eventExportJob } from '../../jobs/event-export.js';
 import { applyWorkspaceFile } from '../../src/features/workspace/apply.js';
 import { parseWorkspaceFile } from '../../src/features/workspace/parse.js';
 import { localWorkspaceDir } from '../../src/platform/storage/local-store.js';
-import { cliEnvOf, spawnCli, waitFor } from '../helpers/cli.js';
+import { cliEnvOf, QUICK_STALLED_CHECK, spawnCli, waitFor } from '../helpers/cli.js';
 import { useTestEnv } from '../helpers/context.js';
 import { allDelivered, expectExactlyOnce, fileProgress, localFiles, logEvents } from '../helpers/event-delivery.js';
 
@@ -18,7 +18,7 @@ import { allDelivered, expectExactlyOnce, fileProgress, localFiles, logEvents } 
  * objects after.
  */
 
-const env = useTestEnv({ config: { EVENT_EXPORT_SWEEP_SECONDS: '1' } });
+const env = useTestEnv({ config: { EVENT_EXPORT_SWEEP_SECONDS: '1', ...QUICK_STALLED_CHECK } });
 const tag = randomUUID().slice(0, 8);
 const EXPORT_ID = randomUUID();
 // Uninstalls are logged too, and not the export's: none may be delivered.
@@ -66,6 +66,7 @@ describe('a worker SIGKILLed in the middle of an event export pass', () => {
         MIGRATE_ON_START: 'false',
         WORKER_CONCURRENCY: '1',
         WORKER_METRICS_PORT: '0',
+        ...QUICK_STALLED_CHECK,
       }),
     );
     let stderr = '';
@@ -98,7 +99,8 @@ describe('a worker SIGKILLed in the middle of an event export pass', () => {
 
     // Events logged while no worker runs are delivered too.
     await logEvents(env.ctx.pool, workspaceId, { transactions: 3, perTransaction: 100, types: [...TYPES] });
-    // Another worker: BullMQ hands it the dead worker's pass once that job's lock lapses (its sweep's passes wait).
+    // Another worker: BullMQ hands it the dead worker's pass once that job's lock lapses (its sweep's passes wait):
+    // seconds with QUICK_STALLED_CHECK.
     env.startWorkers([eventExportJob]);
     await waitFor(() => allDelivered(env.ctx.pool, EXPORT_ID), 120_000, 250);
 

@@ -8,6 +8,7 @@ import { exportShardJob } from '../../jobs/export-shard.js';
 import { segmentExportJob } from '../../jobs/segment-export.js';
 import type { ExportManifest } from '../../src/pipelines/exports/finish/manifest.js';
 import type { RunningWorkers } from '../../src/runtime/workers.js';
+import { QUICK_STALLED_CHECK } from '../helpers/cli.js';
 import { useTestEnv } from '../helpers/context.js';
 import {
   CONTROL_FILES,
@@ -25,7 +26,7 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 // Four shards of about 15,000 members, run one at a time by the child worker: plenty of time to kill it mid-export.
 const MEMBERS = 60_000;
 
-const env = useTestEnv({ config: { EXPORT_SHARD_BUCKETS: '2500' }, workspaces: ['ws'] });
+const env = useTestEnv({ config: { EXPORT_SHARD_BUCKETS: '2500', ...QUICK_STALLED_CHECK }, workspaces: ['ws'] });
 let child: ChildProcess | undefined;
 let childTmp: string;
 // Workers of this process, stopped after each test: a later test's export must be run by the child worker alone.
@@ -65,6 +66,7 @@ function startChildWorker(queues = 'export-shard,segment-export'): ChildProcess 
       MIGRATE_ON_START: 'false',
       WORKER_CONCURRENCY: '1',
       WORKER_METRICS_PORT: '0',
+      ...QUICK_STALLED_CHECK,
       // The killed worker's part spool stays behind in its temporary directory: keep it where afterAll removes it.
       TMPDIR: childTmp,
     },
