@@ -43,26 +43,40 @@ afterAll(async () => {
 async function timed(command: string, overrides: Record<string, string>): Promise<CliResult & { seconds: number }> {
   const started = Date.now();
   const port = String(await freePort());
-  const res = await runCli([command], { ...env, PORT: port, ...overrides }, 40_000);
+  const res = await runCli([command], { ...env, PORT: port, ...overrides }, 90_000);
   return { ...res, seconds: (Date.now() - started) / 1000 };
 }
 
 const lines = (text: string) => text.split('\n').filter((l) => l.trim() !== '');
 
-// Node and tsx take a few seconds to load the sources on a busy two-core machine: that, not the wait, is most of it.
-const STARTUP_ALLOWANCE_S = 15;
+// Node and tsx take a few seconds to load the sources on a busy two-core machine: that, not the wait, is most of it,
+// and it grows with the load (20-28 s seen with the suite's other files and a benchmark beside it). So each command's
+// time is held against the same command's refusal of a malformed URL, started at the same moment: it loads the same
+// sources and exits before connecting to anything, so the difference is the wait and what follows it.
+const STARTUP_ALLOWANCE_S = 10;
+
+/**
+ * `ces <command>` of each command against an unreachable service, and beside them `ces serve` refusing a malformed URL
+ * (its baseline): `waited` is each one's time less the baseline's.
+ */
+async function timedAgainstBaseline(commands: string[], overrides: Record<string, string>) {
+  const [baseline, ...results] = await Promise.all([
+    timed('serve', { DATABASE_URL: 'not-a-url' }),
+    ...commands.map((command) => timed(command, overrides)),
+  ]);
+  expect(baseline!.code, baseline!.stderr).toBe(2);
+  return results.map((res) => ({ ...res, waited: res.seconds - baseline!.seconds }));
+}
 
 describe('ces start-up', () => {
   it('serve, worker and start exit 1 within the timeout when Redis cannot be reached, with one line naming REDIS_URL', async () => {
     const closed = await freePort();
-    const results = await Promise.all(
-      ['serve', 'worker', 'start'].map((command) =>
-        timed(command, { REDIS_URL: `redis://:${SECRET}@127.0.0.1:${closed}` }),
-      ),
-    );
+    const results = await timedAgainstBaseline(['serve', 'worker', 'start'], {
+      REDIS_URL: `redis://:${SECRET}@127.0.0.1:${closed}`,
+    });
     for (const res of results) {
       expect(res.code, res.stderr).toBe(1);
-      expect(res.seconds).toBeLessThan(TIMEOUT_S + STARTUP_ALLOWANCE_S);
+      expect(res.waited).toBeLessThan(TIMEOUT_S + STARTUP_ALLOWANCE_S);
       expect(lines(res.stderr), res.stderr).toHaveLength(1);
       expect(res.stderr).toContain(
         `cannot reach Redis at redis://:***@127.0.0.1:${closed} (REDIS_URL) within ${TIMEOUT_S} s`,
@@ -71,24 +85,22 @@ describe('ces start-up', () => {
       // ioredis' own lines for errors nobody listens to must not appear either.
       expect(res.stdout + res.stderr).not.toContain('Unhandled error event');
     }
-  });
+  }, 120_000);
 
   it('serve, worker, start and migrate exit 1 within the timeout when PostgreSQL cannot be reached, naming DATABASE_URL', async () => {
     const closed = await freePort();
     const url = `postgres://postgres:${SECRET}@127.0.0.1:${closed}/test`;
-    const results = await Promise.all(
-      ['serve', 'worker', 'start', 'migrate'].map((command) => timed(command, { DATABASE_URL: url })),
-    );
+    const results = await timedAgainstBaseline(['serve', 'worker', 'start', 'migrate'], { DATABASE_URL: url });
     for (const res of results) {
       expect(res.code, res.stderr).toBe(1);
-      expect(res.seconds).toBeLessThan(TIMEOUT_S + STARTUP_ALLOWANCE_S);
+      expect(res.waited).toBeLessThan(TIMEOUT_S + STARTUP_ALLOWANCE_S);
       expect(lines(res.stderr), res.stderr).toHaveLength(1);
       expect(res.stderr).toContain(
         `cannot reach PostgreSQL at postgres://postgres:***@127.0.0.1:${closed}/test (DATABASE_URL) within ${TIMEOUT_S} s`,
       );
       expect(res.stdout + res.stderr).not.toContain(SECRET);
     }
-  });
+  }, 120_000);
 
   it('refuses a DATABASE_URL or REDIS_URL that is not a URL, with exit code 2, before connecting to anything', async () => {
     const [database, redis] = await Promise.all([
