@@ -1,8 +1,9 @@
 import { withTransaction, type Pool } from '../../platform/db/pool.js';
 import type { ObjectStore } from '../../platform/storage/object-store.js';
-import type { EventType, LoggedEvent } from '../../profiles/event-log-types.js';
+import type { EventType } from '../../profiles/event-log-types.js';
 import type { EventExport } from './event-exports.js';
 import type { EventKeys } from './event-keys.js';
+import { fileRows, type FileSlice } from './file-rows.js';
 import { encodeEvents } from './formats/encoders.js';
 import { avroSchemaText, jsonSchemaText } from './formats/schemas.js';
 
@@ -15,70 +16,15 @@ import { avroSchemaText, jsonSchemaText } from './formats/schemas.js';
 
 /** Files read, encoded and put at once by one pass (writePlannedFiles). */
 const FILES_IN_FLIGHT = 3;
-/** work_mem of the statement that reads a file's rows in order (rowsOf). */
+/**
+ * work_mem of the statement that reads a file's rows in order (./file-rows.ts): the sort of a file's rows (about 4 MB
+ * at 15,000 events) spilled to disk under the default 4 MB (bench:events, BENCHMARKS.md).
+ */
 const FILE_SORT_MEMORY = '64MB';
 
-interface FileRow {
-  event_type: EventType;
-  hour: Date;
+interface FileRow extends FileSlice {
   seq: number;
-  xid_from: string;
-  xid_to: string;
-  first_xid: string | null;
-  first_id: string | null;
-  next_xid: string | null;
-  next_id: string | null;
   key: string;
-}
-
-interface LogRow {
-  id: string;
-  type: EventType;
-  workspace_id: string;
-  accepted_at: Date;
-  time: Date;
-  user_id: string | null;
-  external_user_id: string | null;
-  app_id: string | null;
-  name: string | null;
-  properties: Record<string, unknown> | null;
-  data: Record<string, unknown>;
-}
-
-/**
- * The rows of one planned file, in (xid, id) order. The row comparisons alone leave the BRIN index on xid unused (it
- * takes only plain bounds), and every file then scanned its whole day partition: the plain xid bounds of its slice
- * restate them for the index. The sort of a file's rows (about 4 MB at 15,000 events) spilled to disk under the
- * default 4 MB work_mem; it is given FILE_SORT_MEMORY for this statement's transaction (bench:events, BENCHMARKS.md).
- */
-async function rowsOf(pool: Pool, exp: EventExport, f: FileRow): Promise<LoggedEvent[]> {
-  const { rows } = await withTransaction(pool, async (db) => {
-    await db.query(`SET LOCAL work_mem = '${FILE_SORT_MEMORY}'`);
-    return db.query<LogRow>(
-      `SELECT id, type, workspace_id, accepted_at, time, user_id, external_user_id, app_id, name, properties, data
-         FROM event_log
-        WHERE workspace_id = $1 AND type = $2 AND accepted_at >= $3 AND accepted_at < $3 + interval '1 hour'
-          AND xid >= $4 AND xid < $5
-          AND xid >= coalesce($6::bigint, $4) AND xid <= coalesce($8::bigint, $5)
-          AND ($6::bigint IS NULL OR (xid, id) >= ($6::bigint, $7::uuid))
-          AND ($8::bigint IS NULL OR (xid, id) < ($8::bigint, $9::uuid))
-        ORDER BY xid, id`,
-      [exp.workspaceId, f.event_type, f.hour, f.xid_from, f.xid_to, f.first_xid, f.first_id, f.next_xid, f.next_id],
-    );
-  });
-  return rows.map((r) => ({
-    id: r.id,
-    type: r.type,
-    workspaceId: r.workspace_id,
-    acceptedAt: r.accepted_at,
-    time: r.time,
-    userId: r.user_id,
-    externalUserId: r.external_user_id,
-    appId: r.app_id,
-    name: r.name,
-    properties: r.properties,
-    data: r.data as LoggedEvent['data'],
-  }));
 }
 
 export interface WriteOutcome {
@@ -126,22 +72,31 @@ export async function writePlannedFiles(
   return outcome;
 }
 
-/** One planned file read, encoded, put at its key and marked written. */
+/**
+ * One planned file read, encoded, put at its key and marked written. The rows stream from the log into the encoder
+ * (./file-rows.ts) in one transaction, which gives the read its sort memory and no parallel workers.
+ */
 async function writeFile(
   pool: Pool,
   exp: EventExport,
   store: ObjectStore,
   f: FileRow,
 ): Promise<{ events: number; bytes: number }> {
-  const events = await rowsOf(pool, exp, f);
-  const body = await encodeEvents(exp.format, f.event_type, events);
+  const read = { events: 0 };
+  const body = await withTransaction(pool, async (db) => {
+    await db.query(`SET LOCAL work_mem = '${FILE_SORT_MEMORY}'`);
+    // No parallel workers: with FILES_IN_FLIGHT reads at once, each read's two workers and gather merge only
+    // contended for the same cores (bench:events, 1,000,000 events: 5-15% faster without them).
+    await db.query(`SET LOCAL max_parallel_workers_per_gather = 0`);
+    return encodeEvents(exp.format, f.event_type, fileRows(db, exp, f, read));
+  });
   await store.put(f.key, body, { contentLength: body.length });
   await pool.query(
     `UPDATE event_export_files SET written_at = now(), bytes = $4, events = $5
       WHERE export_id = $1 AND event_type = $2 AND hour = $3 AND seq = $6`,
-    [exp.id, f.event_type, f.hour, body.length, events.length, f.seq],
+    [exp.id, f.event_type, f.hour, body.length, read.events, f.seq],
   );
-  return { events: events.length, bytes: body.length };
+  return { events: read.events, bytes: body.length };
 }
 
 /** A type's schemas beside its files, written when missing (the version is in the key: a new one is a new file). */

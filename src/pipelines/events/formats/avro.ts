@@ -2,11 +2,11 @@ import avro from 'avsc';
 import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import { deflateRaw } from 'node:zlib';
-import type { EventType, LoggedEvent } from '../../../profiles/event-log-types.js';
+import type { EventType } from '../../../profiles/event-log-types.js';
 import type { EventField } from './fields.js';
-import { assertType, eventFields, fieldValue, unixSeconds } from './records.js';
+import { assertType, eventFields, fieldValue, jsonText, unixSeconds } from './records.js';
 import { avroSchema, SCHEMA_VERSIONS } from './schemas.js';
-import { forEachEvent, type EventSource } from './source.js';
+import { forEachEvent, type EventSource, type SourceEvent } from './source.js';
 
 /**
  * Avro object container files (Currents' format): avsc encodes each record with the type's schema (./schemas.ts);
@@ -76,7 +76,7 @@ function writerFor(type: EventType): AvroWriter {
  */
 const clampInt = (n: number): number => Math.min(INT_MAX, Math.max(INT_MIN, n));
 
-function avroRecord(type: EventType, w: AvroWriter, e: LoggedEvent): object {
+function avroRecord(type: EventType, w: AvroWriter, e: SourceEvent): object {
   assertType(type, e);
   const values = new Array<unknown>(w.fields.length);
   for (let i = 0; i < w.fields.length; i++) {
@@ -84,7 +84,7 @@ function avroRecord(type: EventType, w: AvroWriter, e: LoggedEvent): object {
     const v = f.neverKnown ? null : fieldValue(type, f, e);
     if (v === null) values[i] = null;
     else if (f.kind === 'time') values[i] = clampInt(unixSeconds(v as Date));
-    else if (f.kind === 'json') values[i] = JSON.stringify(v);
+    else if (f.kind === 'json') values[i] = jsonText(v);
     else values[i] = v;
   }
   return new w.Record(...values);

@@ -1,7 +1,9 @@
-import type { EventData, EventType, LoggedEvent } from '../../../profiles/event-log-types.js';
+import type { EventData, EventType } from '../../../profiles/event-log-types.js';
+import type { JsonText } from './json-text.js';
+import type { SourceEvent } from './source.js';
 
 /**
- * The fields of each event type's record, in Currents' order, and how each is filled from a LoggedEvent
+ * The fields of each event type's record, in Currents' order, and how each is filled from a logged event
  * (docs/events-schemas.md). The Currents types follow the storage schemas of Braze's event glossary and of the Avro
  * files Braze publishes as samples, which give the exact Avro types and field order:
  *  - users.behaviors.CustomEvent, users.behaviors.Purchase: braze-inc/braze-docs,
@@ -33,7 +35,7 @@ import type { EventData, EventType, LoggedEvent } from '../../../profiles/event-
 export type FieldKind = 'string' | 'time' | 'json' | 'float' | 'long' | 'boolean';
 
 /** A field's value as the mapping gives it, before any format writes it. */
-export type FieldValue = string | number | boolean | Date | Record<string, unknown> | null;
+export type FieldValue = string | number | boolean | Date | Record<string, unknown> | JsonText | null;
 
 export interface EventField<T extends EventType = EventType> {
   name: string;
@@ -42,7 +44,7 @@ export interface EventField<T extends EventType = EventType> {
   nullable: boolean;
   /** The Avro `doc` and the JSON Schema `description`. */
   doc: string;
-  value: (e: LoggedEvent<T>) => FieldValue;
+  value: (e: SourceEvent<T>) => FieldValue;
   /** A field of Currents the log never knows (device, campaign...): always null, which the encoders write once. */
   neverKnown: boolean;
 }
@@ -65,7 +67,7 @@ const field = <T extends EventType>(
   kind: FieldKind,
   nullable: boolean,
   doc: string,
-  value: (e: LoggedEvent<T>) => FieldValue,
+  value: (e: SourceEvent<T>) => FieldValue,
 ): EventField<T> => ({ name, kind, nullable, doc, value, neverKnown: false });
 /** A field Currents has that the log never knows: always null. */
 const unknown = <T extends EventType>(name: string, doc: string, kind: FieldKind = 'string'): EventField<T> => ({

@@ -1,8 +1,9 @@
 import { createGzip, type ZlibOptions } from 'node:zlib';
-import type { EventType, LoggedEvent } from '../../../profiles/event-log-types.js';
+import type { EventType } from '../../../profiles/event-log-types.js';
 import type { EventField } from './fields.js';
-import { assertType, eventFields, fieldValue, isoSeconds } from './records.js';
-import { collect, forEachEvent, type EventSource } from './source.js';
+import type { FieldValue } from './fields.js';
+import { assertType, eventFields, fieldValue, isoSeconds, jsonText } from './records.js';
+import { collect, forEachEvent, type EventSource, type SourceEvent } from './source.js';
 
 /**
  * NDJSON files, gzip: one JSON object per event and line, keys in the type's field order, every field present (null
@@ -24,11 +25,12 @@ const QUEUED_BYTES = 4 * CHUNK_CHARS;
 /** What JSON.stringify escapes in a string: quotes, backslashes, control characters and (unpaired) surrogates. */
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
-function jsonValue(f: EventField, v: unknown): string {
+function jsonValue(f: EventField, v: FieldValue): string {
   if (v === null) return 'null';
   if (f.kind === 'time') return `"${isoSeconds(v as Date)}"`;
   // Most values (ids, names) need no escape: quoting them is twice as fast as JSON.stringify.
   if (f.kind === 'string' && !NEEDS_ESCAPE.test(v as string)) return `"${v as string}"`;
+  if (f.kind === 'json') return jsonText(v);
   // A number that is not finite has no JSON form: null, as JSON.stringify writes it.
   return JSON.stringify(v) ?? 'null';
 }
@@ -60,7 +62,7 @@ function lineTemplate(type: EventType): LineTemplate {
   return { fields, prefixes, suffix: `${pending}}\n` };
 }
 
-function line(type: EventType, t: LineTemplate, e: LoggedEvent): string {
+function line(type: EventType, t: LineTemplate, e: SourceEvent): string {
   assertType(type, e);
   let text = '';
   for (let i = 0; i < t.fields.length; i++) {

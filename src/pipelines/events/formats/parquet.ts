@@ -6,7 +6,7 @@ import path from 'node:path';
 import type { EventType } from '../../../profiles/event-log-types.js';
 import { duckdb, forgetDuckdb } from '../../../platform/lib/duckdb.js';
 import type { EventField, FieldKind, FieldValue } from './fields.js';
-import { assertType, eventFields, fieldValue, unixSeconds } from './records.js';
+import { assertType, eventFields, fieldValue, jsonText, unixSeconds } from './records.js';
 import { forEachEvent, type EventSource } from './source.js';
 
 /**
@@ -49,7 +49,7 @@ function append(appender: DuckDBAppender, f: EventField, v: FieldValue): void {
     case 'string':
       return appender.appendVarchar(v as string);
     case 'json':
-      return appender.appendVarchar(JSON.stringify(v));
+      return appender.appendVarchar(jsonText(v));
     case 'time':
       return appender.appendDouble(unixSeconds(v as Date));
     case 'float':

@@ -1,5 +1,7 @@
-import type { EventType, LoggedEvent } from '../../../profiles/event-log-types.js';
+import type { EventType } from '../../../profiles/event-log-types.js';
 import { EVENT_TYPE_SPECS, type EventField, type FieldKind, type FieldValue } from './fields.js';
+import { JsonText } from './json-text.js';
+import type { SourceEvent } from './source.js';
 
 /**
  * One event's field values, as every format starts from them. The log's rows are written by typed code, but `data` is
@@ -14,7 +16,7 @@ export function eventFields(type: EventType): EventField[] {
 }
 
 /** Throws unless the event is of the file's type (a file holds one type). */
-export function assertType(type: EventType, e: LoggedEvent): void {
+export function assertType(type: EventType, e: SourceEvent): void {
   if (e.type !== type) throw new Error(`event ${e.id} is a ${e.type}, not a ${type}`);
 }
 
@@ -36,12 +38,15 @@ function valid(kind: FieldKind, v: FieldValue): boolean {
   }
 }
 
-export function fieldValue(type: EventType, f: EventField, e: LoggedEvent): FieldValue {
+export function fieldValue(type: EventType, f: EventField, e: SourceEvent): FieldValue {
   const v = f.value(e) ?? null;
   if (v !== null && valid(f.kind, v)) return v;
   if (!f.nullable) throw new Error(`event ${e.id} (${type}) has no value for its required ${f.name}`);
   return null;
 }
+
+/** A json field's text: the object's JSON, or the text it came as (the same bytes: ./json-text.ts). */
+export const jsonText = (v: FieldValue): string => (v instanceof JsonText ? v.text : JSON.stringify(v));
 
 /** Unix seconds of a time (whole seconds, rounded down as Currents' int is). */
 export const unixSeconds = (d: Date): number => Math.floor(d.getTime() / 1000);

@@ -1,11 +1,20 @@
 import type { Duplex } from 'node:stream';
-import type { LoggedEvent } from '../../../profiles/event-log-types.js';
+import type { EventType, LoggedEvent } from '../../../profiles/event-log-types.js';
+import type { JsonText } from './json-text.js';
+
+/**
+ * An event as the encoders read it: a LoggedEvent whose `properties` may come as the object's JSON text (a delivery
+ * reads them so from the log: ./json-text.ts). When it entered the log is no field of the files.
+ */
+export type SourceEvent<T extends EventType = EventType> = Omit<LoggedEvent<T>, 'acceptedAt' | 'properties'> & {
+  properties: Record<string, unknown> | JsonText | null;
+};
 
 /** The events of one file: an array, or rows read as they come (a cursor), so that a file need not be held twice. */
-export type EventSource = Iterable<LoggedEvent> | AsyncIterable<LoggedEvent>;
+export type EventSource = Iterable<SourceEvent> | AsyncIterable<SourceEvent>;
 
 /** Calls fn for each event in order, awaiting it only when it returns a promise (an array costs no microtask a row). */
-export async function forEachEvent(events: EventSource, fn: (e: LoggedEvent) => Promise<void> | void): Promise<void> {
+export async function forEachEvent(events: EventSource, fn: (e: SourceEvent) => Promise<void> | void): Promise<void> {
   if (Symbol.asyncIterator in events) {
     for await (const e of events) await fn(e);
     return;
