@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Pool } from '../../platform/db/pool.js';
 import { badRequest, notFound } from '../../platform/errors.js';
 import { DAY_MS } from '../../platform/lib/iso-time.js';
@@ -67,16 +68,15 @@ async function rollupSeries<K extends string>(
   const key = source.keyColumn ? `AND ${source.keyColumn} = $5` : '';
   const params: unknown[] = [workspaceId, first, last, range.appId ?? ''];
   if (source.keyColumn) params.push(source.key);
-  // A named (prepared) statement per shape: each connection plans it once; planning cost more than running it.
-  const { rows } = await pool.query<Point<K>>({
-    name: `analytics-series:${table}:${source.keyColumn ?? ''}:${source.value}:${as}`,
-    text: `SELECT ${TIME_TEXT[range.unit]} AS time, coalesce(c.v, 0)::float8 AS "${as}"
+  const text = `SELECT ${TIME_TEXT[range.unit]} AS time, coalesce(c.v, 0)::float8 AS "${as}"
        FROM generate_series($2::timestamptz, $3::timestamptz, interval '1 ${range.unit}') AS b(at)
        LEFT JOIN (SELECT ${column} AS at, ${source.value} AS v FROM ${table}
                    WHERE workspace_id = $1 AND app_id = $4 ${key} AND ${column} BETWEEN ${bounds}) c ON c.at = ${at}
-      ORDER BY b.at`,
-    values: params,
-  });
+      ORDER BY b.at`;
+  // A named (prepared) statement per shape: each connection plans it once; planning cost more than running it. Named
+  // by its text's hash: PostgreSQL cuts names at 63 bytes, where names spelled out of the shape ran to 74.
+  const name = `analytics-series:${createHash('sha1').update(text).digest('hex').slice(0, 20)}`;
+  const { rows } = await pool.query<Point<K>>({ name, text, values: params });
   return rows;
 }
 
