@@ -8,10 +8,6 @@ export default defineConfig({
     // Kills, at the end of each file, the `ces` processes it spawned (test/helpers/cli.ts), whatever became of it.
     setupFiles: ['test/helpers/kill-cli-children.ts'],
     pool: 'forks',
-    // Each worker keeps its imported modules from one file to the next: re-importing the service for every file cost
-    // 471 s of the run's 823 (vitest's "import"), 32 s without (2026-11-28, all 140 files green either way). Files
-    // share no state through modules: each builds its own app, pool and schema (test/helpers/context.ts).
-    isolate: false,
     // Two cores, and three files at a time: many files spend most of their time waiting (BullMQ's stalled-job check
     // after a SIGKILL, a restarted PostgreSQL, a flush interval), so a third overlaps those waits; more than three
     // only queue behind PostgreSQL and make timings erratic.
