@@ -63,7 +63,19 @@ const preferenceCenterPageRoutes: FastifyPluginAsync = async (base) => {
       done(null, { ...form });
     },
   );
-  const pageUrl = (token: string) => `${publicBaseUrl(app.ctx.config)}${PAGE_PATH}/${token}`;
+  /** The page `render` makes for a link's token, or the refusal page (an altered or expired link, a refused form). */
+  const answerPage = async (
+    reply: FastifyReply,
+    token: string,
+    render: (link: ReturnType<typeof verifyPageLink>, url: string) => Promise<string>,
+  ) => {
+    try {
+      const link = verifyPageLink(app.ctx.config, token);
+      return sendPage(reply, 200, await render(link, `${publicBaseUrl(app.ctx.config)}${PAGE_PATH}/${token}`));
+    } catch (err) {
+      return sendRefusal(reply, err);
+    }
+  };
 
   app.get(
     `${PAGE_PATH}/:token`,
@@ -77,14 +89,7 @@ const preferenceCenterPageRoutes: FastifyPluginAsync = async (base) => {
         security: [],
       },
     },
-    async (req, reply) => {
-      try {
-        const link = verifyPageLink(app.ctx.config, req.params.token);
-        return sendPage(reply, 200, await preferenceCenterPage(app.ctx.pool, link, pageUrl(req.params.token)));
-      } catch (err) {
-        return sendRefusal(reply, err);
-      }
-    },
+    (req, reply) => answerPage(reply, req.params.token, (link, url) => preferenceCenterPage(app.ctx.pool, link, url)),
   );
   app.post(
     `${PAGE_PATH}/:token`,
@@ -99,15 +104,10 @@ const preferenceCenterPageRoutes: FastifyPluginAsync = async (base) => {
         security: [],
       },
     },
-    async (req, reply) => {
-      try {
-        const link = verifyPageLink(app.ctx.config, req.params.token);
-        const form = (req.body ?? {}) as Record<string, string>;
-        return sendPage(reply, 200, await submitPreferenceCenter(app.ctx.pool, link, pageUrl(req.params.token), form));
-      } catch (err) {
-        return sendRefusal(reply, err);
-      }
-    },
+    (req, reply) =>
+      answerPage(reply, req.params.token, (link, url) =>
+        submitPreferenceCenter(app.ctx.pool, link, url, (req.body ?? {}) as Record<string, string>),
+      ),
   );
 };
 
