@@ -9,7 +9,7 @@ import { startOwnRedisCluster } from './helpers/own-servers.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
-    /** REDIS_CLUSTER_NODES of the cluster the run started (CES_TEST_REDIS=cluster), for every test env. */
+    /** REDIS_CLUSTER_NODES of the cluster the `cluster` project started, for every test env of it. */
     redisClusterNodes: string | undefined;
     /** Where the test processes write the statuses they saw and the OpenAPI document declares (helpers/context.ts). */
     statusesDir: string | undefined;
@@ -45,8 +45,9 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   }
   const statusesDir = await mkdtemp(path.join(tmpdir(), 'ces-statuses-'));
   project.provide('statusesDir', statusesDir);
-  // `npm run test:cluster`: the run's test envs use a 3-master Redis Cluster of their own instead of the shared Redis.
-  const cluster = process.env.CES_TEST_REDIS === 'cluster' ? await startOwnRedisCluster() : undefined;
+  // The `cluster` project (vitest.config.ts): its test envs use a 3-master Redis Cluster of their own instead of the
+  // shared Redis.
+  const cluster = project.name === 'cluster' ? await startOwnRedisCluster() : undefined;
   project.provide('redisClusterNodes', cluster?.nodes);
   return async () => {
     await cluster?.close();

@@ -47,7 +47,7 @@ export async function createTestEnv(
     DATABASE_POOL_SIZE: '5',
     REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     REDIS_PREFIX: `ces-${id}`,
-    // Set by `npm run test:cluster` (test/global-setup.ts): the env then runs on a Redis Cluster, unless the test
+    // Set for the `cluster` project (test/global-setup.ts): the env then runs on a Redis Cluster, unless the test
     // gives a Redis of its own.
     ...(inject('redisClusterNodes') && !('REDIS_URL' in overrides)
       ? { REDIS_CLUSTER_NODES: inject('redisClusterNodes')! }
