@@ -19,4 +19,4 @@ FILES=(
   test/endpoints/suppressions.test.ts test/ingest/track-sync.test.ts test/endpoints/preference-center-writes.test.ts
 )
 if [ $# -gt 0 ]; then FILES=("$@"); fi
-"$NODE24" node_modules/vitest/vitest.mjs run "${FILES[@]}"
+"$NODE24" node_modules/vitest/vitest.mjs run --project shared --project isolated "${FILES[@]}"
