@@ -18,7 +18,7 @@ import { from as copyFrom } from 'pg-copy-streams';
 import { createPool, type Pool } from '../src/platform/db/pool.js';
 import { freshWorkspace } from './workspace.js';
 import type { PoolClient } from '../src/platform/db/pool.js';
-import { eventId, INSERT_LOG, logEvents } from '../src/profiles/event-log.js';
+import { eventId, INSERT_LOG, logEvents, logRowsJson } from '../src/profiles/event-log.js';
 import type { EventEntry } from '../src/profiles/event-log-types.js';
 
 const USERS = Number(process.env.BENCH_USERS ?? 100_000);
@@ -112,26 +112,9 @@ async function copyLog(client: PoolClient, b: Batch): Promise<void> {
 const VARIANTS: Record<string, (client: PoolClient, b: Batch) => Promise<void>> = {
   'rewrite alone': async () => {},
   'rewrite + log and rollups': (client, b) => logEvents(client, b.entries),
-  'rewrite + log': (client, b) => client.query(INSERT_LOG, columnsOf(b.entries)).then(() => {}),
+  'rewrite + log': (client, b) => client.query(INSERT_LOG, [logRowsJson(b.entries)]).then(() => {}),
   'rewrite + COPY log': copyLog,
 };
-
-/** The columns of INSERT_LOG, as logEvents makes them. */
-function columnsOf(entries: EventEntry[]): unknown[][] {
-  return [
-    entries.map((e) => e.workspaceId),
-    entries.map((e) => eventId(e.workspaceId, e.key)),
-    entries.map((e) => e.type),
-    entries.map((e) => e.time),
-    entries.map((e) => e.profileId),
-    entries.map((e) => e.userId),
-    entries.map((e) => e.externalUserId),
-    entries.map((e) => e.appId ?? null),
-    entries.map((e) => e.name ?? null),
-    entries.map((e) => (e.properties ? JSON.stringify(e.properties) : null)),
-    entries.map(() => '{}'),
-  ];
-}
 
 /** CPU seconds (user + system) a PostgreSQL backend has used: what a statement costs whatever else runs. */
 function backendCpu(pid: number): number {

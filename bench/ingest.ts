@@ -196,13 +196,15 @@ interface WriteBackSample {
   checkpoints: number;
   syncMs: number;
   backendBuffers: number;
+  walBytes: number;
 }
 
 /** PostgreSQL's checkpoint counters (pg_stat_bgwriter, PostgreSQL 15-16), or null where they cannot be read. */
 async function writeBackSample(pool: Pool): Promise<WriteBackSample | null> {
   try {
     const { rows } = await pool.query<WriteBackSample>(
-      `SELECT (checkpoints_timed + checkpoints_req)::int AS checkpoints, checkpoint_sync_time::float8 AS "syncMs", buffers_backend::float8 AS "backendBuffers" FROM pg_stat_bgwriter`,
+      `SELECT (checkpoints_timed + checkpoints_req)::int AS checkpoints, checkpoint_sync_time::float8 AS "syncMs", buffers_backend::float8 AS "backendBuffers",
+              (SELECT wal_bytes::float8 FROM pg_stat_wal) AS "walBytes" FROM pg_stat_bgwriter`,
     );
     return rows[0] ?? null;
   } catch {
@@ -226,6 +228,7 @@ function writeBackMeter(pool: Pool) {
       checkpoints: b.checkpoints - a.checkpoints,
       'checkpoint sync s': ((b.syncMs - a.syncMs) / 1000).toFixed(1),
       'pages written by backends': b.backendBuffers - a.backendBuffers,
+      'WAL MB': ((b.walBytes - a.walBytes) / 1e6).toFixed(0),
     };
   };
 }
@@ -622,7 +625,9 @@ async function eventLogAB(pool: Pool): Promise<void> {
       applied[variant]!.push(rate);
       log(
         `event log ${variant}: applied ${rate.toLocaleString('en-US')} events/s (accepted ${figures['events accepted']}, ` +
-          `visible ${figures['events visible']}, logged ${(await logged()) - before}); machine ${figures['machine CPU busy %']}% busy`,
+          `visible ${figures['events visible']}, logged ${(await logged()) - before}); machine ${figures['machine CPU busy %']}% busy, ` +
+          `API ${figures['API CPU s']} CPU s, worker ${figures['worker CPU s']}, load generator ${figures['load generator CPU s']}` +
+          `, checkpoints ${figures['checkpoints'] ?? '?'}, WAL ${figures['WAL MB'] ?? '?'} MB`,
       );
     } finally {
       child.kill('SIGTERM');

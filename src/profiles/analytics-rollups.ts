@@ -14,8 +14,8 @@ import type { EventEntry } from './event-log-types.js';
  * the same person waits for the first to commit, and its statement's snapshot then sees the first's stamps.
  */
 
-/** The first parameter number of the rollups' arrays: the log's INSERT takes $1 to $11. */
-const P = 12;
+/** The first parameter number of the rollups' arrays: the log's INSERT takes $1. */
+const P = 2;
 const $ = (i: number) => `$${P + i}`;
 
 const eventCounts = (table: string, bucket: string, type: string, first: number) => `${table} AS (

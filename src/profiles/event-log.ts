@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from '../platform/db/pool.js';
 import type { EventEntry } from './event-log-types.js';
 import { ROLLUP_CTES, rollupParams, ROLLUPS_SKIPPED_FOR_BENCH } from './analytics-rollups.js';
@@ -18,16 +18,45 @@ export const eventIdSql = (workspaceId: string, key: string): string =>
 
 /** An event's id as `eventIdSql` makes it (a workspace id is lower-case text in PostgreSQL, as `uuid::text` prints it). */
 export const eventId = (workspaceId: string, key: string | null): string =>
-  key === null ? randomUUID() : createHash('md5').update(`${workspaceId.toLowerCase()}:${key}`).digest('hex');
+  key === null ? randomUUID() : hash('md5', `${workspaceId.toLowerCase()}:${key}`);
 
 /**
  * The rows, every value made by the writer: no join to `profiles` for the identifiers, no id hashed in SQL. Written
  * this way the log costs the apply about half what a join and ids made in SQL did (BENCHMARKS.md, bench:event-log-write).
+ * The rows come as one JSON array of arrays ($1, `logRowsJson`): one JSON.stringify in the process and one jsonb parse
+ * in PostgreSQL, where eleven array parameters had pg escape every element (every quote of every properties object)
+ * and the garbage of it was a sixth of the ingestion worker's time (bench:ingest, BENCHMARKS.md).
  */
 export const INSERT_LOG = `
 INSERT INTO event_log (workspace_id, id, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data)
-SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[], $7::text[],
-                     $8::text[], $9::text[], $10::jsonb[], $11::jsonb[])`;
+SELECT (r->>0)::uuid, (r->>1)::uuid, r->>2, (r->>3)::timestamptz, (r->>4)::bigint, r->>5, r->>6, r->>7, r->>8,
+       nullif(r->9, 'null'::jsonb), r->10
+  FROM jsonb_array_elements($1::jsonb) AS r`;
+
+/** Where a profile's identifiers come from when the writer did not give them (`identifiersOf`). */
+type ReadIdentifiers = Map<number, { service_id: string; external_id: string | null }>;
+
+/** INSERT_LOG's parameter: each entry as the array of its columns, in INSERT_LOG's order. */
+export function logRowsJson(entries: EventEntry[], read: ReadIdentifiers = new Map()): string {
+  return JSON.stringify(
+    entries.map((e) => {
+      const ids = e.userId === undefined && e.profileId !== null ? read.get(e.profileId) : undefined;
+      return [
+        e.workspaceId,
+        eventId(e.workspaceId, e.key),
+        e.type,
+        e.time,
+        e.profileId,
+        ids ? ids.service_id : (e.userId ?? null),
+        ids ? ids.external_id : (e.externalUserId ?? null),
+        e.appId ?? null,
+        e.name ?? null,
+        e.properties ?? null,
+        e.data ?? {},
+      ];
+    }),
+  );
+}
 
 /**
  * For benchmarks only: with CES_BENCH_EVENT_LOG=off, logEvents writes nothing (nor the analytics rollups its statement
@@ -45,30 +74,12 @@ const INSERT_SQL = ROLLUPS_SKIPPED_FOR_BENCH ? INSERT_LOG : `WITH logged AS (${I
  */
 export async function logEvents(client: PoolClient, entries: EventEntry[]): Promise<void> {
   if (entries.length === 0 || BENCHMARK_WITHOUT_LOG) return;
-  const ids = await identifiersOf(client, entries);
-  const cols: unknown[][] = Array.from({ length: 11 }, () => new Array(entries.length));
-  entries.forEach((e, i) => {
-    const read = e.userId === undefined && e.profileId !== null ? ids.get(e.profileId) : undefined;
-    cols[0]![i] = e.workspaceId;
-    cols[1]![i] = eventId(e.workspaceId, e.key);
-    cols[2]![i] = e.type;
-    cols[3]![i] = e.time;
-    cols[4]![i] = e.profileId;
-    cols[5]![i] = read ? read.service_id : (e.userId ?? null);
-    cols[6]![i] = read ? read.external_id : (e.externalUserId ?? null);
-    cols[7]![i] = e.appId ?? null;
-    cols[8]![i] = e.name ?? null;
-    cols[9]![i] = e.properties ? JSON.stringify(e.properties) : null;
-    cols[10]![i] = e.data ? JSON.stringify(e.data) : '{}';
-  });
-  await client.query(INSERT_SQL, ROLLUPS_SKIPPED_FOR_BENCH ? cols : [...cols, ...rollupParams(entries)]);
+  const rows = logRowsJson(entries, await identifiersOf(client, entries));
+  await client.query(INSERT_SQL, ROLLUPS_SKIPPED_FOR_BENCH ? [rows] : [rows, ...rollupParams(entries)]);
 }
 
 /** The identifiers of the entries' profiles that the writer did not give, read in its transaction. */
-async function identifiersOf(
-  client: PoolClient,
-  entries: EventEntry[],
-): Promise<Map<number, { service_id: string; external_id: string | null }>> {
+async function identifiersOf(client: PoolClient, entries: EventEntry[]): Promise<ReadIdentifiers> {
   const missing = [
     ...new Set(entries.flatMap((e) => (e.userId === undefined && e.profileId !== null ? [e.profileId] : []))),
   ];
