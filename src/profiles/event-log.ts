@@ -68,14 +68,37 @@ const BENCHMARK_WITHOUT_LOG = process.env.CES_BENCH_EVENT_LOG === 'off';
 /** The log's rows and, in the same statement, the analytics rollups of its events and purchases (migration 0380). */
 const INSERT_SQL = ROLLUPS_SKIPPED_FOR_BENCH ? INSERT_LOG : `WITH logged AS (${INSERT_LOG}),\n${ROLLUP_CTES}\nSELECT 1`;
 
+/** A batch's log made ready in the process (`prepareLog`): the statement's parameters, or the entries still to read. */
+export interface PreparedLog {
+  entries: EventEntry[];
+  /** logEvents' parameters; absent when an entry's identifiers are to be read in the transaction first. */
+  params?: unknown[];
+}
+
+/**
+ * Makes the statement's parameters of a batch whose writer gave every entry's identifiers (the JSON of its rows, its
+ * rollups): the part of the log's cost that is the process's, which a writer can run while PostgreSQL works on
+ * something else of the same transaction (the profiles' rewrite: src/profiles/tracked-objects.ts).
+ */
+export function prepareLog(entries: EventEntry[]): PreparedLog {
+  if (entries.length === 0 || BENCHMARK_WITHOUT_LOG) return { entries: [] };
+  if (entries.some((e) => e.userId === undefined && e.profileId !== null)) return { entries };
+  return { entries, params: paramsOf(entries, new Map()) };
+}
+
+const paramsOf = (entries: EventEntry[], read: ReadIdentifiers): unknown[] => {
+  const rows = logRowsJson(entries, read);
+  return ROLLUPS_SKIPPED_FOR_BENCH ? [rows] : [rows, ...rollupParams(entries)];
+};
+
 /**
  * Logs the entries in the caller's transaction (the one that applies them to the profiles), and counts their events and
  * purchases in the analytics rollups (src/profiles/analytics-rollups.ts).
  */
-export async function logEvents(client: PoolClient, entries: EventEntry[]): Promise<void> {
+export async function logEvents(client: PoolClient, batch: EventEntry[] | PreparedLog): Promise<void> {
+  const { entries, params } = Array.isArray(batch) ? { entries: batch, params: undefined } : batch;
   if (entries.length === 0 || BENCHMARK_WITHOUT_LOG) return;
-  const rows = logRowsJson(entries, await identifiersOf(client, entries));
-  await client.query(INSERT_SQL, ROLLUPS_SKIPPED_FOR_BENCH ? [rows] : [rows, ...rollupParams(entries)]);
+  await client.query(INSERT_SQL, params ?? paramsOf(entries, await identifiersOf(client, entries)));
 }
 
 /** The identifiers of the entries' profiles that the writer did not give, read in its transaction. */

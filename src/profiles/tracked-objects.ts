@@ -2,7 +2,7 @@ import type { PoolClient } from '../platform/db/pool.js';
 import { writeProfilesLoggedEach } from './change-log.js';
 import { yieldToEventLoop } from '../platform/lib/event-loop.js';
 import { Identities, resolveIdentities, type CurrentRow, type Wanted } from './identities.js';
-import { eventIdSql, logEvents } from './event-log.js';
+import { eventIdSql, logEvents, prepareLog, type PreparedLog } from './event-log.js';
 import type { EventEntry } from './event-log-types.js';
 import { setGroupStates, type GroupStateChange } from './subscription-group-states.js';
 import type { StateChangeSource } from './event-log-types.js';
@@ -307,9 +307,23 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
   const changes = aggregateChanges(batches, targets, result);
   if (changes.size === 0) return result;
   const tied: TiedEmails = { ids: [], emails: [], keys: [], times: [], sources: [] };
+  // The log's rows are made while PostgreSQL rewrites the profiles (a turn of the event loop later, so that the first
+  // statement has gone out): their JSON is most of what the log costs this process, and on the drain's path it adds
+  // to every batch. The identifiers it takes are final: resolved above, under the lock renames and merges take whole.
+  const log = new Promise<PreparedLog>((resolve, reject) =>
+    setImmediate(() => {
+      try {
+        resolve(prepareLog(loggedEvents(batches, targets, current)));
+      } catch (err) {
+        reject(err as Error);
+      }
+    }),
+  );
+  // Its failure is seen where it is awaited below, or not at all once the rewrite has failed.
+  log.catch(() => {});
   await writeProfilesLoggedEach(client, chunkedUpdates(changes, current, tied), 'SELECT count(*) FROM written');
   if (tied.ids.length > 0) await applyTiedEmailStates(client, tied);
-  await logEvents(client, loggedEvents(batches, targets, current));
+  await logEvents(client, await log);
   await setGroupStates(client, trackedGroupStates(batches, targets));
   return result;
 }
