@@ -12,13 +12,10 @@
  * Nothing here is a test: the figures depend on the machine and what else runs on it.
  */
 import { readFileSync } from 'node:fs';
-import { pipeline } from 'node:stream/promises';
-import { Readable } from 'node:stream';
-import { from as copyFrom } from 'pg-copy-streams';
 import { createPool, type Pool } from '../src/platform/db/pool.js';
 import { freshWorkspace } from './workspace.js';
 import type { PoolClient } from '../src/platform/db/pool.js';
-import { eventId, INSERT_LOG, logEvents, logRowsJson } from '../src/profiles/event-log.js';
+import { copyLogRows, logEvents, logRows } from '../src/profiles/event-log.js';
 import type { EventEntry } from '../src/profiles/event-log-types.js';
 
 const USERS = Number(process.env.BENCH_USERS ?? 100_000);
@@ -80,40 +77,10 @@ async function rewrite(client: PoolClient, b: Batch): Promise<void> {
   );
 }
 
-const copyText = (v: string | null) =>
-  v === null ? '\\N' : v.replace(/[\\\t\n\r]/g, (c) => ({ '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' })[c]!);
-
-/** The log by COPY, its ids and the profile's identifiers made in the process (no join). */
-async function copyLog(client: PoolClient, b: Batch): Promise<void> {
-  const lines = b.entries.map((e) => {
-    return [
-      e.workspaceId,
-      eventId(e.workspaceId, e.key),
-      e.type,
-      e.time,
-      String(e.profileId),
-      e.userId!,
-      e.externalUserId!,
-      copyText(e.appId ?? null),
-      copyText(e.name ?? null),
-      e.properties ? copyText(JSON.stringify(e.properties)) : '\\N',
-    ].join('\t');
-  });
-  await pipeline(
-    Readable.from([lines.join('\n') + '\n']),
-    client.query(
-      copyFrom(
-        'COPY event_log (workspace_id, id, type, time, profile_id, user_id, external_user_id, app_id, name, properties) FROM STDIN',
-      ),
-    ),
-  );
-}
-
 const VARIANTS: Record<string, (client: PoolClient, b: Batch) => Promise<void>> = {
   'rewrite alone': async () => {},
   'rewrite + log and rollups': (client, b) => logEvents(client, b.entries),
-  'rewrite + log': (client, b) => client.query(INSERT_LOG, [logRowsJson(b.entries)]).then(() => {}),
-  'rewrite + COPY log': copyLog,
+  'rewrite + log': (client, b) => copyLogRows(client, logRows(b.entries)),
 };
 
 /** CPU seconds (user + system) a PostgreSQL backend has used: what a statement costs whatever else runs. */

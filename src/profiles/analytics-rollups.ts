@@ -14,8 +14,8 @@ import type { EventEntry } from './event-log-types.js';
  * the same person waits for the first to commit, and its statement's snapshot then sees the first's stamps.
  */
 
-/** The first parameter number of the rollups' arrays: the log's INSERT takes $1. */
-const P = 2;
+/** The first parameter number of the rollups' arrays (their statement has no other). */
+const P = 1;
 const $ = (i: number) => `$${P + i}`;
 
 const eventCounts = (table: string, bucket: string, type: string, first: number) => `${table} AS (
@@ -95,7 +95,7 @@ kpi AS (
   ON CONFLICT (workspace_id, app_id, day)
   DO UPDATE SET dau = t.dau + excluded.dau, new_users = t.new_users + excluded.new_users, mau = t.mau + excluded.mau)`;
 
-/** The CTEs that keep every rollup, to follow a `logged AS (INSERT INTO event_log ...)` CTE; rollupParams' values. */
+/** The CTEs that keep every rollup, of one statement in the transaction that logs the events; rollupParams' values. */
 export const ROLLUP_CTES = [
   eventCounts('event_counts_daily', 'day', 'date', 0),
   eventCounts('event_counts_hourly', 'hour', 'timestamptz', 5),
@@ -114,23 +114,94 @@ function buckets(time: string): { day: string; hour: string } {
   return { day: iso.slice(0, 10), hour: `${iso.slice(0, 13)}:00:00Z` };
 }
 
-/** Counts per key, each key's fields joined by NUL (no identifier, name or day holds one). */
+type Key = string | number;
+type Level = Map<Key, Level | number>;
+
+/**
+ * Counts per key of `depth` fields, in nested maps (no key string made per event: that and its hashing were most of
+ * what counting a batch cost). `columns` gives them sorted field by field, so that two batches lock rows alike.
+ */
 class Tally {
-  readonly counts = new Map<string, number>();
-  add(key: string): void {
-    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  private readonly root: Level = new Map();
+  constructor(private readonly depth: number) {}
+
+  add(k1: Key, k2: Key, k3: Key = '', k4: Key = ''): void {
+    let level = this.root;
+    if (this.depth > 2) level = child(child(level, k1), k2);
+    else if (this.depth === 2) level = child(level, k1);
+    const last = this.depth === 4 ? k4 : this.depth === 3 ? k3 : k2;
+    if (this.depth === 4) level = child(level, k3);
+    level.set(last, ((level.get(last) as number | undefined) ?? 0) + 1);
   }
-  /** Column arrays of the keys' fields and, last, their counts; sorted by key, so that batches lock rows alike. */
-  columns(fields: number, withCounts: boolean): unknown[][] {
-    const keys = [...this.counts.keys()].sort();
-    const cols: unknown[][] = Array.from({ length: fields + (withCounts ? 1 : 0) }, () => new Array(keys.length));
-    keys.forEach((k, i) => {
-      k.split('\0').forEach((v, f) => (cols[f]![i] = v));
-      if (withCounts) cols[fields]![i] = this.counts.get(k);
-    });
+
+  /** Column arrays of the keys' fields and, with `withCounts`, their counts last. */
+  columns(withCounts: boolean): Key[][] {
+    const cols: Key[][] = Array.from({ length: this.depth + (withCounts ? 1 : 0) }, () => []);
+    const path: Key[] = [];
+    const walk = (level: Level, f: number) => {
+      for (const k of [...level.keys()].sort(compareKeys)) {
+        path[f] = k;
+        const v = level.get(k)!;
+        if (f < this.depth - 1) walk(v as Level, f + 1);
+        else {
+          for (let i = 0; i < this.depth; i++) cols[i]!.push(path[i]!);
+          if (withCounts) cols[this.depth]!.push(v as number);
+        }
+      }
+    };
+    walk(this.root, 0);
     return cols;
   }
 }
+
+/** The map under `key` (made when missing). */
+function child(level: Level, key: Key): Level {
+  let next = level.get(key) as Level | undefined;
+  if (!next) level.set(key, (next = new Map()));
+  return next;
+}
+
+/**
+ * The batch's distinct (workspace, app, day, profile) of activity, as sets of profiles: a few (workspace, app, day)
+ * per batch, so a few small maps and a set add per event. Unsorted: the statement orders its stamps itself.
+ */
+class Activity {
+  private readonly root = new Map<string, Map<string, Map<string, Set<number>>>>();
+
+  add(ws: string, app: string, day: string, profileId: number): void {
+    let apps = this.root.get(ws);
+    if (!apps) this.root.set(ws, (apps = new Map()));
+    let days = apps.get(app);
+    if (!days) apps.set(app, (days = new Map()));
+    let people = days.get(day);
+    if (!people) days.set(day, (people = new Set()));
+    people.add(profileId);
+  }
+
+  /** The columns of ACTS: workspace, profile, app, day. */
+  columns(): [Key[], Key[], Key[], Key[]] {
+    const cols: [Key[], Key[], Key[], Key[]] = [[], [], [], []];
+    for (const [ws, apps] of this.root)
+      for (const [app, days] of apps)
+        for (const [day, people] of days)
+          for (const p of people) {
+            cols[0].push(ws);
+            cols[1].push(p);
+            cols[2].push(app);
+            cols[3].push(day);
+          }
+    return cols;
+  }
+}
+
+const compareKeys = (a: Key, b: Key) =>
+  typeof a === 'number' && typeof b === 'number' ? a - b : String(a) < String(b) ? -1 : String(a) > String(b) ? 1 : 0;
+
+/**
+ * An array parameter of values that need no quoting in an array literal (uuids, numbers, dates, ISO times), as the
+ * literal itself: pg would quote and escape every element, by two regular expressions each.
+ */
+const plain = (values: Key[]): string => `{${values.join(',')}}`;
 
 /**
  * The values of ROLLUP_CTES' parameters for a batch the log writes: counter increments, purchases, names and active
@@ -138,41 +209,59 @@ class Tally {
  * rows and in all apps' ''.
  */
 export function rollupParams(entries: EventEntry[]): unknown[] {
-  const daily = new Tally();
-  const hourly = new Tally();
-  const eventNames = new Tally();
-  const productNames = new Tally();
-  const acts = new Tally();
+  const daily = new Tally(4);
+  const hourly = new Tally(4);
+  const eventNames = new Tally(2);
+  const productNames = new Tally(2);
+  const acts = new Activity();
   const purchases: unknown[][] = Array.from({ length: 6 }, () => []);
+  let lastTime = '';
+  let b = { day: '', hour: '' };
   for (const e of entries) {
     const isEvent = e.type === 'users.behaviors.CustomEvent';
     if (!isEvent && e.type !== 'users.behaviors.Purchase') continue;
-    const { day, hour } = buckets(e.time);
+    if (e.time !== lastTime) b = buckets((lastTime = e.time));
+    const { day, hour } = b;
     const app = e.appId ?? '';
-    const apps = app === '' ? [''] : ['', app];
+    const ws = e.workspaceId;
     if (isEvent) {
       const name = e.name ?? '';
-      for (const a of apps) {
-        daily.add(`${e.workspaceId}\0${name}\0${a}\0${day}`);
-        hourly.add(`${e.workspaceId}\0${name}\0${a}\0${hour}`);
+      daily.add(ws, name, '', day);
+      hourly.add(ws, name, '', hour);
+      if (app !== '') {
+        daily.add(ws, name, app, day);
+        hourly.add(ws, name, app, hour);
       }
-      if (e.name != null) eventNames.add(`${e.workspaceId}\0${e.name}`);
+      if (e.name != null) eventNames.add(ws, e.name);
     } else {
       const data = e.data as { price: number; quantity: number };
-      [e.workspaceId, e.name ?? null, e.appId ?? null, e.time, data.price, data.quantity].forEach((v, i) =>
-        purchases[i]!.push(v),
-      );
-      if (e.name != null) productNames.add(`${e.workspaceId}\0${e.name}`);
+      [ws, e.name ?? null, e.appId ?? null, e.time, data.price, data.quantity].forEach((v, i) => purchases[i]!.push(v));
+      if (e.name != null) productNames.add(ws, e.name);
     }
-    if (e.profileId !== null) for (const a of apps) acts.add(`${e.workspaceId}\0${e.profileId}\0${a}\0${day}`);
+    if (e.profileId !== null) {
+      acts.add(ws, '', day, e.profileId);
+      if (app !== '') acts.add(ws, app, day, e.profileId);
+    }
   }
+  const counts = (t: Tally) => {
+    const [w, name, app, bucket, n] = t.columns(true);
+    return [plain(w!), name, app, plain(bucket!), plain(n!)];
+  };
+  const names = (t: Tally) => {
+    const [w, name] = t.columns(false);
+    return [plain(w!), name];
+  };
+  const [aw, ap, aa, ad] = acts.columns();
   return [
-    ...daily.columns(4, true),
-    ...hourly.columns(4, true),
+    ...counts(daily),
+    ...counts(hourly),
     ...purchases,
-    ...eventNames.columns(2, false),
-    ...productNames.columns(2, false),
-    ...acts.columns(4, false),
+    ...names(eventNames),
+    ...names(productNames),
+    plain(aw!),
+    plain(ap!),
+    aa,
+    plain(ad!),
   ];
 }
 

@@ -1,4 +1,7 @@
 import { hash, randomUUID } from 'node:crypto';
+import { finished } from 'node:stream/promises';
+import { from as copyFrom } from 'pg-copy-streams';
+import { LOG_COPY_COLUMNS, LogRowsEncoder, type LogRow } from './event-log-copy.js';
 import type { Pool, PoolClient } from '../platform/db/pool.js';
 import type { EventEntry } from './event-log-types.js';
 import { ROLLUP_CTES, rollupParams, ROLLUPS_SKIPPED_FOR_BENCH } from './analytics-rollups.js';
@@ -21,41 +24,58 @@ export const eventId = (workspaceId: string, key: string | null): string =>
   key === null ? randomUUID() : hash('md5', `${workspaceId.toLowerCase()}:${key}`);
 
 /**
- * The rows, every value made by the writer: no join to `profiles` for the identifiers, no id hashed in SQL. Written
- * this way the log costs the apply about half what a join and ids made in SQL did (BENCHMARKS.md, bench:event-log-write).
- * The rows come as one JSON array of arrays ($1, `logRowsJson`): one JSON.stringify in the process and one jsonb parse
- * in PostgreSQL, where eleven array parameters had pg escape every element (every quote of every properties object)
- * and the garbage of it was a sixth of the ingestion worker's time (bench:ingest, BENCHMARKS.md).
+ * The rows, every value made by the writer (no join to `profiles` for the identifiers, no id hashed in SQL), written by
+ * COPY in its binary format (./event-log-copy.ts): 200,000 rows took PostgreSQL 1.15 s so (text format) against
+ * 1.98 s as an INSERT from one jsonb parameter, which was itself cheaper in the process than eleven array parameters
+ * pg escaped element by element (BENCHMARKS.md).
  */
-export const INSERT_LOG = `
-INSERT INTO event_log (workspace_id, id, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data)
-SELECT (r->>0)::uuid, (r->>1)::uuid, r->>2, (r->>3)::timestamptz, (r->>4)::bigint, r->>5, r->>6, r->>7, r->>8,
-       nullif(r->9, 'null'::jsonb), r->10
-  FROM jsonb_array_elements($1::jsonb) AS r`;
+const COPY_LOG = `COPY event_log (${LOG_COPY_COLUMNS}) FROM STDIN (FORMAT binary)`;
 
 /** Where a profile's identifiers come from when the writer did not give them (`identifiersOf`). */
 type ReadIdentifiers = Map<number, { service_id: string; external_id: string | null }>;
 
-/** INSERT_LOG's parameter: each entry as the array of its columns, in INSERT_LOG's order. */
-export function logRowsJson(entries: EventEntry[], read: ReadIdentifiers = new Map()): string {
-  return JSON.stringify(
-    entries.map((e) => {
-      const ids = e.userId === undefined && e.profileId !== null ? read.get(e.profileId) : undefined;
-      return [
-        e.workspaceId,
-        eventId(e.workspaceId, e.key),
-        e.type,
-        e.time,
-        e.profileId,
-        ids ? ids.service_id : (e.userId ?? null),
-        ids ? ids.external_id : (e.externalUserId ?? null),
-        e.appId ?? null,
-        e.name ?? null,
-        e.properties ?? null,
-        e.data ?? {},
-      ];
-    }),
-  );
+/** COPY_LOG's input: the entries as rows, their ids made and their identifiers given or read. */
+export function logRows(entries: EventEntry[], read: ReadIdentifiers = new Map()): Buffer[] {
+  const encoder = new LogRowsEncoder();
+  const row: LogRow = { ...EMPTY_ROW };
+  for (const e of entries) {
+    const ids = e.userId === undefined && e.profileId !== null ? read.get(e.profileId) : undefined;
+    row.workspaceId = e.workspaceId;
+    row.id = eventId(e.workspaceId, e.key);
+    row.type = e.type;
+    row.time = e.time;
+    row.profileId = e.profileId;
+    row.userId = ids ? ids.service_id : (e.userId ?? null);
+    row.externalUserId = ids ? ids.external_id : (e.externalUserId ?? null);
+    row.appId = e.appId ?? null;
+    row.name = e.name ?? null;
+    row.properties = e.properties ? JSON.stringify(e.properties) : null;
+    row.data = e.data ? JSON.stringify(e.data) : '{}';
+    encoder.add(row);
+  }
+  return encoder.finish();
+}
+
+const EMPTY_ROW: LogRow = {
+  workspaceId: '',
+  id: '',
+  type: '',
+  time: '',
+  profileId: null,
+  userId: null,
+  externalUserId: null,
+  appId: null,
+  name: null,
+  properties: null,
+  data: '{}',
+};
+
+/** Writes COPY_LOG's input in the client's transaction. */
+export async function copyLogRows(client: PoolClient, rows: Buffer[]): Promise<void> {
+  const copy = client.query(copyFrom(COPY_LOG));
+  for (const chunk of rows) copy.write(chunk);
+  copy.end();
+  await finished(copy);
 }
 
 /**
@@ -65,14 +85,19 @@ export function logRowsJson(entries: EventEntry[], read: ReadIdentifiers = new M
  */
 const BENCHMARK_WITHOUT_LOG = process.env.CES_BENCH_EVENT_LOG === 'off';
 
-/** The log's rows and, in the same statement, the analytics rollups of its events and purchases (migration 0380). */
-const INSERT_SQL = ROLLUPS_SKIPPED_FOR_BENCH ? INSERT_LOG : `WITH logged AS (${INSERT_LOG}),\n${ROLLUP_CTES}\nSELECT 1`;
+/** The analytics rollups of the logged events and purchases (migration 0380), in the transaction that logs them. */
+const ROLLUPS_SQL = `WITH ${ROLLUP_CTES}\nSELECT 1`;
 
 /** A batch's log made ready in the process (`prepareLog`): the statement's parameters, or the entries still to read. */
 export interface PreparedLog {
   entries: EventEntry[];
-  /** logEvents' parameters; absent when an entry's identifiers are to be read in the transaction first. */
-  params?: unknown[];
+  /** COPY_LOG's input and the rollups' parameters; absent when an entry's identifiers are to be read first. */
+  made?: MadeLog;
+}
+
+interface MadeLog {
+  rows: Buffer[];
+  rollups: unknown[] | null;
 }
 
 /**
@@ -83,22 +108,24 @@ export interface PreparedLog {
 export function prepareLog(entries: EventEntry[]): PreparedLog {
   if (entries.length === 0 || BENCHMARK_WITHOUT_LOG) return { entries: [] };
   if (entries.some((e) => e.userId === undefined && e.profileId !== null)) return { entries };
-  return { entries, params: paramsOf(entries, new Map()) };
+  return { entries, made: make(entries, new Map()) };
 }
 
-const paramsOf = (entries: EventEntry[], read: ReadIdentifiers): unknown[] => {
-  const rows = logRowsJson(entries, read);
-  return ROLLUPS_SKIPPED_FOR_BENCH ? [rows] : [rows, ...rollupParams(entries)];
-};
+const make = (entries: EventEntry[], read: ReadIdentifiers): MadeLog => ({
+  rows: logRows(entries, read),
+  rollups: ROLLUPS_SKIPPED_FOR_BENCH ? null : rollupParams(entries),
+});
 
 /**
  * Logs the entries in the caller's transaction (the one that applies them to the profiles), and counts their events and
  * purchases in the analytics rollups (src/profiles/analytics-rollups.ts).
  */
 export async function logEvents(client: PoolClient, batch: EventEntry[] | PreparedLog): Promise<void> {
-  const { entries, params } = Array.isArray(batch) ? { entries: batch, params: undefined } : batch;
+  const { entries, made } = Array.isArray(batch) ? { entries: batch, made: undefined } : batch;
   if (entries.length === 0 || BENCHMARK_WITHOUT_LOG) return;
-  await client.query(INSERT_SQL, params ?? paramsOf(entries, await identifiersOf(client, entries)));
+  const { rows, rollups } = made ?? make(entries, await identifiersOf(client, entries));
+  await copyLogRows(client, rows);
+  if (rollups) await client.query(ROLLUPS_SQL, rollups);
 }
 
 /** The identifiers of the entries' profiles that the writer did not give, read in its transaction. */

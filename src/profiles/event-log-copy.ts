@@ -1,0 +1,149 @@
+/**
+ * The event log's rows in COPY's binary format (PostgreSQL's "Binary Format" of COPY): each value as the type's
+ * send/receive form, so that PostgreSQL parses no text at all but the properties' JSON. Per event, on 2 cores with
+ * bench:ingest's events, it is the cheapest way found to both sides: the text format cost the process about twice
+ * what one JSON.stringify of the batch does (its concatenations), and that JSON as a jsonb parameter cost PostgreSQL
+ * about 5 µs an event to parse (BENCHMARKS.md).
+ */
+
+/** The row's columns, in the order `encodeLogRows` writes them. */
+export const LOG_COPY_COLUMNS =
+  'workspace_id, id, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data';
+
+/** A row of the log as the writer made it: ids as hex (dashes allowed), times as ISO 8601 text. */
+export interface LogRow {
+  workspaceId: string;
+  id: string;
+  type: string;
+  time: string;
+  profileId: number | null;
+  userId: string | null;
+  externalUserId: string | null;
+  appId: string | null;
+  name: string | null;
+  /** JSON text, or null. */
+  properties: string | null;
+  /** JSON text. */
+  data: string;
+}
+
+const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+const FIELDS = 11;
+/** Microseconds from the Unix epoch to PostgreSQL's (2000-01-01 UTC). */
+const PG_EPOCH_MS = Date.UTC(2000, 0, 1);
+const CHUNK_BYTES = 1 << 20;
+const JSONB_VERSION = 1;
+
+/** Buffers filled one after another; a value never spans two. */
+class Chunks {
+  readonly done: Buffer[] = [];
+  buf = Buffer.allocUnsafe(CHUNK_BYTES);
+  at = 0;
+
+  /** Room for `bytes` more in the current buffer (a new one, as large as needed, when it has not). */
+  room(bytes: number): void {
+    if (this.at + bytes <= this.buf.length) return;
+    this.done.push(this.buf.subarray(0, this.at));
+    this.buf = Buffer.allocUnsafe(Math.max(CHUNK_BYTES, bytes));
+    this.at = 0;
+  }
+
+  int16(v: number): void {
+    this.room(2);
+    this.at = this.buf.writeInt16BE(v, this.at);
+  }
+
+  int32(v: number): void {
+    this.room(4);
+    this.at = this.buf.writeInt32BE(v, this.at);
+  }
+
+  null(): void {
+    this.int32(-1);
+  }
+
+  /** A uuid from its 32 hex digits (`text`, as given, for the error). */
+  uuid(hex: string, text: string): void {
+    this.room(20);
+    this.at = this.buf.writeInt32BE(16, this.at);
+    if (hex.length !== 32 || this.buf.write(hex, this.at, 'hex') !== 16)
+      throw new Error(`not a uuid: ${JSON.stringify(text)}`);
+    this.at += 16;
+  }
+
+  /** An int64 value (length and value) from a JavaScript integer (exact up to 2^53). */
+  int64(v: number): void {
+    this.room(12);
+    this.at = this.buf.writeInt32BE(8, this.at);
+    const high = Math.floor(v / 2 ** 32);
+    this.at = this.buf.writeInt32BE(high, this.at);
+    this.at = this.buf.writeUInt32BE(v - high * 2 ** 32, this.at);
+  }
+
+  /** Text as UTF-8, after a version byte for jsonb. The room asked for is the most UTF-8 a string can take. */
+  text(v: string, version?: number): void {
+    this.room(4 + 1 + v.length * 3);
+    const start = this.at;
+    this.at += 4;
+    if (version !== undefined) this.buf[this.at++] = version;
+    this.at += this.buf.write(v, this.at, 'utf8');
+    this.buf.writeInt32BE(this.at - start - 4, start);
+  }
+
+  textOrNull(v: string | null): void {
+    if (v === null) this.null();
+    else this.text(v);
+  }
+}
+
+/**
+ * COPY ... (FORMAT binary) input, a row at a time (`add` reads the row and keeps nothing of it, so a writer may reuse
+ * one object for every row): header, tuples, and the trailer `finish` adds.
+ */
+export class LogRowsEncoder {
+  private readonly out = new Chunks();
+  /** The last uuid given with dashes, and its hex: a batch's rows mostly share their workspace. */
+  private lastUuid = '';
+  private lastHex = '';
+
+  constructor() {
+    this.out.at += SIGNATURE.copy(this.out.buf, this.out.at);
+    this.out.int32(0); // flags
+    this.out.int32(0); // header extension length
+  }
+
+  private hex(uuid: string): string {
+    if (uuid.length === 32) return uuid;
+    if (uuid !== this.lastUuid) {
+      this.lastUuid = uuid;
+      this.lastHex = uuid.replaceAll('-', '');
+    }
+    return this.lastHex;
+  }
+
+  add(r: LogRow): void {
+    const out = this.out;
+    const ms = Date.parse(r.time);
+    if (!Number.isFinite(ms)) throw new Error(`not a time: ${JSON.stringify(r.time)}`);
+    out.int16(FIELDS);
+    out.uuid(this.hex(r.workspaceId), r.workspaceId);
+    out.uuid(this.hex(r.id), r.id);
+    out.text(r.type);
+    out.int64((ms - PG_EPOCH_MS) * 1000);
+    if (r.profileId === null) out.null();
+    else out.int64(r.profileId);
+    out.textOrNull(r.userId);
+    out.textOrNull(r.externalUserId);
+    out.textOrNull(r.appId);
+    out.textOrNull(r.name);
+    if (r.properties === null) out.null();
+    else out.text(r.properties, JSONB_VERSION);
+    out.text(r.data, JSONB_VERSION);
+  }
+
+  finish(): Buffer[] {
+    this.out.int16(-1);
+    this.out.done.push(this.out.buf.subarray(0, this.out.at));
+    return this.out.done;
+  }
+}
