@@ -1,13 +1,13 @@
 import type { EventEntry } from './event-log-types.js';
 
 /**
- * The analytics rollups (migration 0380, docs/analytics.md), kept by the statement that writes the event log: CTEs
- * beside its INSERT, so that an event is counted exactly when it is logged, in the transaction that applies it to the
- * profile, by one statement per batch. The batch is counted here first, in the process (`rollupParams`): the counter
- * rows it touches with their increments, its names, its distinct active days; the statement only writes them. (Counted
- * in SQL, over the INSERT's RETURNING, the grouping and sorting of every event cost more than the writes.) The log's
- * INSERT writes every entry it is given, so counting the entries counts what is logged. Counter rows are sent in key
- * order, so that two batches lock shared rows in the same order.
+ * The analytics rollups (migration 0380, docs/analytics.md), kept by one statement of CTEs that `logEvents` runs right
+ * after the log's COPY, in the transaction that applies the events to the profiles, so that an event is counted
+ * exactly when it is logged. The batch is counted here first, in the process (`rollupParams`): the counter rows it
+ * touches with their increments, its names, its distinct active days; the statement only writes them. (Counted in SQL,
+ * over an INSERT's RETURNING, the grouping and sorting of every event cost more than the writes.) The COPY writes every
+ * entry it is given, so counting the entries counts what is logged. Counter rows are sent in key order, so that two
+ * batches lock shared rows in the same order.
  *
  * Activity (DAU, new users, MAU) is exact under one condition, which the apply meets: two transactions never stamp the
  * same profile at once. Every writer of events first UPDATEs the profile's row (its aggregates), so a second batch of

@@ -8,7 +8,8 @@ import { ROLLUP_CTES, rollupParams, ROLLUPS_SKIPPED_FOR_BENCH } from './analytic
 
 /**
  * Writing the event log (migration 0320, docs/events.md): each writer of profiles logs what it applied in the same
- * transaction, so an event is in the log exactly when its change is on the profile. One statement per batch.
+ * transaction, so an event is in the log exactly when its change is on the profile. One COPY per batch (and one
+ * statement for the analytics rollups).
  */
 
 /**
