@@ -10,7 +10,10 @@
 export const LOG_COPY_COLUMNS =
   'workspace_id, id, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data';
 
-/** A row of the log as the writer made it: ids as hex (dashes allowed), times as ISO 8601 text. */
+/**
+ * A row of the log as the writer made it: ids as hex (dashes allowed), times as ISO 8601 text, taken to the
+ * millisecond (Date.parse): every writer gives a canonical event time or a toISOString, which carry no more.
+ */
 export interface LogRow {
   workspaceId: string;
   id: string;
