@@ -114,52 +114,63 @@ function buckets(time: string): { day: string; hour: string } {
   return { day: iso.slice(0, 10), hour: `${iso.slice(0, 13)}:00:00Z` };
 }
 
-type Key = string | number;
-type Level = Map<Key, Level | number>;
-
 /**
- * Counts per key of `depth` fields, in nested maps (no key string made per event: that and its hashing were most of
- * what counting a batch cost). `columns` gives them sorted field by field, so that two batches lock rows alike.
+ * Counts per (workspace, name, app, bucket), in nested maps (no key string made per event: that and its hashing were
+ * most of what counting a batch cost). `columns` gives them sorted field by field, so that two batches lock counter
+ * rows alike.
  */
 class Tally {
-  private readonly root: Level = new Map();
-  constructor(private readonly depth: number) {}
+  private readonly root = new Map<string, Map<string, Map<string, Map<string, number>>>>();
 
-  add(k1: Key, k2: Key, k3: Key = '', k4: Key = ''): void {
-    let level = this.root;
-    if (this.depth > 2) level = child(child(level, k1), k2);
-    else if (this.depth === 2) level = child(level, k1);
-    const last = this.depth === 4 ? k4 : this.depth === 3 ? k3 : k2;
-    if (this.depth === 4) level = child(level, k3);
-    level.set(last, ((level.get(last) as number | undefined) ?? 0) + 1);
+  add(ws: string, name: string, app: string, bucket: string): void {
+    const buckets = child(child(child(this.root, ws), name), app);
+    buckets.set(bucket, (buckets.get(bucket) ?? 0) + 1);
   }
 
-  /** Column arrays of the keys' fields and, with `withCounts`, their counts last. */
-  columns(withCounts: boolean): Key[][] {
-    const cols: Key[][] = Array.from({ length: this.depth + (withCounts ? 1 : 0) }, () => []);
-    const path: Key[] = [];
-    const walk = (level: Level, f: number) => {
-      for (const k of [...level.keys()].sort(compareKeys)) {
-        path[f] = k;
-        const v = level.get(k)!;
-        if (f < this.depth - 1) walk(v as Level, f + 1);
-        else {
-          for (let i = 0; i < this.depth; i++) cols[i]!.push(path[i]!);
-          if (withCounts) cols[this.depth]!.push(v as number);
-        }
-      }
-    };
-    walk(this.root, 0);
+  /** The columns of a counter CTE: workspace, name, app, bucket, count. */
+  columns(): [string[], string[], string[], string[], number[]] {
+    const cols: [string[], string[], string[], string[], number[]] = [[], [], [], [], []];
+    for (const [ws, names] of sorted(this.root))
+      for (const [name, apps] of sorted(names))
+        for (const [app, buckets] of sorted(apps))
+          for (const [bucket, n] of sorted(buckets)) {
+            cols[0].push(ws);
+            cols[1].push(name);
+            cols[2].push(app);
+            cols[3].push(bucket);
+            cols[4].push(n);
+          }
     return cols;
   }
 }
 
 /** The map under `key` (made when missing). */
-function child(level: Level, key: Key): Level {
-  let next = level.get(key) as Level | undefined;
+function child<V>(level: Map<string, Map<string, V>>, key: string): Map<string, V> {
+  let next = level.get(key);
   if (!next) level.set(key, (next = new Map()));
   return next;
 }
+
+/** A map's entries in key order. */
+const sorted = <V>(map: Map<string, V>): [string, V][] => [...map].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+
+/** The names a batch saw, per workspace: the columns of a names CTE (workspace, name), sorted. */
+function namesColumns(seen: Map<string, Set<string>>): [string, string[]] {
+  const ws: string[] = [];
+  const names: string[] = [];
+  for (const [w, set] of sorted(seen))
+    for (const name of [...set].sort()) {
+      ws.push(w);
+      names.push(name);
+    }
+  return [plain(ws), names];
+}
+
+const addName = (seen: Map<string, Set<string>>, ws: string, name: string) => {
+  let set = seen.get(ws);
+  if (!set) seen.set(ws, (set = new Set()));
+  set.add(name);
+};
 
 /**
  * The batch's distinct (workspace, app, day, profile) of activity, as sets of profiles: a few (workspace, app, day)
@@ -169,18 +180,15 @@ class Activity {
   private readonly root = new Map<string, Map<string, Map<string, Set<number>>>>();
 
   add(ws: string, app: string, day: string, profileId: number): void {
-    let apps = this.root.get(ws);
-    if (!apps) this.root.set(ws, (apps = new Map()));
-    let days = apps.get(app);
-    if (!days) apps.set(app, (days = new Map()));
+    const days = child(child(this.root, ws), app);
     let people = days.get(day);
     if (!people) days.set(day, (people = new Set()));
     people.add(profileId);
   }
 
   /** The columns of ACTS: workspace, profile, app, day. */
-  columns(): [Key[], Key[], Key[], Key[]] {
-    const cols: [Key[], Key[], Key[], Key[]] = [[], [], [], []];
+  columns(): [string[], number[], string[], string[]] {
+    const cols: [string[], number[], string[], string[]] = [[], [], [], []];
     for (const [ws, apps] of this.root)
       for (const [app, days] of apps)
         for (const [day, people] of days)
@@ -194,14 +202,11 @@ class Activity {
   }
 }
 
-const compareKeys = (a: Key, b: Key) =>
-  typeof a === 'number' && typeof b === 'number' ? a - b : String(a) < String(b) ? -1 : String(a) > String(b) ? 1 : 0;
-
 /**
  * An array parameter of values that need no quoting in an array literal (uuids, numbers, dates, ISO times), as the
  * literal itself: pg would quote and escape every element, by two regular expressions each.
  */
-const plain = (values: Key[]): string => `{${values.join(',')}}`;
+const plain = (values: readonly (string | number)[]): string => `{${values.join(',')}}`;
 
 /**
  * The values of ROLLUP_CTES' parameters for a batch the log writes: counter increments, purchases, names and active
@@ -209,10 +214,10 @@ const plain = (values: Key[]): string => `{${values.join(',')}}`;
  * rows and in all apps' ''.
  */
 export function rollupParams(entries: EventEntry[]): unknown[] {
-  const daily = new Tally(4);
-  const hourly = new Tally(4);
-  const eventNames = new Tally(2);
-  const productNames = new Tally(2);
+  const daily = new Tally();
+  const hourly = new Tally();
+  const eventNames = new Map<string, Set<string>>();
+  const productNames = new Map<string, Set<string>>();
   const acts = new Activity();
   const purchases: unknown[][] = Array.from({ length: 6 }, () => []);
   let lastTime = '';
@@ -232,11 +237,11 @@ export function rollupParams(entries: EventEntry[]): unknown[] {
         daily.add(ws, name, app, day);
         hourly.add(ws, name, app, hour);
       }
-      if (e.name != null) eventNames.add(ws, e.name);
+      if (e.name != null) addName(eventNames, ws, e.name);
     } else {
       const data = e.data as { price: number; quantity: number };
       [ws, e.name ?? null, e.appId ?? null, e.time, data.price, data.quantity].forEach((v, i) => purchases[i]!.push(v));
-      if (e.name != null) productNames.add(ws, e.name);
+      if (e.name != null) addName(productNames, ws, e.name);
     }
     if (e.profileId !== null) {
       acts.add(ws, '', day, e.profileId);
@@ -244,24 +249,20 @@ export function rollupParams(entries: EventEntry[]): unknown[] {
     }
   }
   const counts = (t: Tally) => {
-    const [w, name, app, bucket, n] = t.columns(true);
-    return [plain(w!), name, app, plain(bucket!), plain(n!)];
-  };
-  const names = (t: Tally) => {
-    const [w, name] = t.columns(false);
-    return [plain(w!), name];
+    const [w, name, app, bucket, n] = t.columns();
+    return [plain(w), name, app, plain(bucket), plain(n)];
   };
   const [aw, ap, aa, ad] = acts.columns();
   return [
     ...counts(daily),
     ...counts(hourly),
     ...purchases,
-    ...names(eventNames),
-    ...names(productNames),
-    plain(aw!),
-    plain(ap!),
+    ...namesColumns(eventNames),
+    ...namesColumns(productNames),
+    plain(aw),
+    plain(ap),
     aa,
-    plain(ad!),
+    plain(ad),
   ];
 }
 

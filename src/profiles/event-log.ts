@@ -89,7 +89,7 @@ const BENCHMARK_WITHOUT_LOG = process.env.CES_BENCH_EVENT_LOG === 'off';
 /** The analytics rollups of the logged events and purchases (migration 0380), in the transaction that logs them. */
 const ROLLUPS_SQL = `WITH ${ROLLUP_CTES}\nSELECT 1`;
 
-/** A batch's log made ready in the process (`prepareLog`): the statement's parameters, or the entries still to read. */
+/** A batch's log made ready in the process (`prepareLog`): its COPY input and rollups, or the entries still to read. */
 export interface PreparedLog {
   entries: EventEntry[];
   /** COPY_LOG's input and the rollups' parameters; absent when an entry's identifiers are to be read first. */
@@ -102,9 +102,9 @@ interface MadeLog {
 }
 
 /**
- * Makes the statement's parameters of a batch whose writer gave every entry's identifiers (the JSON of its rows, its
- * rollups): the part of the log's cost that is the process's, which a writer can run while PostgreSQL works on
- * something else of the same transaction (the profiles' rewrite: src/profiles/tracked-objects.ts).
+ * Makes the COPY input and the rollups' parameters of a batch whose writer gave every entry's identifiers: the part
+ * of the log's cost that is the process's, which a writer can run while PostgreSQL works on something else of the same
+ * transaction (the profiles' rewrite: src/profiles/tracked-objects.ts).
  */
 export function prepareLog(entries: EventEntry[]): PreparedLog {
   if (entries.length === 0 || BENCHMARK_WITHOUT_LOG) return { entries: [] };

@@ -308,7 +308,7 @@ export async function applyObjects(client: PoolClient, batches: WorkspaceObjects
   if (changes.size === 0) return result;
   const tied: TiedEmails = { ids: [], emails: [], keys: [], times: [], sources: [] };
   // The log's rows are made while PostgreSQL rewrites the profiles (a turn of the event loop later, so that the first
-  // statement has gone out): their JSON is most of what the log costs this process, and on the drain's path it adds
+  // statement has gone out): their encoding is most of what the log costs this process, and on the drain's path it adds
   // to every batch. The identifiers it takes are final: resolved above, under the lock renames and merges take whole.
   const log = new Promise<PreparedLog>((resolve, reject) =>
     setImmediate(() => {
