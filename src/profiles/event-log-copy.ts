@@ -6,7 +6,9 @@
  * about 5 µs an event to parse (BENCHMARKS.md).
  */
 
-/** The row's columns, in the order `encodeLogRows` writes them. */
+import { COPY_BINARY_HEADER } from '../platform/db/copy-binary.js';
+
+/** The row's columns, in the order `LogRowsEncoder` writes them. */
 export const LOG_COPY_COLUMNS =
   'workspace_id, id, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data';
 
@@ -30,9 +32,8 @@ export interface LogRow {
   data: string;
 }
 
-const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
 const FIELDS = 11;
-/** Microseconds from the Unix epoch to PostgreSQL's (2000-01-01 UTC). */
+/** PostgreSQL's epoch (2000-01-01 UTC), in Unix milliseconds. */
 const PG_EPOCH_MS = Date.UTC(2000, 0, 1);
 const CHUNK_BYTES = 1 << 20;
 const JSONB_VERSION = 1;
@@ -110,9 +111,7 @@ export class LogRowsEncoder {
   private lastHex = '';
 
   constructor() {
-    this.out.at += SIGNATURE.copy(this.out.buf, this.out.at);
-    this.out.int32(0); // flags
-    this.out.int32(0); // header extension length
+    this.out.at += COPY_BINARY_HEADER.copy(this.out.buf, this.out.at);
   }
 
   private hex(uuid: string): string {

@@ -1,4 +1,5 @@
 import { Transform, type TransformCallback } from 'node:stream';
+import { COPY_BINARY_HEADER, COPY_BINARY_SIGNATURE } from '../../../platform/db/copy-binary.js';
 
 /** A run of whole NDJSON lines (each ending in '\n'). `endsPart` is set when the run closes a part. */
 export interface LineBatch {
@@ -9,8 +10,6 @@ export interface LineBatch {
 
 const BATCH_BYTES = 256 * 1024;
 const NEWLINE = 0x0a;
-const COPY_SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
-const COPY_HEADER = 19;
 
 /**
  * Collects lines into large batches (writing one line at a time to a compressor is three times slower), and cuts a
@@ -65,7 +64,7 @@ export class CopyBinaryLines extends LineBatcher {
   private pending: Buffer[] = [];
   private pendingBytes = 0;
   /** Bytes needed before parsing can make progress. */
-  private need = COPY_HEADER;
+  private need = COPY_BINARY_HEADER.length;
   private headerDone = false;
   private ended = false;
 
@@ -77,8 +76,9 @@ export class CopyBinaryLines extends LineBatcher {
     let pos = 0;
     try {
       if (!this.headerDone) {
-        if (!buf.subarray(0, 11).equals(COPY_SIGNATURE)) throw new Error('not a binary COPY stream');
-        pos = COPY_HEADER + buf.readUInt32BE(15);
+        if (!buf.subarray(0, COPY_BINARY_SIGNATURE.length).equals(COPY_BINARY_SIGNATURE))
+          throw new Error('not a binary COPY stream');
+        pos = COPY_BINARY_HEADER.length + buf.readUInt32BE(15);
         this.headerDone = true;
       }
       this.need = 2;
