@@ -67,6 +67,19 @@ ${Object.entries(IDS)
             unnest(ARRAY['users.behaviors.CustomEvent', 'users.behaviors.Purchase']) t`,
     [workspaceId, texts],
   );
+  // A delivery takes only rows below every running transaction (pg_snapshot_xmin: src/pipelines/events/plan-files.ts).
+  // The database is shared with the other test files, whose open transactions can hold that horizon for seconds.
+  const deadline = Date.now() + 100_000;
+  for (;;) {
+    const { rows } = await env.ctx.pool.query<{ below: boolean }>(
+      `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint > max(xid) AS below
+         FROM event_log WHERE workspace_id = $1`,
+      [workspaceId],
+    );
+    if (rows[0]!.below) break;
+    if (Date.now() > deadline) throw new Error('the rows stayed above the delivery horizon for 100 s');
+    await new Promise((r) => setTimeout(r, 200));
+  }
 });
 
 /** The log's rows of one file as `pg` parses them (jsonb into objects), in the file's (xid, id) order. */
