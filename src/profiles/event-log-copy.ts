@@ -37,6 +37,24 @@ const FIELDS = 11;
 const PG_EPOCH_MS = Date.UTC(2000, 0, 1);
 const CHUNK_BYTES = 1 << 20;
 const JSONB_VERSION = 1;
+/** How many repeated values an encoder keeps (types and `{}`: a handful). */
+const MAX_REPEATED = 64;
+
+/** A value's binary COPY form (its length, then its bytes), for values that rows repeat. */
+function valueBytes(bytes: Uint8Array): Uint8Array {
+  const out = Buffer.allocUnsafe(4 + bytes.length);
+  out.writeInt32BE(bytes.length, 0);
+  out.set(bytes, 4);
+  return out;
+}
+
+/** The 16 bytes of a uuid given as hex, dashes allowed (`text`, as given, for the error). */
+function uuidBytes(uuid: string): Uint8Array {
+  const hex = uuid.length === 32 ? uuid : uuid.replaceAll('-', '');
+  const bytes = Buffer.from(hex, 'hex');
+  if (hex.length !== 32 || bytes.length !== 16) throw new Error(`not a uuid: ${JSON.stringify(uuid)}`);
+  return bytes;
+}
 
 /** Buffers filled one after another; a value never spans two. */
 class Chunks {
@@ -64,6 +82,13 @@ class Chunks {
 
   null(): void {
     this.int32(-1);
+  }
+
+  /** A value already in its binary form (`valueBytes`: length and bytes). */
+  value(bytes: Uint8Array): void {
+    this.room(bytes.length);
+    this.buf.set(bytes, this.at);
+    this.at += bytes.length;
   }
 
   /** A uuid from its 32 hex digits (`text`, as given, for the error). */
@@ -106,21 +131,34 @@ class Chunks {
  */
 export class LogRowsEncoder {
   private readonly out = new Chunks();
-  /** The last uuid given with dashes, and its hex: a batch's rows mostly share their workspace. */
-  private lastUuid = '';
-  private lastHex = '';
+  /** The last workspace's id, in its binary form: a batch's rows mostly share their workspace. */
+  private lastWorkspace = '';
+  private lastWorkspaceValue: Uint8Array = new Uint8Array();
+  /** Values that many rows repeat (types, an empty `data`), in their binary form. */
+  private readonly repeated = new Map<string, Uint8Array>();
 
   constructor() {
     this.out.at += COPY_BINARY_HEADER.copy(this.out.buf, this.out.at);
   }
 
-  private hex(uuid: string): string {
-    if (uuid.length === 32) return uuid;
-    if (uuid !== this.lastUuid) {
-      this.lastUuid = uuid;
-      this.lastHex = uuid.replaceAll('-', '');
+  private workspace(uuid: string): Uint8Array {
+    if (uuid !== this.lastWorkspace) {
+      this.lastWorkspaceValue = valueBytes(uuidBytes(uuid));
+      this.lastWorkspace = uuid;
     }
-    return this.lastHex;
+    return this.lastWorkspaceValue;
+  }
+
+  /** A short text value that rows repeat, in its binary form (with jsonb's version byte when `version` is given). */
+  private repeatedText(v: string, version?: number): Uint8Array {
+    const key = version === undefined ? v : `${version}:${v}`;
+    let bytes = this.repeated.get(key);
+    if (!bytes) {
+      const text = Buffer.from(v, 'utf8');
+      bytes = valueBytes(version === undefined ? text : Buffer.concat([Buffer.of(version), text]));
+      if (this.repeated.size < MAX_REPEATED) this.repeated.set(key, bytes);
+    }
+    return bytes;
   }
 
   add(r: LogRow): void {
@@ -128,9 +166,9 @@ export class LogRowsEncoder {
     const ms = Date.parse(r.time);
     if (!Number.isFinite(ms)) throw new Error(`not a time: ${JSON.stringify(r.time)}`);
     out.int16(FIELDS);
-    out.uuid(this.hex(r.workspaceId), r.workspaceId);
-    out.uuid(this.hex(r.id), r.id);
-    out.text(r.type);
+    out.value(this.workspace(r.workspaceId));
+    out.uuid(r.id.length === 32 ? r.id : r.id.replaceAll('-', ''), r.id);
+    out.value(this.repeatedText(r.type));
     out.int64((ms - PG_EPOCH_MS) * 1000);
     if (r.profileId === null) out.null();
     else out.int64(r.profileId);
@@ -139,8 +177,9 @@ export class LogRowsEncoder {
     out.textOrNull(r.appId);
     out.textOrNull(r.name);
     if (r.properties === null) out.null();
-    else out.text(r.properties, JSONB_VERSION);
-    out.text(r.data, JSONB_VERSION);
+    else out.text(r.properties);
+    if (r.data.length <= 2) out.value(this.repeatedText(r.data, JSONB_VERSION));
+    else out.text(r.data, JSONB_VERSION);
   }
 
   finish(): Buffer[] {

@@ -39,10 +39,14 @@ type ReadIdentifiers = Map<number, { service_id: string; external_id: string | n
 export function logRows(entries: EventEntry[], read: ReadIdentifiers = new Map()): Buffer[] {
   const encoder = new LogRowsEncoder();
   const row: LogRow = { ...EMPTY_ROW };
+  // The ids' prefix (eventId's), made once per workspace rather than lower-cased again for every event.
+  let workspace = '';
+  let prefix = '';
   for (const e of entries) {
+    if (e.workspaceId !== workspace) [workspace, prefix] = [e.workspaceId, `${e.workspaceId.toLowerCase()}:`];
     const ids = e.userId === undefined && e.profileId !== null ? read.get(e.profileId) : undefined;
     row.workspaceId = e.workspaceId;
-    row.id = eventId(e.workspaceId, e.key);
+    row.id = e.key === null ? randomUUID() : hash('md5', prefix + e.key);
     row.type = e.type;
     row.time = e.time;
     row.profileId = e.profileId;

@@ -353,16 +353,21 @@ function trackedGroupStates(batches: WorkspaceObjects[], targets: Wanted[]): Gro
 function loggedEvents(batches: WorkspaceObjects[], targets: Wanted[], current: Map<number, CurrentRow>): EventEntry[] {
   const entries: EventEntry[] = [];
   let next = 0;
+  // Each entry is made whole in one literal (a spread of the identifiers made and copied an object per event: 0.8 µs
+  // of the worker's time an event in bench:ingest). A profile the batch did not read leaves its identifiers
+  // undefined: the log reads them.
   for (const { workspaceId, objects } of batches) {
     for (const e of objects.events) {
       const profileId = targets[next++]!.profileId;
       if (profileId === undefined) continue;
+      const cur = current.get(profileId);
       entries.push({
         type: 'users.behaviors.CustomEvent',
         workspaceId,
         key: e.logKey ?? null,
         profileId,
-        ...identifiersOf(current, profileId),
+        userId: cur?.service_id,
+        externalUserId: cur?.external_id,
         time: e.time,
         appId: e.app_id ?? null,
         name: e.name,
@@ -372,12 +377,14 @@ function loggedEvents(batches: WorkspaceObjects[], targets: Wanted[], current: M
     for (const p of objects.purchases) {
       const profileId = targets[next++]!.profileId;
       if (profileId === undefined) continue;
+      const cur = current.get(profileId);
       entries.push({
         type: 'users.behaviors.Purchase',
         workspaceId,
         key: p.logKey ?? null,
         profileId,
-        ...identifiersOf(current, profileId),
+        userId: cur?.service_id,
+        externalUserId: cur?.external_id,
         time: p.time,
         appId: p.app_id ?? null,
         name: p.product_id,
@@ -388,12 +395,6 @@ function loggedEvents(batches: WorkspaceObjects[], targets: Wanted[], current: M
     next += objects.attributes.length;
   }
   return entries;
-}
-
-/** The identifiers of a profile the batch resolved, as the event log names it; nothing (the log reads them) if unknown. */
-function identifiersOf(current: Map<number, CurrentRow>, profileId: number) {
-  const cur = current.get(profileId);
-  return cur ? { userId: cur.service_id, externalUserId: cur.external_id } : {};
 }
 
 /** The identities the objects name, and each object's entry among them (in the order `aggregateChanges` walks). */

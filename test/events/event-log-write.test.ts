@@ -4,8 +4,11 @@ import type { EventEntry } from '../../src/profiles/event-log-types.js';
 import { useTestEnv } from '../helpers/context.js';
 
 /**
- * The log is written by COPY in its text format (src/profiles/event-log.ts), where a backslash, a tab, a newline and a
- * carriage return have a meaning: every value must come back from the table as it went in, whatever it holds.
+ * The log is written by COPY in its binary format (src/profiles/event-log-copy.ts): every value must come back from the
+ * table as it went in, whatever it holds (the test was first written for the text format, where a backslash, a tab, a
+ * newline and a carriage return have a meaning, and holds the binary one to the same). `properties` are json (migration
+ * 0450): their text is stored as JSON.stringify wrote it, escapes (even of a NUL or a lone surrogate, which the API
+ * refuses and jsonb would too) included.
  */
 
 const env = useTestEnv({ workspaces: ['ws'] });
@@ -24,7 +27,8 @@ it('logs values holding what COPY escapes exactly as they were given, in the cal
     time: `2026-11-2${i}T10:00:00.000Z`,
     appId: i === 2 ? null : `app ${text}`,
     name: `name ${text}`,
-    properties: i === 3 ? null : { text, nested: { list: [text, 1.5, null] }, [`key ${text}`]: true },
+    properties:
+      i === 3 ? null : { text, nested: { list: [text, 1.5, null] }, [`key ${text}`]: true, nul: 'a\u0000b\ud800' },
     ...(i % 2 ? { data: { price: 2.5, currency: text, quantity: 2 } } : {}),
   }));
   const client = await env.ctx.pool.connect();
@@ -40,7 +44,7 @@ it('logs values holding what COPY escapes exactly as they were given, in the cal
     client.release();
   }
   const { rows } = await env.ctx.pool.query(
-    `SELECT id, type, time, profile_id, user_id, external_user_id, app_id, name, properties, data
+    `SELECT id, type, time, profile_id, user_id, external_user_id, app_id, name, properties::text, data
        FROM event_log WHERE workspace_id = $1`,
     [workspaceId],
   );
@@ -58,7 +62,7 @@ it('logs values holding what COPY escapes exactly as they were given, in the cal
       external_user_id: e.externalUserId,
       app_id: e.appId,
       name: e.name,
-      properties: e.properties,
+      properties: e.properties ? JSON.stringify(e.properties) : null,
       data: e.data ?? {},
     });
   }

@@ -172,14 +172,14 @@ describe('events and purchases applied by a worker', () => {
   });
 
   it('does not log an object set aside as a dead letter, nor count it on the profile', async () => {
-    const event = (externalId: string, properties?: Record<string, unknown>): TrackEvent => ({
+    const event = (externalId: string, name = 'dl'): TrackEvent => ({
       identity: { type: 'external_id', value: externalId },
       create: true,
-      name: 'dl',
+      name,
       time: '2024-06-01T00:00:00.000Z',
-      ...(properties ? { properties } : {}),
     });
-    // A NUL in a property is refused by the log's jsonb only (properties are not on the profile): 22P05.
+    // A NUL in an event's name, which the API refuses, staged here as by an older version: the log's text (and the
+    // profile's jsonb) refuse it.
     const ids = [
       ...(await stageObjects(env.ctx.pool, env.ws.workspaceId, {
         events: [event('dl-1')],
@@ -187,7 +187,7 @@ describe('events and purchases applied by a worker', () => {
         attributes: [],
       })),
       ...(await stageObjects(env.ctx.pool, env.ws.workspaceId, {
-        events: [event('dl-2', { note: 'a\u0000b' })],
+        events: [event('dl-2', 'd\u0000l')],
         purchases: [],
         attributes: [],
       })),
