@@ -63,11 +63,7 @@ export async function backfillCommand(config: () => Config, opts: BackfillOption
 
 /** The first day the log holds, or null when it holds none. */
 async function firstLoggedDay(pool: Pool): Promise<Date | null> {
-  const { rows } = await pool.query<{ day: Date | null }>(
-    `SELECT min(to_date(substr(c.relname, 11), 'YYYYMMDD'))::timestamp AT TIME ZONE 'UTC' AS day
-       FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-      WHERE i.inhparent = 'event_log'::regclass AND c.relname ~ '^event_log_[0-9]{8}$'`,
-  );
+  const { rows } = await pool.query<{ day: Date | null }>(`SELECT event_log_start() AS day`);
   return rows[0]?.day ?? null;
 }
 

@@ -90,6 +90,22 @@ export async function copyLogRows(client: PoolClient, rows: Buffer[]): Promise<v
  */
 const BENCHMARK_WITHOUT_LOG = process.env.CES_BENCH_EVENT_LOG === 'off';
 
+/**
+ * SQL of a profile's `event_log_hours` (migration 0460) after the apply's rewrite of `p` logs events or purchases of
+ * it (when `logs`, SQL of a boolean, holds): the hour of the transaction (the log rows' `accepted_at`) added, the hours
+ * the log no longer holds dropped. Null when the log is not written (`CES_BENCH_EVENT_LOG=off`): nothing to stamp.
+ * `hours` names a FROM item that is `LOGGED_HOURS_FROM`.
+ */
+export const loggedHoursStamp = (logs: string, hours = 'h'): string | null =>
+  BENCHMARK_WITHOUT_LOG
+    ? null
+    : `CASE WHEN NOT (${logs}) OR p.event_log_hours[cardinality(p.event_log_hours)] = ${hours}.now THEN p.event_log_hours
+       ELSE array_append(ARRAY(SELECT x FROM unnest(p.event_log_hours) AS x WHERE x >= ${hours}.first), ${hours}.now) END`;
+
+/** The FROM item `loggedHoursStamp` reads: this transaction's hour, and the first the log holds (whole statement). */
+export const LOGGED_HOURS_FROM = `(SELECT floor(extract(epoch FROM now()) / 3600)::int AS now,
+          floor(extract(epoch FROM event_log_start()) / 3600)::int AS first) AS h`;
+
 /** The analytics rollups of the logged events and purchases (migration 0380), in the transaction that logs them. */
 const ROLLUPS_SQL = `WITH ${ROLLUP_CTES}\nSELECT 1`;
 
@@ -148,8 +164,9 @@ async function identifiersOf(client: PoolClient, entries: EventEntry[]): Promise
 
 /**
  * Keeps the log's days: the partitions of yesterday to a week ahead exist (a write never meets a day without one), and
- * those older than `retentionDays` whole UTC days are dropped. Returns how many were made and dropped. The
- * reconciler's pass runs it, so one process of the install does it at a time.
+ * those older than `retentionDays` whole UTC days are dropped, with the records of merges older than the log's first
+ * day (no row of the log can be the merged profile's any more: migration 0460). Returns how many partitions were made
+ * and dropped. The reconciler's pass runs it, so one process of the install does it at a time.
  */
 export async function maintainEventLogDays(
   pool: Pool,
@@ -167,5 +184,6 @@ export async function maintainEventLogDays(
   );
   // The name comes from the catalog and matches the pattern above: no input of anyone's reaches the statement.
   for (const { name } of rows) await pool.query(`DROP TABLE IF EXISTS "${name}"`);
+  await pool.query(`DELETE FROM event_log_merged_profiles WHERE merged_at < event_log_start()`);
   return { made: made.rows[0]!.made, dropped: rows.length };
 }

@@ -2,7 +2,14 @@ import type { PoolClient } from '../platform/db/pool.js';
 import { writeProfilesLoggedEach } from './change-log.js';
 import { yieldToEventLoop } from '../platform/lib/event-loop.js';
 import { Identities, resolveIdentities, type CurrentRow, type Wanted } from './identities.js';
-import { eventIdSql, logEvents, prepareLog, type PreparedLog } from './event-log.js';
+import {
+  eventIdSql,
+  LOGGED_HOURS_FROM,
+  loggedHoursStamp,
+  logEvents,
+  prepareLog,
+  type PreparedLog,
+} from './event-log.js';
 import type { EventEntry } from './event-log-types.js';
 import { setGroupStates, type GroupStateChange } from './subscription-group-states.js';
 import type { StateChangeSource } from './event-log-types.js';
@@ -171,11 +178,14 @@ function updateSql(shape: UpdateShape): string {
     ELSE p.attribute_times || coalesce((SELECT jsonb_object_agg(t.key, t.value) FROM jsonb_each_text(u.times) AS t
                                          WHERE t.value COLLATE "C" >= coalesce(p.attribute_times->>t.key, '') COLLATE "C"), '{}') END`);
   }
+  // Where the log's rows of this profile's events are, for its erasure (migration 0460).
+  const stamp = shape.events || shape.purchases ? loggedHoursStamp('u.ev IS NOT NULL OR u.pu IS NOT NULL') : null;
+  if (stamp) sets.push(`event_log_hours = ${stamp}`);
   sets.push('updated_at = now()');
   const states = shape.standard.includes('email_subscribe');
   sql = `UPDATE profiles p SET
   ${sets.join(',\n  ')}
-FROM jsonb_to_recordset($1::jsonb) AS u(id bigint, seen xid8, ev jsonb, pu jsonb, rev float8, std jsonb, cset jsonb, cdel text[], times jsonb${states ? `, sk text, ss text)${STATE_JOIN}` : ')'}
+FROM jsonb_to_recordset($1::jsonb) AS u(id bigint, seen xid8, ev jsonb, pu jsonb, rev float8, std jsonb, cset jsonb, cdel text[], times jsonb${states ? `, sk text, ss text)${STATE_JOIN}` : ')'}${stamp ? `\n  CROSS JOIN ${LOGGED_HOURS_FROM}` : ''}
 WHERE p.id = u.id
 RETURNING p.workspace_id, p.id, p.random_bucket${states ? STATE_RETURNING : ''}`;
   updateStatements.set(key, sql);

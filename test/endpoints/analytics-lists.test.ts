@@ -141,6 +141,32 @@ describe('GET /events/data_series with segment_id', () => {
     expect(ios.body.data.map((d: { count: number }) => d.count)).toEqual([1, 0]);
   });
 
+  it("counts a merged user's events as the kept profile's, whose segment they then are in", async () => {
+    const at = now.toISOString();
+    await track({
+      attributes: [{ external_id: 'ann-kept', first_name: 'Ann' }],
+      events: [
+        { external_id: 'ann-kept', name: 'merged-seen', time: at },
+        { external_id: 'anon-merged', name: 'merged-seen', time: at },
+        { external_id: 'anon-merged', name: 'merged-seen', time: at },
+      ],
+    });
+    const today = async () =>
+      (await get('/events/data_series?event=merged-seen&length=1&segment_id=anns')).body.data[0].count;
+    expect(await today()).toBe(1);
+    const r = await callApi(env.app, 'POST', '/users/merge', {
+      key: env.ws.apiKey,
+      body: {
+        merge_updates: [
+          { identifier_to_merge: { external_id: 'anon-merged' }, identifier_to_keep: { external_id: 'ann-kept' } },
+        ],
+      },
+    });
+    expect(r.status).toBeLessThan(300);
+    await waitFor(async () => (await staged()) === 0, 30_000, 20);
+    expect(await today()).toBe(3);
+  });
+
   it('refuses a range older than the log holds (400), and an unknown or archived segment (404)', async () => {
     const old = await get('/events/data_series?event=seen&length=100&segment_id=anns');
     expect(old.status).toBe(400);

@@ -8,12 +8,15 @@ import { useTestEnv, type SuiteEnv } from '../helpers/context.js';
 import { waitFor } from '../helpers/cli.js';
 import { callApi, statusAndBody } from '../helpers/http.js';
 import { keyedId, logRows, withoutIds } from '../helpers/event-log.js';
+import { maintainEventLogDays } from '../../src/profiles/event-log.js';
 
 /**
  * The event log (migration 0320, src/profiles/event-log.ts) as ingestion writes it: every custom event and purchase a
  * worker applies to a profile is one row, written in the transaction that applies it, with an id that is the same
  * whatever retries the apply; what is not applied (unmatched, dead-lettered) is not in it; a deletion takes a person's
- * rows away and leaves a users.Deleted row; a merge hands the merged user's rows to the kept profile.
+ * rows away and leaves a users.Deleted row; a merged user's rows are the kept profile's (migration 0460: they keep their
+ * profile id, and an erasure of the kept one takes them). Custom events and purchases are found for an erasure by the
+ * hours their profile's `event_log_hours` stamps, not by an index of the log.
  */
 
 async function staged(env: SuiteEnv) {
@@ -242,7 +245,7 @@ describe('events and purchases applied by a worker', () => {
     expect(await rows(`external_user_id = 'stay-1'`)).toHaveLength(1);
   });
 
-  it('a merge hands the merged user’s rows to the kept profile and logs users.Merged; erasing the kept one takes all', async () => {
+  it('a merge makes the merged user’s rows the kept profile’s and logs users.Merged; erasing the kept one takes all', async () => {
     await accept('/users/track', {
       events: [
         { external_id: 'm-keep', name: 'k', time: '2024-08-01T00:00:00Z' },
@@ -257,15 +260,23 @@ describe('events and purchases applied by a worker', () => {
         { identifier_to_merge: { external_id: 'm-gone' }, identifier_to_keep: { external_id: 'm-keep' } },
       ],
     });
+    // The rows keep the profile they were logged for; the merge records whose they are now, and where.
     const owners = await env.ctx.pool.query<{ name: string; profile_id: string }>(
       `SELECT name, profile_id FROM event_log WHERE workspace_id = $1 AND name IN ('k', 'g') ORDER BY time`,
       [env.ws.workspaceId],
     );
     expect(owners.rows).toEqual([
       { name: 'k', profile_id: keep.id },
-      { name: 'g', profile_id: keep.id },
-      { name: 'g', profile_id: keep.id },
+      { name: 'g', profile_id: gone.id },
+      { name: 'g', profile_id: gone.id },
     ]);
+    const merged = await env.ctx.pool.query(
+      `SELECT profile_id FROM event_log_merged_profiles WHERE merged_profile_id = $1`,
+      [gone.id],
+    );
+    expect(merged.rows).toEqual([{ profile_id: keep.id }]);
+    const hours = await env.ctx.pool.query(`SELECT event_log_hours FROM profiles WHERE id = $1`, [keep.id]);
+    expect(hours.rows[0].event_log_hours).toEqual([Math.floor(Date.now() / 3_600_000)]);
     expect(withoutIds(await rows(`type = 'users.Merged'`))).toEqual([
       {
         type: 'users.Merged',
@@ -283,6 +294,97 @@ describe('events and purchases applied by a worker', () => {
     expect(withoutIds(await rows(`type = 'users.Deleted' AND external_user_id = 'm-keep'`))).toEqual([
       expect.objectContaining({ user_id: keep.service_id, external_user_id: 'm-keep', data: {} }),
     ]);
+  });
+});
+
+describe('the hours a profile’s events are logged in', () => {
+  const env = useTestEnv({ workspaces: ['ws'] });
+  const track = async (externalId: string) => {
+    const r = await callApi(env.app, 'POST', '/users/track', {
+      key: env.ws.apiKey,
+      body: { events: [{ external_id: externalId, name: 'stamped', time: '2024-09-01T00:00:00Z' }] },
+    }).then(statusAndBody);
+    expect(r.status).toBe(201);
+    await waitFor(async () => (await staged(env)) === 0, 30_000, 20);
+  };
+  const stampsOf = async (externalId: string) =>
+    (await env.ctx.pool.query(`SELECT event_log_hours FROM profiles WHERE external_id = $1`, [externalId])).rows[0]
+      ?.event_log_hours as number[] | null;
+
+  beforeAll(() => env.startWorkers([trackIngestJob]));
+
+  it('are stamped by the apply, the hours the log no longer holds dropped, and read by an erasure', async () => {
+    const hour = () => Math.floor(Date.now() / 3_600_000);
+    const before = hour();
+    await track('st-1');
+    await track('st-2');
+    expect([before, hour()]).toContain((await stampsOf('st-1'))![0]);
+    const start = Number(
+      (await env.ctx.pool.query(`SELECT extract(epoch FROM event_log_start()) / 3600 AS h`)).rows[0].h,
+    );
+    // An hour before the log's first day (dropped at the next stamp) and the previous hour (kept).
+    const now = hour();
+    await env.ctx.pool.query(`UPDATE profiles SET event_log_hours = $1 WHERE external_id = 'st-1'`, [
+      [start - 5, now - 1],
+    ]);
+    // st-1's first event as if logged an hour earlier (yesterday's partition when this runs just after midnight).
+    await env.ctx.pool.query(
+      `UPDATE event_log SET accepted_at = accepted_at - interval '1 hour' WHERE workspace_id = $1 AND external_user_id = 'st-1'`,
+      [env.ws.workspaceId],
+    );
+    await track('st-1');
+    expect(await stampsOf('st-1')).toEqual([now - 1, hour()]);
+    await track('st-1');
+    expect(await stampsOf('st-1')).toEqual([now - 1, hour()]);
+    const logged = (who: string) =>
+      logRows(env, env.ws.workspaceId, `external_user_id = $2 AND name = 'stamped'`, [who]).then((r) => r.length);
+    expect(await logged('st-1')).toBe(3);
+    const r = await callApi(env.app, 'POST', '/users/delete', {
+      key: env.ws.apiKey,
+      body: { external_ids: ['st-1'] },
+    }).then(statusAndBody);
+    expect(r.status).toBe(202);
+    await waitFor(async () => (await staged(env)) === 0, 30_000, 20);
+    await waitFor(async () => (await logged('st-1')) === 0, 30_000, 50);
+    expect(await logged('st-2')).toBe(1);
+  });
+});
+
+describe('the log’s days', () => {
+  const env = useTestEnv({ workspaces: ['ws'] });
+
+  it('are made ahead and dropped after their retention, with the records of merges older than the log', async () => {
+    const pool = env.ctx.pool;
+    const partitions = async () =>
+      (
+        await pool.query<{ name: string }>(
+          `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+            WHERE i.inhparent = 'event_log'::regclass ORDER BY 1`,
+        )
+      ).rows.map((r) => r.name);
+    const now = new Date('2031-03-20T12:00:00Z');
+    const day = (offset: number) =>
+      `event_log_${new Date(now.getTime() + offset * 86_400_000).toISOString().slice(0, 10).replaceAll('-', '')}`;
+    await pool.query(`SELECT event_log_make_partitions($1::date, 2)`, ['2031-03-10']);
+    const { rows } = await pool.query<{ id: string }>(
+      `INSERT INTO profiles (workspace_id, service_id, random_bucket) VALUES ($1, 'merge-keeper', 1) RETURNING id`,
+      [env.ws.workspaceId],
+    );
+    await pool.query(
+      `INSERT INTO event_log_merged_profiles (merged_profile_id, profile_id, merged_at)
+       VALUES (-1, $1, '2031-03-10T12:00:00Z'), (-2, $1, '2031-03-11T12:00:00Z')`,
+      [rows[0]!.id],
+    );
+    const result = await maintainEventLogDays(pool, 9, now);
+    const after = await partitions();
+    expect(after).not.toContain(day(-10));
+    expect(after).toContain(day(-9));
+    expect(after).toContain(day(7));
+    expect(result.dropped).toBeGreaterThanOrEqual(1);
+    const merges = await pool.query(`SELECT merged_profile_id FROM event_log_merged_profiles WHERE profile_id = $1`, [
+      rows[0]!.id,
+    ]);
+    expect(merges.rows).toEqual([{ merged_profile_id: -2 }]);
   });
 });
 

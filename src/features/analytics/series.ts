@@ -144,7 +144,8 @@ export async function segmentEventSeries(
   const { rows } = await pool.query<Point<'count'>>(
     `WITH hits AS (
        SELECT date_trunc('${bucket}', e.time, 'UTC') AS at, count(*) AS n
-         FROM event_log e JOIN profiles p ON p.id = e.profile_id
+         FROM event_log e LEFT JOIN event_log_merged_profiles m ON m.merged_profile_id = e.profile_id
+         JOIN profiles p ON p.id = coalesce(m.profile_id, e.profile_id)
         WHERE e.workspace_id = $1 AND e.type = 'users.behaviors.CustomEvent' AND e.name = $2
           AND e.time >= $3::timestamptz AND e.time < $4::timestamptz + interval '1 ${bucket}'
           AND ($5 = '' OR e.app_id = $5) AND COALESCE(${compiled.sql}, FALSE)
@@ -160,10 +161,6 @@ export async function segmentEventSeries(
 
 /** The start of the event log's oldest day partition (what it still holds), or null when it has none. */
 async function eventLogStart(pool: Pool): Promise<Date | null> {
-  const { rows } = await pool.query<{ at: Date | null }>(
-    `SELECT min(to_date(substr(c.relname, 11), 'YYYYMMDD'))::timestamp AT TIME ZONE 'UTC' AS at
-       FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-      WHERE i.inhparent = 'event_log'::regclass AND c.relname ~ '^event_log_[0-9]{8}$'`,
-  );
+  const { rows } = await pool.query<{ at: Date | null }>(`SELECT event_log_start() AS at`);
   return rows[0]?.at ?? null;
 }

@@ -467,11 +467,21 @@ CREATE TABLE event_log (
   external_user_id text,
   app_id text,
   name text,
-  properties jsonb,
+  properties json,
   data jsonb DEFAULT '{}'::jsonb NOT NULL
 ) PARTITION BY RANGE (accepted_at);
-CREATE INDEX event_log_profile ON ONLY event_log USING btree (profile_id) WHERE (profile_id IS NOT NULL);
+CREATE INDEX event_log_accepted_at ON ONLY event_log USING brin (accepted_at) WITH (pages_per_range='32');
+CREATE INDEX event_log_profile ON ONLY event_log USING btree (profile_id) WHERE ((profile_id IS NOT NULL) AND (type <> ALL (ARRAY['users.behaviors.CustomEvent'::text, 'users.behaviors.Purchase'::text])));
 CREATE INDEX event_log_xid ON ONLY event_log USING brin (xid) WITH (pages_per_range='32');
+
+CREATE TABLE event_log_merged_profiles (
+  merged_profile_id bigint NOT NULL,
+  profile_id bigint NOT NULL,
+  merged_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT event_log_merged_profiles_pkey PRIMARY KEY (merged_profile_id),
+  CONSTRAINT event_log_merged_profiles_profile_id_fkey FOREIGN KEY (profile_id) REFERENCES profiles(id) ON DELETE CASCADE
+);
+CREATE INDEX event_log_merged_profiles_profile ON event_log_merged_profiles USING btree (profile_id);
 
 CREATE TABLE event_names (
   workspace_id uuid NOT NULL,
@@ -919,6 +929,7 @@ CREATE TABLE profiles (
   cards_clicked jsonb DEFAULT '[]'::jsonb NOT NULL,
   attribute_times jsonb DEFAULT '{}'::jsonb NOT NULL,
   changed_xid xid8,
+  event_log_hours integer[],
   CONSTRAINT profiles_pkey PRIMARY KEY (id),
   CONSTRAINT profiles_email_subscribe_check CHECK ((email_subscribe = ANY (ARRAY['opted_in'::text, 'subscribed'::text, 'unsubscribed'::text]))),
   CONSTRAINT profiles_gender_check CHECK ((gender = ANY (ARRAY['M'::text, 'F'::text, 'O'::text, 'N'::text, 'P'::text]))),
@@ -1202,6 +1213,18 @@ BEGIN
   END LOOP;
   RETURN made;
 END
+$function$
+;
+
+CREATE OR REPLACE FUNCTION event_log_start()
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ STABLE
+ SET search_path TO '<schema>', 'public'
+AS $function$
+  SELECT min(to_date(substr(c.relname, 11), 'YYYYMMDD'))::timestamp AT TIME ZONE 'UTC'
+    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+   WHERE i.inhparent = 'event_log'::regclass AND c.relname ~ '^event_log_[0-9]{8}$'
 $function$
 ;
 

@@ -10,6 +10,7 @@ import {
 } from './erase-copies.js';
 import { eraseCdiRejects } from './erase-cdi-rejects.js';
 import { scrubDeadLetters } from './erase-dead-letters.js';
+import { eraseLoggedEvents, loggedPlacesOf, type LoggedPlaces } from './erase-logged-events.js';
 import type { ErasedIdentifier, IdentifierKind } from './erased-identifiers.js';
 
 /**
@@ -67,13 +68,14 @@ export async function deleteProfiles(
 ): Promise<number> {
   if (profileIds.length === 0) return 0;
   const identifiers = options.erase ? await identifiersOf(client, profileIds) : null;
+  const logged = options.erase ? await loggedPlacesOf(client, profileIds) : null;
   await keepUnsubscribes(client, workspaceId, profileIds);
   if (options.erase) await logDeletions(client, workspaceId, profileIds);
   const deleted = await client.query(`DELETE FROM profiles WHERE workspace_id = $1 AND id = ANY($2::bigint[])`, [
     workspaceId,
     profileIds,
   ]);
-  if (identifiers) await eraseCopies(client, workspaceId, profileIds, identifiers);
+  if (identifiers && logged) await eraseCopies(client, workspaceId, profileIds, identifiers, logged);
   return deleted.rowCount ?? 0;
 }
 
@@ -83,8 +85,9 @@ async function eraseCopies(
   workspaceId: string,
   profileIds: number[],
   ids: ErasedIdentifier[],
+  logged: LoggedPlaces,
 ): Promise<void> {
-  await eraseLoggedEvents(client, workspaceId, profileIds);
+  await eraseLoggedEvents(client, workspaceId, logged);
   await scrubDeadLetters(client, workspaceId, ids);
   await forgetIdempotencyAnswers(client, workspaceId, ids);
   await eraseLiveActivityTokens(client, workspaceId, ids);
@@ -92,29 +95,6 @@ async function eraseCopies(
   await unlinkUninstalls(client, workspaceId, profileIds);
   await eraseScheduledRecipients(client, workspaceId, ids);
   await eraseCdiRejects(client, workspaceId, ids);
-}
-
-/**
- * The person's events leave the log (a merged user's events were moved to the kept profile by the merge); the
- * deletion's own `users.Deleted` event stays, with identifiers only, for a warehouse to erase downstream. Every hour
- * of an event export whose files held them is asked to be re-delivered without them (event_redeliveries, migration
- * 0350: the export's next pass does it, docs/events.md).
- */
-async function eraseLoggedEvents(client: PoolClient, workspaceId: string, profileIds: number[]): Promise<void> {
-  await client.query(
-    `INSERT INTO event_redeliveries (export_id, event_type, hour)
-     SELECT DISTINCT f.export_id, f.event_type, f.hour
-       FROM (SELECT DISTINCT type, date_trunc('hour', accepted_at, 'UTC') AS hour FROM event_log
-              WHERE workspace_id = $1 AND profile_id = ANY($2::bigint[])) p
-       JOIN event_export_files f ON f.event_type = p.type AND f.hour = p.hour
-       JOIN event_exports e ON e.id = f.export_id AND e.workspace_id = $1
-     ON CONFLICT DO NOTHING`,
-    [workspaceId, profileIds],
-  );
-  await client.query(`DELETE FROM event_log WHERE workspace_id = $1 AND profile_id = ANY($2::bigint[])`, [
-    workspaceId,
-    profileIds,
-  ]);
 }
 
 /**
@@ -141,10 +121,7 @@ async function logDeletions(client: PoolClient, workspaceId: string, profileIds:
     })),
   );
   await client.query(
-    `WITH log_start AS (
-       SELECT min(to_date(substr(c.relname, 11), 'YYYYMMDD'))::timestamp AT TIME ZONE 'UTC' AS at
-         FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-        WHERE i.inhparent = 'event_log'::regclass AND c.relname ~ '^event_log_[0-9]{8}$')
+    `WITH log_start AS (SELECT event_log_start() AS at)
      INSERT INTO event_erasures (workspace_id, user_id, external_user_id, since, until)
      SELECT p.workspace_id, p.service_id, p.external_id, p.created_at, s.at
        FROM profiles p, log_start s

@@ -83,6 +83,7 @@ UPDATE profiles k SET
   cards_clicked = ${unionBy('k.cards_clicked', 'm.cards_clicked', 'e::text')},
   attribute_times = m.attribute_times || k.attribute_times,
   created_at = LEAST(k.created_at, m.created_at),
+  event_log_hours = (SELECT array_agg(DISTINCT h ORDER BY h) FROM unnest(array_cat(k.event_log_hours, m.event_log_hours)) AS h),
   updated_at = now()
 FROM profiles m
 WHERE k.id = $1 AND m.id = $2 AND k.workspace_id = m.workspace_id`;
@@ -148,20 +149,23 @@ async function recordMergedIdentifiers(client: PoolClient, mergeId: number, keep
 }
 
 /**
- * A `users.Merged` event on the kept profile, naming the merged user by the identifiers it had; the merged user's
- * logged events are the kept profile's from now on (an erasure of it takes them too). Delivered rows keep the ids
- * they were delivered with: the Merged event is what tells a warehouse to fold them.
+ * A `users.Merged` event on the kept profile, naming the merged user by the identifiers it had. The merged user's
+ * logged events keep its profile id (the log has no index to re-point them by, migration 0460); the kept profile now
+ * answers for them (event_log_merged_profiles: an erasure of it takes them too, a series by segment counts them as
+ * its), and its `event_log_hours` took the merged one's in MERGE_SQL. Delivered rows keep the ids they were delivered
+ * with: the Merged event is what tells a warehouse to fold them.
  */
 async function logMerge(client: PoolClient, workspaceId: string, mergeId: number, keepId: number): Promise<void> {
   const { rows } = await client.query<{ service_id: string; external_id: string | null }>(
     `SELECT service_id, external_id FROM profiles WHERE id = $1`,
     [mergeId],
   );
-  await client.query(`UPDATE event_log SET profile_id = $2 WHERE workspace_id = $3 AND profile_id = $1`, [
-    mergeId,
-    keepId,
-    workspaceId,
-  ]);
+  await client.query(`UPDATE event_log_merged_profiles SET profile_id = $2 WHERE profile_id = $1`, [mergeId, keepId]);
+  await client.query(
+    `INSERT INTO event_log_merged_profiles (merged_profile_id, profile_id) VALUES ($1, $2)
+     ON CONFLICT (merged_profile_id) DO UPDATE SET profile_id = EXCLUDED.profile_id, merged_at = now()`,
+    [mergeId, keepId],
+  );
   await logEvents(client, [
     {
       type: 'users.Merged',
