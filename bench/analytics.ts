@@ -100,6 +100,14 @@ async function loadRollups(pool: Pool): Promise<string> {
      SELECT $1, a, $2::date + d, 100000 + d, 2000 + d, 1000000 + d FROM unnest($3::text[] || '{""}') a, generate_series(0, ${DAYS - 1}) d`,
     [ws, new Date(FIRST_DAY).toISOString().slice(0, 10), APPS],
   );
+  // MAU as the rollups now count it (migration 0470): ranges of every length beginning each day, most of them the
+  // 30 days of a person's first activity in a month.
+  await pool.query(
+    `INSERT INTO user_kpi_spans (workspace_id, app_id, day, length, n)
+     SELECT $1, a, $2::date + d, len, CASE WHEN len = 30 THEN 30000 + d ELSE 100 + len END
+       FROM unnest($3::text[] || '{""}') a, generate_series(0, ${DAYS - 1}) d, generate_series(1, 30) len`,
+    [ws, new Date(FIRST_DAY).toISOString().slice(0, 10), APPS],
+  );
   await pool.query('VACUUM ANALYZE');
   const { rows } = await pool.query<{ events: string; hourly: string }>(
     `SELECT (SELECT sum(count) FROM event_counts_daily WHERE app_id = '') AS events,

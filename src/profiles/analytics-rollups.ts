@@ -59,9 +59,9 @@ const HOUR = `date_trunc('hour', c.time, 'UTC')`;
  * The person's new active days (a stamp inserted, not there before), each with the nearest earlier active day `prev`
  * and later one `next`. The batch's new stamps are taken as if added one by one in day order: `prev` is the latest of
  * the stored days and the batch's earlier new ones; `next` comes from the stored days only (the statement's snapshot
- * does not show its own inserts, which is what that order needs). Then each new day's deltas (migration 0380); the
- * MAU days a new day adds are grouped by their range first (most people's is [d, d + 29]), so that a batch expands
- * each distinct range once, not 30 rows per person.
+ * does not show its own inserts, which is what that order needs). Then each new day's deltas (migration 0380), and the
+ * range of days its MAU grows on, counted as a range (migration 0470: one row per distinct range, where writing its
+ * days one by one was up to 30 rows).
  */
 const ACTIVITY = `${ACTS},
 stamped AS (
@@ -79,21 +79,22 @@ bounds AS (
          (SELECT min(t.day) FROM active_user_days t
            WHERE t.profile_id = f.profile_id AND t.app_id = f.app_id AND t.day > f.day) AS next
     FROM fresh f JOIN acts a ON a.profile_id = f.profile_id AND a.app = f.app_id AND a.day = f.day),
-intervals AS (
-  SELECT ws, app_id, GREATEST(day, prev + 30) AS lo, LEAST(day + 29, next - 1) AS hi, count(*) AS n
-    FROM bounds GROUP BY 1, 2, 3, 4),
+spans AS (
+  INSERT INTO user_kpi_spans AS t (workspace_id, app_id, day, length, n)
+  SELECT ws, app_id, lo, hi - lo + 1, count(*)
+    FROM (SELECT ws, app_id, GREATEST(day, prev + 30) AS lo, LEAST(day + 29, next - 1) AS hi FROM bounds) r
+   WHERE hi >= lo GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+  ON CONFLICT (workspace_id, app_id, day, length) DO UPDATE SET n = t.n + excluded.n),
 deltas AS (
-  SELECT ws, app_id, day, count(*) AS dau, count(*) FILTER (WHERE prev IS NULL) AS new_users, 0 AS mau
+  SELECT ws, app_id, day, count(*) AS dau, count(*) FILTER (WHERE prev IS NULL) AS new_users
     FROM bounds GROUP BY 1, 2, 3
   UNION ALL
-  SELECT ws, app_id, next, 0, -count(*), 0 FROM bounds WHERE prev IS NULL AND next IS NOT NULL GROUP BY 1, 2, 3
-  UNION ALL
-  SELECT i.ws, i.app_id, i.lo + g.i, 0, 0, i.n FROM intervals i, generate_series(0, i.hi - i.lo) AS g(i)),
+  SELECT ws, app_id, next, 0, -count(*) FROM bounds WHERE prev IS NULL AND next IS NOT NULL GROUP BY 1, 2, 3),
 kpi AS (
-  INSERT INTO user_kpi_daily AS t (workspace_id, app_id, day, dau, new_users, mau)
-  SELECT ws, app_id, day, sum(dau), sum(new_users), sum(mau) FROM deltas GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+  INSERT INTO user_kpi_daily AS t (workspace_id, app_id, day, dau, new_users)
+  SELECT ws, app_id, day, sum(dau), sum(new_users) FROM deltas GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
   ON CONFLICT (workspace_id, app_id, day)
-  DO UPDATE SET dau = t.dau + excluded.dau, new_users = t.new_users + excluded.new_users, mau = t.mau + excluded.mau)`;
+  DO UPDATE SET dau = t.dau + excluded.dau, new_users = t.new_users + excluded.new_users)`;
 
 /** The CTEs that keep every rollup, of one statement in the transaction that logs the events; rollupParams' values. */
 export const ROLLUP_CTES = [

@@ -231,6 +231,25 @@ describe('GET /kpi/dau, /kpi/new_users and /kpi/mau data_series', () => {
     ]);
   });
 
+  it('adds the MAU counted day by day before migration 0470 to what its ranges give', async () => {
+    const before = await kpis('length=2&ending_at=2023-11-30');
+    // As an install upgraded from before 0470 holds it: 7 people on 29 November counted in the day's own row.
+    await env.ctx.pool.query(
+      `INSERT INTO user_kpi_daily (workspace_id, app_id, day, mau) VALUES ($1, '', '2023-11-29', 7)
+       ON CONFLICT (workspace_id, app_id, day) DO UPDATE SET mau = user_kpi_daily.mau + 7`,
+      [env.ws.workspaceId],
+    );
+    try {
+      const after = await kpis('length=2&ending_at=2023-11-30');
+      expect(after).toEqual([{ ...before[0], mau: before[0].mau + 7 }, before[1]]);
+    } finally {
+      await env.ctx.pool.query(
+        `UPDATE user_kpi_daily SET mau = mau - 7 WHERE workspace_id = $1 AND app_id = '' AND day = '2023-11-29'`,
+        [env.ws.workspaceId],
+      );
+    }
+  });
+
   it('stays exact for many people whose days arrive in shuffled batches', async () => {
     // A fixed pseudo-random sequence: 30 people, each active on a few of 90 days, the events sent in 6 requests in an
     // order unrelated to their days (each request adds days before, between and after ones already counted).

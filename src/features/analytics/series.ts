@@ -7,8 +7,8 @@ import { segmentByApiId } from '../../profiles/segments/store.js';
 
 /**
  * The analytics series (docs/analytics.md): counts by UTC day or hour read from the rollups of migration 0380, one
- * row per point at most, never a raw event. Every point of the range is answered; a bucket without a row counts 0
- * (so does an event name or product nobody sent).
+ * row per point at most (MAU: the ranges that hold its points, `mauSeries`), never a raw event. Every point of the
+ * range is answered; a bucket without a row counts 0 (so does an event name or product nobody sent).
  */
 
 export type SeriesUnit = 'day' | 'hour';
@@ -104,15 +104,44 @@ export function purchaseSeries<K extends 'purchase_quantity' | 'revenue'>(
   return rollupSeries(pool, workspaceId, range, source, as);
 }
 
-/** Daily active, new or monthly active users (rolling 30 days), a UTC day. */
+/** Daily active, new or monthly active users (rolling 30 days: `mauSeries`), a UTC day. */
 export function userKpiSeries<K extends 'dau' | 'new_users' | 'mau'>(
   pool: Pool,
   workspaceId: string,
   range: Omit<SeriesRange, 'unit'>,
   as: K,
-) {
+): Promise<Point<K>[]> {
+  if (as === 'mau') return mauSeries(pool, workspaceId, range) as Promise<Point<K>[]>;
   const source = { daily: 'user_kpi_daily', hourly: 'user_kpi_daily', value: as };
   return rollupSeries(pool, workspaceId, { ...range, unit: 'day' }, source, as);
+}
+
+/**
+ * Monthly active users (those active on some day of the 30 ending with it), a UTC day: the `mau` counted day by day
+ * before migration 0470, plus the ranges counted since (user_kpi_spans), each `n` people on every day of [day, day +
+ * length - 1]. A range holding a point begins at most 29 days before it, so the ranges beginning from 29 days before
+ * the first point to the last are read once (at most (length + 29) x 30 rows, by the key's order), made into +n where
+ * each begins and -n the day after it ends, and summed day by day.
+ */
+const MAU_SQL = `SELECT to_char(b.day, 'YYYY-MM-DD') AS time, (coalesce(k.mau, 0) + b.running)::float8 AS mau
+  FROM (SELECT g.day, sum(coalesce(e.v, 0)) OVER (ORDER BY g.day) AS running
+          FROM (SELECT $2::date - 29 + i AS day FROM generate_series(0, $3::int + 28) AS i) g
+          LEFT JOIN (SELECT x, sum(v) AS v
+                       FROM user_kpi_spans s CROSS JOIN LATERAL (VALUES (s.day, s.n), (s.day + s.length, -s.n)) AS r(x, v)
+                      WHERE s.workspace_id = $1 AND s.app_id = $4 AND s.day BETWEEN $2::date - 29 AND $2::date + $3::int - 1
+                      GROUP BY x) e ON e.x = g.day) b
+  LEFT JOIN user_kpi_daily k ON k.workspace_id = $1 AND k.app_id = $4 AND k.day = b.day
+ WHERE b.day >= $2::date
+ ORDER BY b.day`;
+
+async function mauSeries(pool: Pool, workspaceId: string, range: Omit<SeriesRange, 'unit'>) {
+  const { first } = bucketBounds({ ...range, unit: 'day' });
+  const { rows } = await pool.query<Point<'mau'>>({
+    name: 'analytics-series:mau',
+    text: MAU_SQL,
+    values: [workspaceId, first.slice(0, 10), range.length, range.appId ?? ''],
+  });
+  return rows;
 }
 
 /**

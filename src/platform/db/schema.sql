@@ -1164,6 +1164,18 @@ CREATE TABLE user_kpi_daily (
   CONSTRAINT user_kpi_daily_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
 );
 
+-- MAU by ranges: n people newly active on each day of [day, day + length - 1] (migration 0470, docs/analytics.md)
+CREATE TABLE user_kpi_spans (
+  workspace_id uuid NOT NULL,
+  app_id text NOT NULL,
+  day date NOT NULL,
+  length smallint NOT NULL,
+  n bigint NOT NULL,
+  CONSTRAINT user_kpi_spans_pkey PRIMARY KEY (workspace_id, app_id, day, length),
+  CONSTRAINT user_kpi_spans_length_check CHECK (((length >= 1) AND (length <= 30))),
+  CONSTRAINT user_kpi_spans_workspace_id_fkey FOREIGN KEY (workspace_id) REFERENCES workspaces(id) ON DELETE CASCADE
+);
+
 CREATE TABLE workspaces (
   id uuid DEFAULT gen_random_uuid() NOT NULL,
   company_id uuid NOT NULL,
