@@ -1,7 +1,7 @@
 import { logEvents } from '../event-log.js';
 import type { PoolClient } from '../../platform/db/pool.js';
 import { deleteProfiles } from './erase.js';
-import { mergeCounts } from '../tracked-objects.js';
+import { mergeCounts } from '../tracked-update-sql.js';
 
 /**
  * Merging one profile into another (POST /users/merge, and POST /users/identify of an alias-only, email-only or
