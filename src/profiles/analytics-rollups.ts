@@ -152,6 +152,13 @@ function child<V>(level: Map<string, Map<string, V>>, key: string): Map<string, 
   return next;
 }
 
+/** The set under `key` (made when missing). */
+function setUnder<V>(level: Map<string, Set<V>>, key: string): Set<V> {
+  let next = level.get(key);
+  if (!next) level.set(key, (next = new Set()));
+  return next;
+}
+
 /** A map's entries in key order. */
 const sorted = <V>(map: Map<string, V>): [string, V][] => [...map].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 
@@ -167,11 +174,7 @@ function namesColumns(seen: Map<string, Set<string>>): [string, string[]] {
   return [plain(ws), names];
 }
 
-const addName = (seen: Map<string, Set<string>>, ws: string, name: string) => {
-  let set = seen.get(ws);
-  if (!set) seen.set(ws, (set = new Set()));
-  set.add(name);
-};
+const addName = (seen: Map<string, Set<string>>, ws: string, name: string) => setUnder(seen, ws).add(name);
 
 /**
  * The batch's distinct (workspace, app, day, profile) of activity, as sets of profiles: a few (workspace, app, day)
@@ -181,10 +184,7 @@ class Activity {
   private readonly root = new Map<string, Map<string, Map<string, Set<number>>>>();
 
   add(ws: string, app: string, day: string, profileId: number): void {
-    const days = child(child(this.root, ws), app);
-    let people = days.get(day);
-    if (!people) days.set(day, (people = new Set()));
-    people.add(profileId);
+    setUnder(child(child(this.root, ws), app), day).add(profileId);
   }
 
   /** The columns of ACTS: workspace, profile, app, day. */

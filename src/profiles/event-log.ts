@@ -21,8 +21,11 @@ export const eventIdSql = (workspaceId: string, key: string): string =>
   `CASE WHEN ${key} IS NULL THEN gen_random_uuid() ELSE md5(${workspaceId}::text || ':' || ${key})::uuid END`;
 
 /** An event's id as `eventIdSql` makes it (a workspace id is lower-case text in PostgreSQL, as `uuid::text` prints it). */
-export const eventId = (workspaceId: string, key: string | null): string =>
-  key === null ? randomUUID() : hash('md5', `${workspaceId.toLowerCase()}:${key}`);
+export const eventId = (workspaceId: string, key: string | null): string => idOf(idPrefix(workspaceId), key);
+
+/** The part of an id's hashed text that its workspace gives (made once per workspace of a batch by `logRows`). */
+const idPrefix = (workspaceId: string) => `${workspaceId.toLowerCase()}:`;
+const idOf = (prefix: string, key: string | null): string => (key === null ? randomUUID() : hash('md5', prefix + key));
 
 /**
  * The rows, every value made by the writer (no join to `profiles` for the identifiers, no id hashed in SQL), written by
@@ -39,14 +42,14 @@ type ReadIdentifiers = Map<number, { service_id: string; external_id: string | n
 export function logRows(entries: EventEntry[], read: ReadIdentifiers = new Map()): Buffer[] {
   const encoder = new LogRowsEncoder();
   const row: LogRow = { ...EMPTY_ROW };
-  // The ids' prefix (eventId's), made once per workspace rather than lower-cased again for every event.
+  // The ids' prefix, made once per workspace rather than lower-cased again for every event.
   let workspace = '';
   let prefix = '';
   for (const e of entries) {
-    if (e.workspaceId !== workspace) [workspace, prefix] = [e.workspaceId, `${e.workspaceId.toLowerCase()}:`];
+    if (e.workspaceId !== workspace) [workspace, prefix] = [e.workspaceId, idPrefix(e.workspaceId)];
     const ids = e.userId === undefined && e.profileId !== null ? read.get(e.profileId) : undefined;
     row.workspaceId = e.workspaceId;
-    row.id = e.key === null ? randomUUID() : hash('md5', prefix + e.key);
+    row.id = idOf(prefix, e.key);
     row.type = e.type;
     row.time = e.time;
     row.profileId = e.profileId;
@@ -94,13 +97,13 @@ const BENCHMARK_WITHOUT_LOG = process.env.CES_BENCH_EVENT_LOG === 'off';
  * SQL of a profile's `event_log_hours` (migration 0460) after the apply's rewrite of `p` logs events or purchases of
  * it (when `logs`, SQL of a boolean, holds): the hour of the transaction (the log rows' `accepted_at`) added, the hours
  * the log no longer holds dropped. Null when the log is not written (`CES_BENCH_EVENT_LOG=off`): nothing to stamp.
- * `hours` names a FROM item that is `LOGGED_HOURS_FROM`.
+ * It reads `h`, the FROM item `LOGGED_HOURS_FROM`.
  */
-export const loggedHoursStamp = (logs: string, hours = 'h'): string | null =>
+export const loggedHoursStamp = (logs: string): string | null =>
   BENCHMARK_WITHOUT_LOG
     ? null
-    : `CASE WHEN NOT (${logs}) OR p.event_log_hours[cardinality(p.event_log_hours)] = ${hours}.now THEN p.event_log_hours
-       ELSE array_append(ARRAY(SELECT x FROM unnest(p.event_log_hours) AS x WHERE x >= ${hours}.first), ${hours}.now) END`;
+    : `CASE WHEN NOT (${logs}) OR p.event_log_hours[cardinality(p.event_log_hours)] = h.now THEN p.event_log_hours
+       ELSE array_append(ARRAY(SELECT x FROM unnest(p.event_log_hours) AS x WHERE x >= h.first), h.now) END`;
 
 /** The FROM item `loggedHoursStamp` reads: this transaction's hour, and the first the log holds (whole statement). */
 export const LOGGED_HOURS_FROM = `(SELECT floor(extract(epoch FROM now()) / 3600)::int AS now,
@@ -184,6 +187,7 @@ export async function maintainEventLogDays(
   );
   // The name comes from the catalog and matches the pattern above: no input of anyone's reaches the statement.
   for (const { name } of rows) await pool.query(`DROP TABLE IF EXISTS "${name}"`);
-  await pool.query(`DELETE FROM event_log_merged_profiles WHERE merged_at < event_log_start()`);
+  // The log's first day moves only when a day is dropped; then the merges before it can go.
+  if (rows.length > 0) await pool.query(`DELETE FROM event_log_merged_profiles WHERE merged_at < event_log_start()`);
   return { made: made.rows[0]!.made, dropped: rows.length };
 }
