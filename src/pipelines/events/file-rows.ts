@@ -13,9 +13,9 @@ import type { SourceEvent } from './formats/source.js';
  * in flight) outlived the nursery and were copied, then promoted. Streamed, a row lives from its line to its record.
  *
  * Each line is the event's id, time (Unix milliseconds), user_id, external_user_id, app_id, name, properties and data
- * (jsonb's text). Only `data` (a few fields, which the mappings read) is parsed; `properties` goes on as its JSON text
- * (JsonText), the bytes JSON.stringify gives of the parsed object (./formats/json-text.ts). The type and workspace are
- * the file's.
+ * (their JSON text: jsonb's, or for properties logged since migration 0450 the json as written). Only `data` (a few
+ * fields, which the mappings read) is parsed; `properties` goes on as its JSON text (JsonText), the bytes
+ * JSON.stringify gives of the parsed object (./formats/json-text.ts). The type and workspace are the file's.
  */
 
 /** Where a file's rows begin and end (a row of event_export_files). */

@@ -52,7 +52,9 @@ function stringEnd(text: string, quote: number): number {
  * and each number written as JavaScript writes it (jsonb keeps `1.50` and writes `1e2` as `100`; JSON.stringify gives
  * `1.5`, and `null` for one too large for a double). Strings are kept as they are: jsonb escapes the characters
  * JSON.stringify escapes, the same way, and holds no lone surrogate. A key that begins with a digit is parsed and
- * written again instead: an object's integer keys come first in JavaScript, whatever their place in the text.
+ * written again instead: an object's integer keys come first in JavaScript, whatever their place in the text. Since
+ * migration 0450 the log's `properties` are json holding the text JSON.stringify wrote, which this gives back as it
+ * is; rows logged before keep jsonb's text.
  */
 export function compactJsonb(text: string): string {
   let out = '';
